@@ -1,0 +1,52 @@
+# Softmax Lab. Two commands: `make lab` (open the course) and `make test` (run every test).
+# Each creates .venv if missing, installs the pinned dependencies and this package (editable),
+# and registers the Jupyter kernel "softmax-lab". Re-running is fast: the stamp file skips the install.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8888
+STAMP  := $(VENV)/.installed-stamp
+JOBS   ?= 2
+
+# JupyterLab refuses root without --allow-root; open a browser only where there is a display.
+ROOT_FLAG    := $(if $(filter 0,$(shell id -u)),--allow-root,)
+BROWSER_FLAG := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),,--no-browser)
+
+.PHONY: lab test test-unit test-notebooks test-gpu notebooks bench doctor clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name softmax-lab --display-name "Softmax Lab (Python 3)"
+	touch $@
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.port=$(PORT) --ServerApp.port_retries=0 $(ROOT_FLAG) $(BROWSER_FLAG)
+
+test: test-unit test-notebooks
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope
+
+# nbval over the solution notebooks on this machine (CPU interpreter without a GPU).
+test-notebooks: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
+	  --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 \
+	  -n $(JOBS) --dist loadscope solutions/
+
+# On a CUDA machine: unit tests including the GPU-only sizes (see README, "Running on a GPU").
+test-gpu:
+	python3 -m pytest tests -m "gpu or not gpu" -x -q
+
+notebooks: $(STAMP)
+	$(BIN)/softmax-lab build
+
+bench: $(STAMP)
+	$(BIN)/softmax-lab bench
+
+doctor: $(STAMP)
+	$(BIN)/softmax-lab doctor
+
+clean:
+	rm -rf $(VENV) .pytest_cache test-output
