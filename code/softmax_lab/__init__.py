@@ -11,7 +11,7 @@ WHERE = describe()
 
 def doctor(verbose: bool = True) -> bool:
     """Check the environment; print one line per check and the fix for each problem. True when all pass."""
-    from .doctor import run_doctor
+    from .checkup import run_doctor
 
     return run_doctor(verbose=verbose)
 

@@ -8,7 +8,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "doctor": ("softmax_lab.doctor", "check the environment and name the fix for each problem"),
+    "doctor": ("softmax_lab.checkup", "check the environment and name the fix for each problem"),
     "build": ("softmax_lab.build", "generate learner notebooks/ from solutions/"),
     "check": ("softmax_lab.grade", "validate your own notebook's exercises (learners)"),
     "grade": ("softmax_lab.grade", "grade learners' notebooks into a gradebook (instructors)"),

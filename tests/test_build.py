@@ -1,0 +1,214 @@
+"""`softmax-lab build`: solution regions, rubric cells, outputs, staleness of notebooks/ (all chapters)."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from softmax_lab import build
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "solutions"
+NOTEBOOKS = ROOT / "notebooks"
+ALL_SOLUTIONS = sorted(SOLUTIONS.glob("*.ipynb"))
+
+KERNEL_SOURCE = """\
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    ### BEGIN SOLUTION
+    # HINT: load with a mask
+    x = tl.load(x_ptr + offs, mask=offs < N)
+    ### END SOLUTION
+    tl.store(x_ptr + offs, x, mask=offs < N)"""
+
+
+def make_nb(cells, chapter="99"):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = dict(build.KERNELSPEC)
+    nb.metadata["softmax_lab"] = {"chapter": chapter, "title": "Test chapter"}
+    nb.cells = cells
+    return nb
+
+
+def exercise_nb(ex="ch99-add"):
+    code = nbformat.v4.new_code_cell
+    md = nbformat.v4.new_markdown_cell
+    cells = [
+        code("import softmax_lab", outputs=[nbformat.v4.new_output("stream", text="hi\n")], execution_count=1),
+        code("def add_one(x):\n    ### BEGIN SOLUTION\n    # HINT: one line\n    return x + 1\n    ### END SOLUTION",
+             metadata={"tags": [f"exercise:{ex}", "points:2"]}, execution_count=2),
+        code("print(add_one(1))", metadata={"tags": [f"check:{ex}", "nbval-check-output"]},
+             outputs=[nbformat.v4.new_output("stream", text="2\n")], execution_count=3),
+        md("Why?", metadata={"tags": ["question:ch99-why", "points:1"]}),
+        md("### BEGIN SOLUTION\nBecause.\n### END SOLUTION", metadata={"tags": ["answer:ch99-why"]}),
+        md("Full marks for 'because'.", metadata={"tags": ["rubric:ch99-why"]}),
+    ]
+    cells[1].metadata["execution"] = {"iopub.status.busy": "2026-01-01"}
+    return make_nb(cells)
+
+
+# ------------------------------------------------------------------------------------------- solution regions
+
+
+def test_code_region_becomes_hints_and_raise_at_marker_indentation():
+    out = build.strip_solutions(KERNEL_SOURCE, "code", "ch99-k")
+    assert "tl.load" not in out
+    assert "    # HINT: load with a mask\n" in out
+    assert '    raise NotImplementedError("exercise ch99-k: replace this line with your code")\n' in out
+    assert out.endswith("tl.store(x_ptr + offs, x, mask=offs < N)")  # code after the region is kept
+    compile(out, "<learner>", "exec")  # still valid Python
+
+
+def test_top_level_region_and_several_regions():
+    src = "a = 1\n### BEGIN SOLUTION\nb = 2\n### END SOLUTION\ndef f():\n        ### BEGIN SOLUTION\n        pass\n" \
+          "        ### END SOLUTION"
+    out = build.strip_solutions(src, "code")
+    assert out.splitlines() == ["a = 1", 'raise NotImplementedError("replace this line with your code")',
+                                "def f():", '        raise NotImplementedError("replace this line with your code")']
+
+
+def test_markdown_region_becomes_placeholder():
+    out = build.strip_solutions("Intro\n### BEGIN SOLUTION\nThe answer.\n### END SOLUTION", "markdown")
+    assert out == "Intro\nYOUR ANSWER HERE"
+
+
+@pytest.mark.parametrize("src", ["### BEGIN SOLUTION\nx", "x\n### END SOLUTION",
+                                 "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION"])
+def test_unbalanced_markers_are_errors(src):
+    with pytest.raises(build.BuildError):
+        build.strip_solutions(src)
+
+
+def test_blank_exercise_still_defines_its_names_and_raises_not_implemented():
+    nb = build.learner_notebook(exercise_nb())
+    ns: dict = {}
+    exec(nb.cells[1].source, ns)
+    with pytest.raises(NotImplementedError, match="ch99-add"):
+        ns["add_one"](1)
+
+
+# ---------------------------------------------------------------------------------------------- notebooks
+
+
+def test_learner_notebook_drops_rubric_clears_outputs_keeps_ids_tags_metadata():
+    sol = exercise_nb()
+    before = copy.deepcopy(sol)
+    nb = build.learner_notebook(sol)
+    assert sol == before, "the solution notebook must not be modified"
+    assert [c.id for c in nb.cells] == [c.id for c in sol.cells[:5]]
+    assert [c.metadata.get("tags") for c in nb.cells] == [c.metadata.get("tags") for c in sol.cells[:5]]
+    assert not any(build.tag_value(c, "rubric:") for c in nb.cells)
+    for c in nb.cells:
+        if c.cell_type == "code":
+            assert c.outputs == [] and c.execution_count is None
+        assert "execution" not in c.metadata
+    assert nb.cells[4].source == "YOUR ANSWER HERE"
+    assert nb.metadata["softmax_lab"] == sol.metadata["softmax_lab"]
+    assert nb.metadata["kernelspec"] == build.KERNELSPEC
+
+
+def test_validate_flags_broken_conventions():
+    nb = exercise_nb()
+    assert build.validate(nb) == []
+    bad = copy.deepcopy(nb)
+    bad.cells[2].metadata["tags"] = ["nbval-check-output"]  # check cell lost its check: tag
+    bad.cells[1].metadata["tags"] = ["exercise:ch99-add"]  # no points
+    del bad.metadata["softmax_lab"]
+    problems = "\n".join(build.validate(bad))
+    assert "check:ch99-add" in problems and "points" in problems and "softmax_lab.chapter" in problems
+
+
+def test_build_writes_then_check_detects_stale_and_orphans(tmp_path):
+    sol, out = tmp_path / "solutions", tmp_path / "notebooks"
+    sol.mkdir()
+    nbformat.write(exercise_nb(), str(sol / "99_test.ipynb"))
+    assert build.build(sol, out, check=True, log=lambda *_: None) == ["99_test.ipynb"]  # missing
+    assert build.build(sol, out, log=lambda *_: None) == ["99_test.ipynb"]
+    assert build.build(sol, out, check=True, log=lambda *_: None) == []
+    # editing a solution makes the learner notebook stale
+    nb = nbformat.read(str(sol / "99_test.ipynb"), as_version=4)
+    nb.cells[0].source += "\nimport torch"
+    nbformat.write(nb, str(sol / "99_test.ipynb"))
+    assert build.build(sol, out, check=True, log=lambda *_: None) == ["99_test.ipynb"]
+    # a learner notebook without a solution is stale too
+    build.build(sol, out, log=lambda *_: None)
+    (out / "98_gone.ipynb").write_text("{}")
+    assert build.build(sol, out, check=True, log=lambda *_: None) == ["98_gone.ipynb"]
+
+
+def test_duplicate_exercise_ids_across_chapters_are_rejected(tmp_path):
+    sol = tmp_path / "solutions"
+    sol.mkdir()
+    nbformat.write(exercise_nb(), str(sol / "98_a.ipynb"))
+    nbformat.write(exercise_nb(), str(sol / "99_b.ipynb"))
+    with pytest.raises(build.BuildError, match="also used"):
+        build.build(sol, tmp_path / "notebooks", log=lambda *_: None)
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    sol, out = tmp_path / "solutions", tmp_path / "notebooks"
+    sol.mkdir()
+    nbformat.write(exercise_nb(), str(sol / "99_test.ipynb"))
+    args = ["--solutions", str(sol), "--out", str(out)]
+    assert build.main(args + ["--check"]) == 1
+    assert build.main(args) == 0
+    assert build.main(args + ["--check"]) == 0
+    bad = exercise_nb()
+    bad.cells[1].source = "### BEGIN SOLUTION\nx = 1"
+    nbformat.write(bad, str(sol / "99_test.ipynb"))
+    assert build.main(args) == 2
+    assert "without" in capsys.readouterr().err
+
+
+def test_widget_state_gets_stable_ids():
+    def executed(a, b):
+        nb = make_nb([nbformat.v4.new_code_cell("w", id="cell-w", outputs=[nbformat.v4.new_output(
+            "display_data", data={build.WIDGET_VIEW: {"model_id": a, "version_major": 2, "version_minor": 0}})])])
+        nb.metadata["widgets"] = {build.WIDGET_STATE: {"state": {
+            a: {"model_name": "IntSliderModel", "state": {"layout": f"IPY_MODEL_{b}"}},
+            b: {"model_name": "LayoutModel", "state": {}},
+            "f" * 32: {"model_name": "Orphan", "state": {}}}, "version_major": 2, "version_minor": 0}}
+        return nb
+
+    one, two = executed("a" * 32, "b" * 32), executed("c" * 32, "d" * 32)
+    build.stable_widget_state(one, "x")
+    build.stable_widget_state(two, "x")
+    assert build.dumps(one) == build.dumps(two)
+    state = one.metadata["widgets"][build.WIDGET_STATE]["state"]
+    assert len(state) == 2  # the orphan model is gone
+    view = one.cells[0].outputs[0]["data"][build.WIDGET_VIEW]["model_id"]
+    assert state[view]["state"]["layout"].removeprefix("IPY_MODEL_") in state
+
+
+# ------------------------------------------------------------------------------------- the real chapters
+
+
+@pytest.mark.skipif(not ALL_SOLUTIONS, reason="no solution notebooks yet")
+def test_solutions_follow_the_conventions():
+    problems = []
+    for p in ALL_SOLUTIONS:
+        problems += build.validate(build.read(p), p.name)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.skipif(not ALL_SOLUTIONS, reason="no solution notebooks yet")
+def test_learner_notebooks_are_up_to_date():
+    stale = build.build(SOLUTIONS, NOTEBOOKS, check=True, log=lambda *_: None)
+    assert not stale, f"notebooks/ is stale, run `make notebooks`: {stale}"
+
+
+@pytest.mark.skipif(not ALL_SOLUTIONS, reason="no solution notebooks yet")
+@pytest.mark.parametrize("path", ALL_SOLUTIONS, ids=lambda p: p.name)
+def test_learner_exercise_cells_still_compile(path):
+    nb = build.learner_notebook(build.read(path))
+    for cell in nb.cells:
+        if cell.cell_type == "code" and build.tag_value(cell, "exercise:"):
+            assert "### BEGIN SOLUTION" not in cell.source
+            assert "NotImplementedError" in cell.source
+            compile(cell.source, f"{path.name}:{cell.id}", "exec")
