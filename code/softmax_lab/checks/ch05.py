@@ -1,0 +1,191 @@
+"""Checks for chapter 5, online softmax: the (m, l) update and the online kernel.
+
+``check_online_update(online_update)`` tests one step of the recurrence, in plain Python/torch::
+
+    m_new = max(m, max(tile))
+    l_new = l * exp(m - m_new) + sum(exp(tile - m_new))
+
+``check_online_softmax(online_softmax)`` runs a learner's launcher ``online_softmax(x, out, BLOCK=...)`` on rows
+longer than one block, and on the traps: a later tile raising the max (l must be rescaled), and a whole tile
+of -inf (exp(-inf - (-inf)) is NaN).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+
+import numpy as np
+import torch
+
+from ..device import DEVICE
+from ..reference import softmax_ref
+from ..testing import compare, poisoned_like, randn
+from .common import Report
+
+__all__ = ["check_online_update", "check_online_softmax", "run_online_update"]
+
+NEG_INF = float("-inf")
+
+RESCALE = ("forgot to rescale l by exp(m - m_new): the old sum was counted against the old max, so when a "
+           "later tile raises the max it must shrink")
+INF_TILE = ("a tile of all -inf gives m_new = -inf and exp(-inf - (-inf)) = NaN: while the max is still -inf, "
+            "shift by 0 instead (tl.where(m_new == -inf, 0.0, m_new))")
+BAD_MAX = "m must be the largest value seen so far: m_new = max(m, max(tile))"
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence numpy's 'invalid value' warnings: stderr output would differ between runs and break nbval."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
+# ------------------------------------------------------------------------------------------ the (m, l) update
+
+
+def run_online_update(online_update, row, tile: int):
+    """Fold ``online_update`` over ``row`` in tiles of ``tile`` values, from (m, l) = (-inf, 0).
+
+    Returns the list of (m, l) after each tile, as Python floats.
+    """
+    x = torch.as_tensor(row, dtype=torch.float64)
+    m, l = NEG_INF, 0.0
+    steps = []
+    for start in range(0, x.numel(), tile):
+        m, l = online_update(m, l, x[start:start + tile])
+        m, l = float(m), float(l)
+        steps.append((m, l))
+    return steps
+
+
+def _expected_steps(row, tile: int):
+    x = [float(v) for v in row]
+    steps = []
+    for end in range(tile, len(x) + tile, tile):
+        seen = x[:min(end, len(x))]
+        m = max(seen)
+        l = 0.0 if m == NEG_INF else sum(math.exp(v - m) for v in seen)
+        steps.append((m, l))
+    return steps
+
+
+def _no_rescale_steps(row, tile: int):
+    """What the classic bug gives: l += sum(exp(tile - m_new)) without rescaling the old l."""
+    x = [float(v) for v in row]
+    m, l, steps = NEG_INF, 0.0, []
+    for start in range(0, len(x), tile):
+        t = x[start:start + tile]
+        m = max(m, max(t))
+        l = l + sum(math.exp(v - m) for v in t)
+        steps.append((m, l))
+    return steps
+
+
+def _close(a: float, b: float) -> bool:
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= 1e-9 + 1e-9 * abs(b)
+
+
+def _update_problem(online_update, row, tile: int, pitfall: str = "") -> str:
+    with quiet():
+        got = run_online_update(online_update, row, tile)
+    want = _expected_steps(row, tile)
+    if len(got) != len(want):
+        return f"expected {len(want)} steps, got {len(got)}"
+    for k, ((m, l), (m_ok, l_ok)) in enumerate(zip(got, want), start=1):
+        where = f"after tile {k}"
+        if math.isnan(m) or math.isnan(l):
+            if any(math.isinf(v) and v < 0 for v in row[: k * tile]):
+                return f"{where}: NaN - {INF_TILE}"
+            return f"{where}: NaN in (m, l)"
+        if not _close(m, m_ok):
+            return f"{where}: m = {m:.4g}, expected {m_ok:.4g} - {BAD_MAX}"
+        if not _close(l, l_ok):
+            bug = _no_rescale_steps(row, tile)
+            if _close(l, bug[k - 1][1]):
+                return f"{where}: l = {l:.4f}, expected {l_ok:.4f} - {RESCALE}"
+            return f"{where}: l = {l:.4f}, expected {l_ok:.4f}" + (f" - {pitfall}" if pitfall else "")
+    return ""
+
+
+def check_online_update(online_update) -> bool:
+    """Exercise ch05-online-update: ``online_update(m, l, tile) -> (m_new, l_new)``."""
+    report = Report("ch05-online-update")
+    g = torch.Generator().manual_seed(5)
+    cases = [
+        ("seed example [1, 2 | 3, 0]: l = 1.368 then 1.553", [1.0, 2.0, 3.0, 0.0], 2, RESCALE),
+        ("max in the first tile [5, 4 | 3, 2]", [5.0, 4.0, 3.0, 2.0], 2, ""),
+        ("rising row, 5 tiles of 4", [0.5 * i for i in range(20)], 4, RESCALE),
+        ("random row of 50, tiles of 7", (torch.randn(50, generator=g, dtype=torch.float64) * 3).tolist(), 7,
+         RESCALE),
+        ("first tile all -inf [-inf, -inf | 1, 2]", [NEG_INF, NEG_INF, 1.0, 2.0], 2, INF_TILE),
+        ("large values [1000, 1001 | 1002]: no overflow", [1000.0, 1001.0, 1002.0], 2,
+         "subtract the running max before exp"),
+    ]
+    for name, row, tile, pitfall in cases:
+        report.run(name, lambda row=row, tile=tile, pitfall=pitfall: _update_problem(online_update, row, tile,
+                                                                                    pitfall))
+    return report.show()
+
+
+# ------------------------------------------------------------------------------------------------ the kernel
+
+
+def _row_sums_off(y: torch.Tensor, ref: torch.Tensor) -> bool:
+    finite = torch.isfinite(ref).all(dim=-1)
+    s = y.to(torch.float64).sum(dim=-1).cpu()
+    return bool(((s - 1).abs() > 1e-3)[finite.cpu()].any())
+
+
+def online_problem(fn, x: torch.Tensor, block: int, pitfall: str = "") -> str:
+    """'' when ``fn(x, out, BLOCK=block)`` matches the float64 reference, else a plain-words reason."""
+    out = poisoned_like(x)
+    with quiet():
+        y = fn(x, out, BLOCK=block)
+    y = out if y is None else y
+    problem = compare(y, x)
+    if not problem:
+        return ""
+    ref = softmax_ref(x)
+    if y.shape == x.shape and not torch.isnan(ref).any() and torch.isnan(y).any():
+        nan_rows = torch.isnan(y).all(dim=-1)
+        if pitfall == INF_TILE and bool(nan_rows.any()):
+            return f"whole rows came out NaN - {INF_TILE}"
+        return problem
+    if y.shape == x.shape and _row_sums_off(y, ref) and pitfall == RESCALE:
+        return f"rows do not sum to 1 - {RESCALE}"
+    return f"{problem} - {pitfall}" if pitfall else problem
+
+
+def _cases(seed: int = 50):
+    """(name, x, BLOCK, pitfall) for the online kernel, fresh from ``seed`` so CPU and GPU see the same rows."""
+    d = DEVICE
+    mask_hint = ("a row longer than one block: loop over tiles with start + tl.arange(0, BLOCK), mask "
+                 "cols < n_cols on every load and store, and pad with -inf")
+    shapes = [(1, 1), (2, 31), (3, 32), (4, 33), (2, 255), (3, 257)]
+    for i, shape in enumerate(shapes):
+        yield f"random {shape[0]}x{shape[1]}, BLOCK=32", randn(shape, device=d, seed=seed + i), 32, mask_hint
+    yield "long rows 2x300, BLOCK=64", randn((2, 300), device=d, seed=seed + 10), 64, mask_hint
+    rising = torch.linspace(-8.0, 8.0, 192, device=d).repeat(2, 1)
+    yield "max in the last tile (rising row 2x192, BLOCK=32)", rising, 32, RESCALE
+    neg = torch.tensor([[-1002.0, -1001.0, -1000.0]], device=d)
+    yield "all-negative row [-1002, -1001, -1000], BLOCK=32", neg, 32, \
+        "max became 0: pad masked lanes with -inf, not 0"
+    lead = randn((2, 300), device=d, seed=seed + 11)
+    lead[:, :128] = NEG_INF
+    yield "first two tiles all -inf (2x300, BLOCK=64)", lead, 64, INF_TILE
+    big = randn((3, 350), device=d, seed=seed + 12)
+    yield "strided view big[:, :300], BLOCK=64", big[:, :300], 64, \
+        "rows are not contiguous: step between rows with the row stride, not n_cols"
+
+
+def check_online_softmax(online_softmax) -> bool:
+    """Exercise ch05-online-kernel: ``online_softmax(x, out, BLOCK=...)`` for rows longer than one block."""
+    report = Report("ch05-online-kernel")
+    for name, x, block, pitfall in _cases():
+        report.run(name, lambda x=x, block=block, pitfall=pitfall: online_problem(online_softmax, x, block,
+                                                                                  pitfall))
+    return report.show()
