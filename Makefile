@@ -12,7 +12,7 @@ JOBS   ?= 2
 ROOT_FLAG    := $(if $(filter 0,$(shell id -u)),--allow-root,)
 BROWSER_FLAG := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),,--no-browser)
 
-.PHONY: lab test test-unit test-notebooks test-gpu notebooks bench doctor clean
+.PHONY: lab test test-unit test-notebooks test-ui test-gpu notebooks bench doctor clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,16 +24,21 @@ $(STAMP): pyproject.toml
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.port=$(PORT) --ServerApp.port_retries=0 $(ROOT_FLAG) $(BROWSER_FLAG)
 
-test: test-unit test-notebooks
+test: test-unit test-notebooks test-ui
 
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope
+	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope --ignore=tests/ui
 
 # nbval over the solution notebooks on this machine (CPU interpreter without a GPU).
 test-notebooks: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
 	  --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 \
 	  -n $(JOBS) --dist loadscope solutions/
+
+# JupyterLab + Chromium end to end (tests/ui): chapters 1, 2, 5 run in the browser, steppers clicked, one exercise
+# pasted in. Installs Debian's chromium when missing (root); screenshots in test-output/ui/.
+test-ui: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider tests/ui -m ui
 
 # On a CUDA machine: unit tests including the GPU-only sizes (see README, "Running on a GPU").
 test-gpu:

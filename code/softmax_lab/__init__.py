@@ -19,9 +19,11 @@ def doctor(verbose: bool = True) -> bool:
 def __getattr__(name):
     # Heavier pieces load on first use so that `import softmax_lab` stays quick.
     if name == "softmax":
-        from .softmax import softmax
+        from .softmax import softmax as fn
 
-        return softmax
+        # Importing the submodule just bound the name `softmax` here to the module; rebind it to the function.
+        globals()["softmax"] = fn
+        return fn
     if name in ("kernels", "reference", "testing", "checks"):
         import importlib
 

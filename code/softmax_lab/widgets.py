@@ -45,3 +45,78 @@ class Stepper(widgets.VBox):
                            f"<pre style='margin:4px 0'>{html.escape(body)}</pre></div>")
         self.prev_button.disabled = self.index == 0
         self.next_button.disabled = self.index == len(self.steps) - 1
+
+
+def padding_trace(row, block: int, pad: float) -> list[tuple[str, list[float]]]:
+    """What one program computes for ``row`` in a block of ``block`` lanes whose padding lanes read ``pad``.
+
+    Returns [(step, values per lane)] in float32, as a kernel would: loaded, minus max, exp, sum, output.
+    """
+    import torch
+
+    n = len(row)
+    if block < n:
+        raise ValueError(f"block ({block}) must hold the row ({n})")
+    x = torch.tensor(list(row) + [pad] * (block - n), dtype=torch.float32)
+    m = x.max()
+    e = torch.exp(x - m)
+    s = e.sum()
+    y = e / s
+    return [("loaded lanes", x.tolist()), ("max", [m.item()]), ("x - max", (x - m).tolist()),
+            ("exp(x - max)", e.tolist()), ("sum", [s.item()]), ("output (stored lanes only)", y[:n].tolist())]
+
+
+def _fmt(v: float) -> str:
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "-inf" if v < 0 else "inf"
+    if v == int(v):
+        return str(int(v))
+    return f"{v:.4f}" if abs(v) >= 1e-4 else f"{v:.2e}"
+
+
+class PaddingExplorer(widgets.VBox):
+    """Switch the value padding lanes read (-inf or 0) and watch the max, the exps, the sum and the output.
+
+        PaddingExplorer([-1002, -1001, -1000], block=4)
+    """
+
+    PADS = {"-inf": float("-inf"), "0": 0.0}
+
+    def __init__(self, row, block: int = 4, title: str = ""):
+        self.row = [float(v) for v in row]
+        self.block = block
+        self.toggle = widgets.ToggleButtons(options=list(self.PADS), value="-inf", description="padding:")
+        self.view = widgets.HTML()
+        self.toggle.observe(lambda change: self._render(), names="value")
+        header = [widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else []
+        super().__init__(header + [self.toggle, self.view])
+        self.add_class("softmax-lab-padding")
+        self._render()
+
+    def set_padding(self, name: str) -> None:
+        self.toggle.value = name
+
+    @property
+    def steps(self):
+        return padding_trace(self.row, self.block, self.PADS[self.toggle.value])
+
+    @property
+    def text(self) -> str:
+        lines = [f"row {self.row} in a block of {self.block}, padding = {self.toggle.value}"]
+        lines += [f"{name:<28}" + "  ".join(_fmt(v) for v in values) for name, values in self.steps]
+        return "\n".join(lines)
+
+    def _render(self) -> None:
+        n = len(self.row)
+        rows = []
+        for name, values in self.steps:
+            cells = []
+            for i, v in enumerate(values):
+                pad_lane = len(values) == self.block and i >= n
+                style = " style='color:#b00'" if pad_lane else ""
+                cells.append(f"<td{style}>{html.escape(_fmt(v))}</td>")
+            rows.append(f"<tr><th style='text-align:left'>{html.escape(name)}</th>{''.join(cells)}</tr>")
+        self.view.value = ("<table class='softmax-lab-padding-table'>" + "".join(rows) + "</table>"
+                           "<small>red: padding lanes (never stored, but they take part in max and sum)</small>")

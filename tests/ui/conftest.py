@@ -23,9 +23,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "test-output" / "ui"
-FIXTURES = ROOT / "tests" / "fixtures" / "ui"
+from jlab import FIXTURES, OUT, ROOT
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -188,6 +187,8 @@ def lab(tmp_path_factory) -> LabServer:
     env["PATH"] = f"{jupyter_bin}{os.pathsep}{env.get('PATH', '')}"
     token = secrets.token_hex(16)
     OUT.mkdir(parents=True, exist_ok=True)
+    for old in [*OUT.glob("*.png"), OUT / "timings.log"]:  # this run's files only
+        old.unlink(missing_ok=True)
     log = OUT / "jupyterlab.log"
 
     last_error = ""
@@ -198,6 +199,7 @@ def lab(tmp_path_factory) -> LabServer:
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
                "--LabApp.expose_app_in_browser=True",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               "--LabApp.extension_manager=readonly",
                "--ServerApp.terminals_enabled=False"]
         if os.geteuid() == 0:
             cmd.append("--allow-root")
@@ -274,7 +276,7 @@ def page(browser, lab, request):
         yield pg
     finally:
         rep = getattr(request.node, "rep_call", None)
-        if rep is not None and rep.failed:
+        if rep is not None and rep.failed and "screenshot:" not in str(rep.longrepr):
             name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
             try:
                 pg.screenshot(path=str(OUT / f"FAILED-{name}.png"))

@@ -1,0 +1,196 @@
+"""Name the mistake, not just the mismatch: what chapters 0-4's checks share.
+
+``softmax_problem(fn, x, block)`` runs a learner's launcher ``fn(x, out)`` with the output poisoned (NaN) and
+a guard zone after the last row, then compares with the float64 reference. When the output is wrong it
+tries the classic mistakes one by one (each simulated in float64 from the same input) and returns the one
+that explains the output, in plain words:
+
+* exp overflow (no max subtraction)           * padding lanes read 0 instead of -inf
+* loads or stores past the end of the row     * only the denominator shifted (output scaled by e^max)
+* forgot to divide by the sum                 * rows stepped by N instead of the row stride
+* outputs never written
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+
+import numpy as np
+import torch
+
+from ..device import DEVICE
+from ..reference import softmax_ref
+from ..testing import compare
+
+FP32_EXP_MAX = math.log(torch.finfo(torch.float32).max)  # ≈ 88.72: exp overflows past this
+
+NOT_WRITTEN = ("some outputs were never written (still NaN): does every row get a program, and does the "
+               "masked store cover the whole row?")
+OVERFLOW = ("exp overflowed to inf (inf/inf = NaN): subtract the row max before exp, "
+            "in the numerator and in the denominator")
+UNDERFLOW = ("every exp underflowed to 0 (0/0 = NaN): subtract the row max before exp, "
+             "in the numerator and in the denominator")
+PAD_ZERO = ("row of all negative numbers: max became 0 - did you pad with 0 instead of -inf? The padding lanes "
+            "then add exp(0 - max) to the sum: load with mask=cols < n_cols, other=float('-inf')")
+PAD_ZERO_ANY = ("the padding lanes read 0 instead of -inf, so each added exp(0 - max) to the sum: "
+                "load with mask=cols < n_cols, other=float('-inf')")
+UNMASKED_LOAD = ("lanes past the end of the row read the next row's values: mask the load "
+                 "(mask=cols < n_cols, other=float('-inf'))")
+UNMASKED_STORE = "the kernel wrote past the end of the last row: mask the store (mask=cols < n_cols)"
+DENOM_ONLY = ("every output is scaled by the same factor e^max: you shifted only the denominator - "
+              "the numerator must be exp(x - max) too")
+NOT_NORMALIZED = "the outputs are exp(x - max) but do not sum to 1: divide by the row sum"
+NOT_SHIFTED_NUMERATOR = ("outputs are inf or 0: the numerator is exp(x), which overflows or underflows, not "
+                         "exp(x - max) - subtract the same max in the numerator and the denominator")
+ROW_STRIDE = ("rows are not contiguous in memory (a view like big[:, :1000]): step from row to row with the "
+              "row stride (x.stride(0)), not with n_cols")
+GUARD = 12345.0  # written after the output's last row; a masked store never touches it
+GUARD_LEN = 1024
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence numpy/torch warnings (stderr output carries PIDs and breaks nbval comparisons)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _softmax64(x: torch.Tensor) -> torch.Tensor:
+    return softmax_ref(x)
+
+
+def _close(y: torch.Tensor, ref: torch.Tensor) -> bool:
+    if y.shape != ref.shape:
+        return False
+    a, b = y.detach().to(torch.float64).cpu(), ref.to(torch.float64).cpu()
+    same_nan = torch.isnan(a) == torch.isnan(b)
+    finite = torch.isfinite(a) & torch.isfinite(b)
+    same_inf = (~torch.isfinite(a) & ~torch.isnan(a)) == (~torch.isfinite(b) & ~torch.isnan(b))
+    ok = torch.allclose(a[finite], b[finite], rtol=1e-4, atol=1e-6) if finite.any() else True
+    return bool(same_nan.all() and same_inf.all() and ok)
+
+
+def _zero_padded(x64: torch.Tensor, block: int) -> torch.Tensor | None:
+    n = x64.shape[-1]
+    if block is None or block <= n:
+        return None
+    pad = torch.zeros(*x64.shape[:-1], block - n, dtype=torch.float64)
+    return _softmax64(torch.cat([x64, pad], dim=-1))[..., :n]
+
+
+def _unmasked_rows(flat64: torch.Tensor, rows: int, n: int, row_step: int, block: int) -> torch.Tensor | None:
+    """What a kernel that loads BLOCK lanes with no mask sees: each row runs on into what follows it."""
+    if block is None or block <= n:
+        return None
+    out = []
+    for r in range(rows):
+        seen = flat64[r * row_step: r * row_step + block]
+        out.append(_softmax64(seen)[:n])
+    return torch.stack(out)
+
+
+def explain(y: torch.Tensor, x: torch.Tensor, block: int | None = None, flat: torch.Tensor | None = None,
+            row_step: int | None = None) -> str:
+    """'' when y is softmax(x) over the last dim, else the most likely mistake in plain words."""
+    with quiet():
+        basic = compare(y, x)
+        if not basic:
+            return ""
+        if y is None or tuple(y.shape) != tuple(x.shape) or y.dtype != x.dtype:
+            return basic
+        x64 = x.detach().to(torch.float64).cpu()
+        y64 = y.detach().to(torch.float64).cpu()
+        ref = _softmax64(x64)
+        big = bool((x64.abs() > FP32_EXP_MAX).any())
+        m = x64.amax(dim=-1, keepdim=True)
+        # Padding mistakes first: they are the most specific (they need a block wider than the row).
+        zero = _zero_padded(x64, block)
+        if zero is not None and _close(y64, zero):
+            return PAD_ZERO if bool((x64 < 0).all()) else PAD_ZERO_ANY
+        if flat is not None and x.dim() == 2:
+            step = row_step if row_step is not None else x.shape[-1]
+            unmasked = _unmasked_rows(flat.detach().to(torch.float64).cpu(), x.shape[0], x.shape[1], step, block)
+            if unmasked is not None and _close(y64, unmasked):
+                return UNMASKED_LOAD
+            if not x.is_contiguous():
+                n = x.shape[1]
+                wrong = flat.detach().to(torch.float64).cpu()[: x.shape[0] * n].reshape(x.shape[0], n)
+                if _close(y64, _softmax64(wrong)) or _close(y64[1:], _softmax64(wrong)[1:]):
+                    return ROW_STRIDE
+        # A numerator exp(x) over a shifted denominator: e^max times too big (inf when x is large).
+        scaled = ref * torch.exp(m)
+        if bool(torch.isfinite(scaled).all() and (scaled > 0).any()) and _close(y64, scaled):
+            return DENOM_ONLY
+        if big and (bool(torch.isinf(y64).any()) or bool((y64 == 0).all() and (ref > 0).any())):
+            return NOT_SHIFTED_NUMERATOR
+        if torch.isnan(y64).any() and big:
+            return OVERFLOW if bool((x64 > FP32_EXP_MAX).any()) else UNDERFLOW
+        if _close(y64, torch.exp(x64 - m)):
+            return NOT_NORMALIZED
+        if not x.is_contiguous() and x.dim() == 2:
+            return ROW_STRIDE
+        if torch.isnan(y64).any() and not torch.isnan(ref).any():
+            return NOT_WRITTEN
+        return _wrong_values(y64, ref) if basic.startswith("values differ") else basic
+
+
+def _wrong_values(y64: torch.Tensor, ref: torch.Tensor) -> str:
+    """Where the output is wrong, in integers only (raw floats would differ between CPU and GPU)."""
+    bad = ~torch.isclose(y64, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
+    where = [int(i) for i in bad.nonzero()[0]] if bad.any() else []
+    at = (f" (first at row {where[0]}, column {where[1]})" if len(where) == 2 else
+          f" (first at index {where[0]})" if where else "")
+    return f"{int(bad.sum())} of {bad.numel()} outputs differ from the float64 reference{at}"
+
+
+def guarded_output(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A NaN-filled contiguous output shaped like x, followed in memory by a guard zone of GUARD values."""
+    flat = torch.full((x.numel() + GUARD_LEN,), GUARD, dtype=x.dtype, device=x.device)
+    out = flat[: x.numel()].view(x.shape)
+    out.fill_(float("nan"))
+    return out, flat[x.numel():]
+
+
+def guarded_input(values: torch.Tensor, strided_cols: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Copy ``values`` (2-D) into memory followed by a zero guard zone. With ``strided_cols`` the rows sit
+    ``strided_cols`` apart (a view like big[:, :N]). Returns (x, the flat buffer from x's start, row step)."""
+    rows, n = values.shape
+    step = strided_cols or n
+    flat = torch.zeros(rows * step + GUARD_LEN, dtype=values.dtype, device=values.device)
+    if strided_cols:
+        big = flat[: rows * step].view(rows, step)
+        big.normal_(generator=None).mul_(3.0)
+        x = big[:, :n]
+    else:
+        x = flat[: rows * n].view(rows, n)
+    x.copy_(values)
+    return x, flat, step
+
+
+def softmax_problem(fn, values: torch.Tensor, block_of=None, strided_cols: int | None = None) -> str:
+    """Run ``fn(x, out)`` on ``values`` (2-D, or 1-D for a single row); '' or the named mistake.
+
+    ``block_of(n_cols)`` gives the BLOCK the launcher uses, so the padding mistakes can be simulated.
+    """
+    one_row = values.dim() == 1
+    v2 = values.reshape(1, -1) if one_row else values
+    x2, flat, step = guarded_input(v2.to(DEVICE), strided_cols)
+    x = x2.reshape(-1) if one_row else x2
+    out, guard = guarded_output(x)
+    with quiet():
+        y = fn(x, out)
+        y = out if y is None else y
+        if bool((guard != GUARD).any()):
+            return UNMASKED_STORE
+        block = block_of(x.shape[-1]) if block_of else None
+        return explain(y, x, block, flat=flat if not one_row else None, row_step=step)
+
+
+def random_rows(shape, seed: int, scale: float = 3.0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(torch.float32)
+
+
+__all__: list[str] = []

@@ -1,0 +1,33 @@
+"""Checks for chapter 2 (masks and padding): the masked load and store of a one-row-per-program kernel.
+
+``check_masked_rows(softmax_rows)`` runs the learner's launcher ``softmax_rows(x, out)`` (2-D, contiguous) on
+row lengths around powers of two, the all-negative row in a block of 4, and large values. Outputs are
+poisoned and followed by a guard zone, so a missing store mask or a load that runs into the next row is
+caught and named.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+
+from ..testing import BOUNDARY_SHAPES
+from ._pitfalls import random_rows, softmax_problem
+from .common import Report
+
+__all__ = ["check_masked_rows", "MASK_CASES"]
+
+MASK_CASES = [
+    ("3 columns in a block of 4 [[1, 2, 3]]", torch.tensor([[1.0, 2.0, 3.0]])),
+    ("all-negative row [-1002, -1001, -1000]", torch.tensor([[-1002.0, -1001.0, -1000.0]])),
+    *[(f"random {r}x{c}", random_rows((r, c), 20 + i)) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
+    ("all-negative rows 3x5", -1000.0 - random_rows((3, 5), 30).abs()),
+    ("large values [1000, 1001, 1002]", torch.tensor([[1000.0, 1001.0, 1002.0]])),
+]
+
+
+def check_masked_rows(softmax_rows) -> bool:
+    """Print PASS/FAIL per case and a summary line; True when all pass."""
+    report = Report("ch02-masked-load-store")
+    for name, values in MASK_CASES:
+        report.run(name, lambda v=values: softmax_problem(softmax_rows, v, triton.next_power_of_2))
+    return report.show()

@@ -1,0 +1,32 @@
+"""Checks for chapter 3 (the naive kernel): the stable normalization each program writes.
+
+``check_naive(naive_softmax)`` runs the learner's launcher ``naive_softmax(x, out)`` on small shapes (the
+naive kernel launches one program per element, so the interpreter is slow past a few hundred) and the
+classic rows. Typical slips it names: exp(x) in the numerator (output scaled by e^max), no division.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._pitfalls import random_rows, softmax_problem
+from .common import Report
+
+__all__ = ["check_naive", "NAIVE_CASES"]
+
+NAIVE_CASES = [
+    ("random 1x1", random_rows((1, 1), 40)),
+    ("random 2x31", random_rows((2, 31), 41)),
+    ("random 3x32", random_rows((3, 32), 42)),
+    ("random 4x33", random_rows((4, 33), 43)),
+    ("all-negative row [-1002, -1001, -1000]", torch.tensor([[-1002.0, -1001.0, -1000.0]])),
+    ("large values [1000, 1001, 1002]", torch.tensor([[1000.0, 1001.0, 1002.0]])),
+    ("identical values 2x7", torch.full((2, 7), 7.0)),
+]
+
+
+def check_naive(naive_softmax) -> bool:
+    """Print PASS/FAIL per case and a summary line; True when all pass."""
+    report = Report("ch03-naive-normalize")
+    for name, values in NAIVE_CASES:
+        report.run(name, lambda v=values: softmax_problem(naive_softmax, v))
+    return report.show()

@@ -1,0 +1,81 @@
+"""Checks for chapter 4 (three kernels to one): predicted memory traffic, and the fused kernel.
+
+``check_traffic(three_pass_traffic, fused_traffic)`` compares the learner's formulas ``f(rows, cols) ->
+(elements loaded, elements stored)`` with the counts of the library kernels' real loads and stores
+(``softmax_lab.memcount``) on a few small shapes.
+
+``check_fused(fused_softmax)`` runs the learner's launcher ``fused_softmax(x, out)`` on the boundary shapes,
+all-negative rows, large values, identical values and strided views (rows further apart than their length).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+
+from ..device import DEVICE
+from ..testing import BOUNDARY_SHAPES
+from ._pitfalls import quiet, random_rows, softmax_problem
+from .common import Report
+
+__all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES"]
+
+# (name, values, row step in memory: None = contiguous)
+FUSED_CASES = [
+    *[(f"random {r}x{c}", random_rows((r, c), 60 + i), None) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
+    ("all-negative row [-1002, -1001, -1000]", torch.tensor([[-1002.0, -1001.0, -1000.0]]), None),
+    ("large values [1000, 1001, 1002]", torch.tensor([[1000.0, 1001.0, 1002.0]]), None),
+    ("identical values 2x37", torch.full((2, 37), 7.0), None),
+    ("strided view big[:, :1000] of a 4x1100 tensor", random_rows((4, 1000), 70), 1100),
+    ("strided view big[:, :5] of a 3x64 tensor", random_rows((3, 5), 71), 64),
+]
+
+TRAFFIC_SHAPES = [(1, 4), (3, 5), (2, 16)]
+
+
+def measured_traffic(kernel_name: str, rows: int, cols: int) -> tuple[int, int]:
+    """(elements loaded, elements stored) by a library kernel on a rows x cols input, counted, not computed."""
+    from ..kernels import ALL
+    from ..memcount import count_calls
+
+    x = random_rows((rows, cols), 0).to(DEVICE)
+    with quiet():
+        _, c = count_calls(ALL[kernel_name], x)
+    return c.loads, c.stores
+
+
+def _traffic_problem(formula, kernel_name: str, rows: int, cols: int) -> str:
+    want = measured_traffic(kernel_name, rows, cols)
+    got = formula(rows, cols)
+    try:
+        got = (int(got[0]), int(got[1]))
+    except (TypeError, IndexError, ValueError):
+        return "return a pair (elements loaded, elements stored)"
+    if got == want:
+        return ""
+    parts = []
+    if got[0] != want[0]:
+        parts.append(f"loads: you said {got[0]}, the kernels loaded {want[0]}")
+    if got[1] != want[1]:
+        parts.append(f"stores: you said {got[1]}, the kernels stored {want[1]}")
+    hint = (" (count the per-row max and sum too: each is one element stored and loaded again)"
+            if kernel_name == "three_pass" else "")
+    return "; ".join(parts) + hint
+
+
+def check_traffic(three_pass_traffic, fused_traffic) -> bool:
+    """Print PASS/FAIL per (kernel, shape) and a summary line; True when all pass."""
+    report = Report("ch04-traffic")
+    for name, formula in (("three_pass", three_pass_traffic), ("fused", fused_traffic)):
+        for rows, cols in TRAFFIC_SHAPES:
+            report.run(f"{name} on {rows}x{cols}",
+                       lambda f=formula, n=name, r=rows, c=cols: _traffic_problem(f, n, r, c))
+    return report.show()
+
+
+def check_fused(fused_softmax) -> bool:
+    """Print PASS/FAIL per case and a summary line; True when all pass."""
+    report = Report("ch04-fused")
+    for name, values, step in FUSED_CASES:
+        report.run(name, lambda v=values, s=step: softmax_problem(fused_softmax, v, triton.next_power_of_2,
+                                                                  strided_cols=s))
+    return report.show()

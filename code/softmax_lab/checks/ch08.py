@@ -1,0 +1,93 @@
+"""Checks for chapter 8, the backward pass: ``dx = y * (dy - sum(dy * y))`` per row.
+
+``check_softmax_backward(softmax_backward)`` runs a learner's launcher ``softmax_backward(y, dy, out)`` on the
+boundary shapes, half precision, strided views and rows where the answer is known exactly, and names the usual
+mistakes: the missing ``- sum(dy * y)`` term, ``sum(dy)`` instead of ``sum(dy * y)``, a flipped sign, and
+forgetting the factor ``y``.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..device import DEVICE
+from ..reference import softmax_backward_ref, softmax_ref
+from ..testing import TOLERANCES, poisoned_like, randn
+from .ch05 import quiet
+from .common import Report
+
+__all__ = ["check_softmax_backward"]
+
+# (what the mistake computes, in float64; what to tell the learner)
+MISTAKES = [
+    (lambda y, dy: y * dy,
+     "the - sum(dy * y) term is missing: every input moves every output through the shared denominator, "
+     "so dx = y * (dy - sum(dy * y))"),
+    (lambda y, dy: y * (dy - dy.sum(-1, keepdim=True)),
+     "you subtracted sum(dy); the term is the dot product sum(dy * y)"),
+    (lambda y, dy: y * ((dy * y).sum(-1, keepdim=True) - dy),
+     "the sign is flipped: dx = y * (dy - sum(dy * y)), not y * (sum(dy * y) - dy)"),
+    (lambda y, dy: dy - (dy * y).sum(-1, keepdim=True),
+     "the factor y is missing: dx = y * (dy - sum(dy * y))"),
+]
+
+
+def backward_problem(fn, y: torch.Tensor, dy: torch.Tensor, pitfall: str = "") -> str:
+    """'' when ``fn(y, dy, out)`` matches the float64 reference, else a plain-words reason."""
+    out = poisoned_like(y)
+    with quiet():
+        dx = fn(y, dy, out)
+    dx = out if dx is None else dx
+    if tuple(dx.shape) != tuple(y.shape):
+        return f"output shape {tuple(dx.shape)} != input shape {tuple(y.shape)}"
+    if dx.dtype != y.dtype:
+        return f"output dtype {dx.dtype} != input dtype {y.dtype} (store in the input's dtype)"
+    dx64 = dx.to(torch.float64).cpu()
+    if bool(torch.isnan(dx64).any()):
+        return f"{int(torch.isnan(dx64).sum())} output value(s) are NaN (still poisoned: not stored?)"
+    y64, dy64 = y.to(torch.float64).cpu(), dy.to(torch.float64).cpu()
+    ref = softmax_backward_ref(y64, dy64)
+    atol, rtol = TOLERANCES[y.dtype]
+    if torch.allclose(dx64, ref, atol=atol, rtol=rtol):
+        return ""
+    for mistake, message in MISTAKES:
+        if torch.allclose(dx64, mistake(y64, dy64), atol=atol, rtol=rtol):
+            return message
+    worst = float((dx64 - ref).abs().max())
+    text = f"values differ from the float64 reference (largest error {worst:.1e}; tolerance {atol:g} + {rtol:g}*|dx|)"
+    return f"{text} - {pitfall}" if pitfall else text
+
+
+def _softmax_of(x: torch.Tensor) -> torch.Tensor:
+    return softmax_ref(x).to(x.dtype)
+
+
+def _cases(seed: int = 80):
+    """(name, y, dy, pitfall): y is a real softmax output, dy a fresh random upstream gradient."""
+    d = DEVICE
+    mask_hint = "a row length that is not a multiple of the block: mask loads (other=0) and stores"
+    for i, (M, N) in enumerate([(1, 1), (2, 31), (3, 32), (4, 33), (2, 255), (3, 257)]):
+        y = _softmax_of(randn((M, N), device=d, seed=seed + i))
+        yield f"random {M}x{N}", y, randn((M, N), device=d, seed=seed + 50 + i), mask_hint
+    k = 5
+    onehot = torch.zeros(2, 40, device=d)
+    onehot[:, k] = 1.0
+    yield "one-hot y (a saturated softmax): dx must be 0", onehot, randn((2, 40), device=d, seed=seed + 20), ""
+    uniform = torch.full((2, 24), 1 / 24, device=d)
+    yield "uniform y and constant dy: dx must be 0", uniform, torch.full((2, 24), 0.7, device=d), \
+        "adding a constant to dy cannot change dx"
+    for dt in (torch.float16, torch.bfloat16):
+        y = _softmax_of(randn((2, 100), device=d, seed=seed + 30)).to(dt)
+        yield f"{str(dt).replace('torch.', '')} 2x100 (accumulate in fp32)", y, \
+            randn((2, 100), dt, device=d, seed=seed + 31), "load with .to(tl.float32) and store in the input dtype"
+    big_y = _softmax_of(randn((3, 160), device=d, seed=seed + 40))
+    big_dy = randn((3, 170), device=d, seed=seed + 41)
+    yield "strided views y[:, :150], dy[:, :150]", big_y[:, :150], big_dy[:, :150], \
+        "rows are not contiguous: use each tensor's own row stride"
+
+
+def check_softmax_backward(softmax_backward) -> bool:
+    """Exercise ch08-backward: ``softmax_backward(y, dy, out)`` returns dx = y * (dy - sum(dy * y))."""
+    report = Report("ch08-backward")
+    for name, y, dy, pitfall in _cases():
+        report.run(name, lambda y=y, dy=dy, p=pitfall: backward_problem(softmax_backward, y, dy, p))
+    return report.show()

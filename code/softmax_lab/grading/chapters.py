@@ -1,0 +1,236 @@
+"""The chapters a submission can belong to, how a submission is matched to one, and the grafted notebook.
+
+A chapter is read from its solution notebook (``solutions/NN_slug.ipynb``): its exercises (cells tagged
+``exercise:<id>`` + ``points:<n>``, each followed by its ``check:<id>`` cell) and its free-text questions
+(``question:<id>`` + ``points:<n>``, the ``answer:<id>`` cell after it, and the ``rubric:<id>`` cell).
+
+Grafting: a copy of the solution notebook in which only the exercise cells' sources are replaced by the
+learner's. Every other cell (setup, demonstrations, and the checks with their stored outputs) stays the
+solution's, so a learner who edits or deletes a check cell changes nothing.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from ..build import has_solution, strip_solutions, tag_value
+
+CHECK_OUTPUT = "nbval-check-output"
+# nbval obeys these comments in a cell's source; a learner's exercise cell must not switch checking off.
+_NBVAL_COMMENT = re.compile(r"^(\s*)#\s*(NBVAL_\w+|PYTEST_VALIDATE_IGNORE_OUTPUT)\s*$", re.MULTILINE)
+_NBVAL_TAGS = {"nbval-skip", "nbval-ignore-output", "nbval-raises-exception", "raises-exception", CHECK_OUTPUT}
+
+
+@dataclass
+class Exercise:
+    id: str
+    points: int
+    cell: int          # index in the solution notebook's cells
+    check: int | None  # index of its check cell
+    blank: str         # the learner version's source (solution region -> raise NotImplementedError)
+
+
+@dataclass
+class Question:
+    id: str
+    points: int
+    prompt: str
+    model_answer: str = ""
+    rubric: str = ""
+
+
+@dataclass
+class Chapter:
+    chapter: str
+    title: str
+    path: Path
+    nb: nbformat.NotebookNode
+    exercises: list[Exercise] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
+
+    @property
+    def max_points(self) -> int:
+        return sum(e.points for e in self.exercises)
+
+    def label(self) -> str:
+        return f"chapter {self.chapter} ({self.title})" if self.title else f"chapter {self.chapter}"
+
+
+def _points(cell) -> int:
+    value = tag_value(cell, "points:")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def load_chapter(path: Path) -> Chapter:
+    nb = nbformat.read(str(path), as_version=4)
+    meta = nb.metadata.get("softmax_lab", {})
+    chapter = str(meta.get("chapter") or path.name.split("_")[0])
+    ch = Chapter(chapter, str(meta.get("title", "")), path, nb)
+    rubrics = {tag_value(c, "rubric:"): c.source for c in nb.cells if tag_value(c, "rubric:") is not None}
+    for k, cell in enumerate(nb.cells):
+        ex = tag_value(cell, "exercise:")
+        if ex is not None:
+            check = next((j for j in range(k + 1, len(nb.cells)) if tag_value(nb.cells[j], "check:") == ex), None)
+            blank = strip_solutions(cell.source, "code", ex) if has_solution(cell.source) else cell.source
+            ch.exercises.append(Exercise(ex, _points(cell), k, check, blank))
+        q = tag_value(cell, "question:")
+        if q is not None:
+            answer = next((c.source for c in nb.cells if tag_value(c, "answer:") == q), "")
+            ch.questions.append(Question(q, _points(cell), cell.source, answer, rubrics.get(q, "")))
+    return ch
+
+
+def load_chapters(solutions: Path) -> dict[str, Chapter]:
+    """Every solution notebook in ``solutions`` that has exercises or questions, by chapter number."""
+    chapters: dict[str, Chapter] = {}
+    for path in sorted(Path(solutions).glob("*.ipynb")):
+        ch = load_chapter(path)
+        if ch.exercises or ch.questions:
+            if ch.chapter in chapters:
+                raise ValueError(f"{path.name} and {chapters[ch.chapter].path.name} both say chapter {ch.chapter}")
+            chapters[ch.chapter] = ch
+    return chapters
+
+
+# ------------------------------------------------------------------------------------------- submissions
+
+
+class InvalidNotebook(Exception):
+    """The submission is not a readable notebook (the message says why, in plain words)."""
+
+
+def read_submission(path: Path) -> nbformat.NotebookNode:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InvalidNotebook("not a notebook: the file is not UTF-8 text") from None
+    except OSError as err:
+        raise InvalidNotebook(f"cannot read the file: {err.strerror or err}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidNotebook(f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg} "
+                              "(the file is damaged: re-download it from Jupyter, File > Download)") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise InvalidNotebook("valid JSON, but not a Jupyter notebook (no list of cells)")
+    try:
+        return nbformat.reads(text, as_version=4)
+    except Exception as err:  # noqa: BLE001 - any nbformat failure is a broken submission
+        raise InvalidNotebook(f"not a readable notebook: {type(err).__name__}: {str(err)[:200]}") from None
+
+
+def _cell_tags(cell) -> list[str]:
+    tags = cell.get("metadata", {}).get("tags", [])
+    return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
+
+
+def _tagged(nb, prefix: str) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for cell in nb.get("cells", []):
+        for t in _cell_tags(cell):
+            if t.startswith(prefix):
+                found.setdefault(t[len(prefix):], []).append(cell)
+    return found
+
+
+def match_chapter(nb, path: Path, chapters: dict[str, Chapter]) -> tuple[Chapter | None, str]:
+    """The chapter of a submission and a note on how it was matched ('' when by metadata, as expected).
+
+    Order: the notebook metadata ``softmax_lab.chapter``; when that is missing, unknown, or contradicted by
+    the exercise cells (no exercise id of that chapter, some of another one), the exercise ids; last, the
+    file name's ``NN_`` prefix.
+    """
+    ids = set(_tagged(nb, "exercise:")) if nb is not None else set()
+    by_ids = {k: len(ids & {e.id for e in ch.exercises}) for k, ch in chapters.items()}
+    best = max(by_ids, key=lambda k: by_ids[k], default=None)
+    meta = nb.metadata.get("softmax_lab", {}) if nb is not None else {}
+    claimed = str(meta.get("chapter", "")) if isinstance(meta, dict) else ""
+    if claimed in chapters:
+        mine = by_ids[claimed]
+        if mine == 0 and best is not None and by_ids[best] > 0:
+            return chapters[best], (f"the notebook metadata says chapter {claimed}, but its exercise cells are "
+                                    f"those of chapter {best}: graded as chapter {best}")
+        return chapters[claimed], ""
+    why = (f"the notebook metadata names chapter {claimed!r}, which the course does not have" if claimed
+           else "the notebook has no softmax_lab.chapter metadata")
+    if best is not None and by_ids[best] > 0:
+        return chapters[best], f"{why}: matched to chapter {best} by its exercise ids"
+    prefix = Path(path).name.split("_")[0]
+    if prefix in chapters:
+        return chapters[prefix], f"{why}: matched to chapter {prefix} by its file name"
+    return None, f"{why}, no exercise cell of any chapter, and no chapter number in the file name"
+
+
+# ------------------------------------------------------------------------------------------------ grafting
+
+
+@dataclass
+class Graft:
+    nb: nbformat.NotebookNode
+    found: dict[str, str]      # exercise id -> '' (found) or a note (e.g. duplicated cells)
+    missing: list[str]         # exercise ids with no cell in the submission
+
+
+def neutralize_nbval_comments(source: str) -> str:
+    """Disarm nbval's comment markers (``# NBVAL_SKIP`` ...) in a learner's cell: they would change checking."""
+    return _NBVAL_COMMENT.sub(lambda m: f"{m.group(1)}# ({m.group(2)} ignored by the grader)", source)
+
+
+def graft(chapter: Chapter, submission, blank: set[str] = frozenset()) -> Graft:
+    """The solution notebook with the submission's exercise cells (by tag) in place of the solution's.
+
+    Exercises in ``blank``, and exercises the submission lacks, get the learner (``NotImplementedError``)
+    version, so that later cells still find the names they define.
+    """
+    nb = copy.deepcopy(chapter.nb)
+    theirs = _tagged(submission, "exercise:") if submission is not None else {}
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for ex in chapter.exercises:
+        cell = nb.cells[ex.cell]
+        cells = [c for c in theirs.get(ex.id, []) if c.get("cell_type") == "code"]
+        if not cells:
+            missing.append(ex.id)
+            source = ex.blank
+        else:
+            chosen = cells[-1]
+            src = chosen.get("source", "")
+            source = "".join(src) if isinstance(src, list) else str(src)
+            found[ex.id] = (f"{len(cells)} cells are tagged exercise:{ex.id}; the last one was graded"
+                            if len(cells) > 1 else "")
+        if ex.id in blank:
+            source = ex.blank
+        cell.source = neutralize_nbval_comments(source)
+        # The exercise cell's own output is never compared, and it may not skip itself or expect errors.
+        cell.metadata["tags"] = [t for t in _cell_tags(cell) if t not in _NBVAL_TAGS]
+        cell.outputs = []
+        cell.execution_count = None
+    return Graft(nb, found, missing)
+
+
+def answers(chapter: Chapter, submission) -> dict[str, str]:
+    """The learner's free-text answers, by question id ('' when absent or unchanged from the template)."""
+    theirs = _tagged(submission, "answer:") if submission is not None else {}
+    out = {}
+    for q in chapter.questions:
+        cells = theirs.get(q.id, [])
+        text = ""
+        if cells:
+            src = cells[-1].get("source", "")
+            text = ("".join(src) if isinstance(src, list) else str(src)).strip()
+        try:
+            template = strip_solutions(q.model_answer, "markdown").strip()
+        except Exception:  # noqa: BLE001 - a broken template only means we cannot recognise it
+            template = ""
+        if text in ("", "YOUR ANSWER HERE", template):
+            text = ""
+        out[q.id] = text
+    return out

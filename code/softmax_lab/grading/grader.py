@@ -1,0 +1,233 @@
+"""Grade one submission: match its chapter, graft, run under nbval, and turn cell results into gradebook rows.
+
+Statuses (one per exercise): ``passed``, ``failed`` (the check printed something other than the solution's
+output: usually FAIL lines), ``error`` (the exercise cell or its check raised, or the kernel died, or the
+notebook is unreadable), ``timeout`` (a cell ran past its timeout), ``missing`` (no cell tagged
+``exercise:<id>`` in the submission, or a notebook of another chapter was handed in).
+
+When an exercise hangs, kills the kernel or exhausts memory, it is graded so, replaced by its blank version,
+and the notebook is run again, so that the learner's other exercises are still graded.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .chapters import Chapter, InvalidNotebook, answers, graft, match_chapter, read_submission
+from .runner import DEFAULT_SANITIZE, Limits, RunResult, code_cell_numbers, run_notebook
+
+COLUMNS = ["submission", "chapter", "exercise", "points", "max_points", "status", "message"]
+STATUSES = ("passed", "failed", "error", "timeout", "missing")
+_SUMMARY = re.compile(r"^(?P<id>\S+): (PASSED|FAILED) \((?P<k>\d+)/(?P<n>\d+) checks passed\)\s*$", re.MULTILINE)
+
+
+@dataclass
+class Options:
+    limits: Limits = field(default_factory=Limits)
+    sanitize: str = DEFAULT_SANITIZE
+    expected_chapter: str | None = None  # --chapter: a notebook of another chapter scores 'missing'
+    partial: bool = False                # award points * k/n for a failed check printing "(k/n checks passed)"
+
+
+@dataclass
+class SubmissionResult:
+    submission: str
+    chapter: Chapter | None
+    rows: list[dict]
+    notes: list[str] = field(default_factory=list)
+    answers: dict[str, str] = field(default_factory=dict)
+    runs: int = 0
+    seconds: float = 0.0
+    log: str = ""
+
+
+def _row(submission, chapter, exercise, points, max_points, status, message) -> dict:
+    assert status in STATUSES, status
+    return {"submission": submission, "chapter": chapter, "exercise": exercise, "points": _fmt(points),
+            "max_points": _fmt(max_points), "status": status, "message": message.strip()}
+
+
+def _fmt(x) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _raised(rec: dict) -> tuple[str, str]:
+    err = rec.get("error") or {}
+    if err:
+        return err.get("ename", "") or "Error", err.get("evalue", "")
+    return "Error", rec.get("message", "")
+
+
+def _exception_words(ename: str, evalue: str, memory_mb: int) -> str:
+    if ename == "NotImplementedError" or "NotImplementedError" in evalue:
+        return "not implemented yet - replace `raise NotImplementedError` with your code"
+    text = (f"{ename}: {evalue}" if evalue else ename).strip().splitlines()[0][:300] if ename else "an exception"
+    if ename == "MemoryError" or "out of memory" in evalue.lower():
+        text += f" (the grader caps memory at {memory_mb} MB: does your code allocate without bound?)"
+    if ename == "NameError":
+        text += " (did you rename or delete a function or variable that the check uses?)"
+    return text
+
+
+def _where(chapter: Chapter, cell_index: int) -> tuple[str | None, str]:
+    """Which exercise a notebook cell belongs to, and words for the cell."""
+    owner = None
+    for ex in chapter.exercises:
+        if ex.cell <= cell_index:
+            owner = ex
+    if owner is None:
+        return None, f"cell {cell_index} (before the first exercise)"
+    if cell_index == owner.cell:
+        return owner.id, "the exercise cell"
+    if cell_index == owner.check:
+        return owner.id, "its check"
+    return owner.id, f"cell {cell_index}, after the exercise (it uses your code)"
+
+
+def _fatal_words(fatal: dict, where: str, limits: Limits) -> tuple[str, str]:
+    kind = fatal["status"]
+    if kind == "timeout":
+        return "timeout", (f"timed out: {where} ran longer than {limits.cell_timeout:g} s "
+                           "(an endless loop? a kernel grid that never ends?)")
+    if kind == "wall":
+        return "timeout", f"timed out: {fatal['message']} (stopped in {where})"
+    if kind == "memory":
+        return "error", f"out of memory: {where} {fatal['message']}; the grader stopped it"
+    if kind == "died" and fatal["message"].startswith("the grading process"):
+        return "error", f"{fatal['message']} while running {where} (does your code kill processes?)"
+    if kind == "died":
+        return "error", (f"the Python kernel died while running {where} "
+                         "(os._exit/exit(), a crash such as a segfault in native code, or out of memory)")
+    return "error", f"the grader could not run {where}: {fatal['message'][:500]}"
+
+
+def _check_message(rec: dict, expected: str, memory_mb: int) -> tuple[str, str]:
+    """status and message for a check cell that ran, from what it printed."""
+    out = rec.get("stdout", "")
+    fails = [ln for ln in out.splitlines() if ln.startswith("FAIL")]
+    summary = _SUMMARY.search(out)
+    if rec["status"] == "passed":
+        return "passed", summary.group(0).strip() if summary else ""
+    if rec["status"] == "raised":
+        ename, evalue = _raised(rec)
+        return "error", "the check raised " + _exception_words(ename, evalue, memory_mb)
+    lines = fails + ([summary.group(0).strip()] if summary else [])
+    if fails:
+        return "failed", "\n".join(lines)
+    exp_lines = [ln for ln in expected.splitlines() if ln.strip()]
+    got_lines = out.splitlines()
+    if exp_lines and all(ln in got_lines for ln in exp_lines):
+        extra = next((ln for ln in got_lines if ln not in exp_lines and ln.strip()), "")
+        return "failed", ("every check passed, but the check cell printed something else too: remove print() "
+                          f"calls from your functions (first extra line: {extra[:200]!r})")
+    first = next((ln for ln in got_lines if ln.strip()), "(nothing)")
+    return "failed", ("the check's output differs from the expected output (first line printed: "
+                      f"{first[:200]!r})" + (f"\n{summary.group(0).strip()}" if summary else ""))
+
+
+def _expected_text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream"
+                   and o.get("name") == "stdout")
+
+
+def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Options) -> SubmissionResult:
+    """Grade one notebook file. Never raises on a learner's mistake: every problem becomes a row."""
+    try:
+        nb = read_submission(path)
+    except InvalidNotebook as err:
+        chapter, _ = match_chapter(None, path, chapters)
+        if opts.expected_chapter in chapters:
+            chapter = chapters[opts.expected_chapter]
+        res = SubmissionResult(name, chapter, [])
+        if chapter is None:
+            res.rows.append(_row(name, "", "", 0, 0, "error", str(err)))
+        else:
+            for ex in chapter.exercises:
+                res.rows.append(_row(name, chapter.chapter, ex.id, 0, ex.points, "error", str(err)))
+        return res
+
+    chapter, note = match_chapter(nb, path, chapters)
+    notes = [note] if note else []
+    if chapter is None:
+        if opts.expected_chapter in chapters:
+            chapter = chapters[opts.expected_chapter]
+            msg = f"not a notebook of this course's chapter {chapter.chapter}: {note}"
+            return SubmissionResult(name, chapter, [_row(name, chapter.chapter, ex.id, 0, ex.points, "missing", msg)
+                                                    for ex in chapter.exercises], notes)
+        return SubmissionResult(name, None, [_row(name, "", "", 0, 0, "error", f"cannot tell the chapter: {note}")],
+                                notes)
+    if opts.expected_chapter and chapter.chapter != opts.expected_chapter and opts.expected_chapter in chapters:
+        want = chapters[opts.expected_chapter]
+        msg = (f"this notebook is {chapter.label()}, not {want.label()}: hand in the notebook of "
+               f"{want.label()}")
+        return SubmissionResult(name, want, [_row(name, want.chapter, ex.id, 0, ex.points, "missing", msg)
+                                             for ex in want.exercises], notes)
+
+    result = SubmissionResult(name, chapter, [], notes, answers(chapter, nb))
+    if not chapter.exercises:
+        return result
+    limits = opts.limits
+    blank: set[str] = set()
+    verdict: dict[str, tuple[str, str]] = {}  # exercise id -> (status, message) decided by a broken run
+    run: RunResult | None = None
+    g = None
+    for _ in range(len(chapter.exercises) + 1):
+        g = graft(chapter, nb, blank)
+        numbers = code_cell_numbers(g.nb)
+        first = min(ex.cell for ex in chapter.exercises)
+        timeouts = {n: (limits.setup_timeout if k < first else limits.cell_timeout) for k, n in numbers.items()}
+        run = run_notebook(g.nb, limits, timeouts, opts.sanitize)
+        result.runs += 1
+        result.seconds += run.seconds
+        if run.fatal is None:
+            break
+        index = {n: k for k, n in numbers.items()}.get(run.fatal["cell"])
+        culprit, where = (None, "the notebook") if index is None else _where(chapter, index)
+        if culprit is None or culprit in blank or culprit in g.missing:
+            # Not the learner's code: the solution's own cells failed here (environment, limits too tight).
+            status, msg = _fatal_words(run.fatal, where, limits)
+            msg = f"the grader could not run the chapter's own {where} ({msg}); ask your instructor"
+            for ex in chapter.exercises:
+                if ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells):
+                    verdict[ex.id] = ("error", msg)
+            break
+        verdict[culprit] = _fatal_words(run.fatal, where, limits)
+        blank.add(culprit)
+    result.log = run.log if run else ""
+
+    numbers = code_cell_numbers(g.nb)
+    for ex in chapter.exercises:
+        extra = [n for n in [g.found.get(ex.id, "")] + notes if n]
+        if ex.id in verdict:
+            status, msg = verdict[ex.id]
+        elif ex.id in g.missing:
+            status, msg = "missing", (f"no cell tagged exercise:{ex.id} in the submission (deleted, or its tags "
+                                      "removed? copy the exercise cell back from the learner notebook)")
+        else:
+            ex_rec = run.cells.get(numbers[ex.cell])
+            ck_rec = run.cells.get(numbers.get(ex.check)) if ex.check is not None else None
+            if ex_rec is None:
+                status, msg = "error", "not run (an earlier cell broke the run; see the other exercises)"
+            elif ex_rec["status"] != "passed":
+                ename, evalue = _raised(ex_rec)
+                status, msg = "error", "the exercise cell raised " + _exception_words(ename, evalue, limits.memory_mb)
+                if ck_rec is not None and ck_rec["status"] != "passed":
+                    fails = [ln for ln in ck_rec.get("stdout", "").splitlines() if ln.startswith("FAIL")]
+                    msg += "".join(f"\n{ln}" for ln in fails)
+            elif ex.check is None:
+                status, msg = "error", "this exercise has no check cell in the solution (tell the course authors)"
+            elif ck_rec is None:
+                status, msg = "error", "its check did not run"
+            else:
+                status, msg = _check_message(ck_rec, _expected_text(chapter.nb.cells[ex.check]), limits.memory_mb)
+                if "MemoryError" in msg:
+                    msg += f" (the grader caps memory at {limits.memory_mb} MB)"
+        points = ex.points if status == "passed" else 0
+        if status == "failed" and opts.partial:
+            m = _SUMMARY.search(msg)
+            if m and int(m.group("n")) > 0:
+                points = round(ex.points * int(m.group("k")) / int(m.group("n")), 2)
+        msg = "\n".join([msg] + [f"note: {n}" for n in extra])
+        result.rows.append(_row(name, chapter.chapter, ex.id, points, ex.points, status, msg))
+    return result

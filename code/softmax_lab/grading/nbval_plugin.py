@@ -1,0 +1,149 @@
+"""A pytest plugin loaded next to nbval in the grading subprocess (copied there as ``conftest.py``).
+
+It changes nothing about how nbval runs or compares cells. It only
+
+* reports every cell's result (status, message, the text the cell printed) as one JSON line on a pipe that
+  the grader opened for it (``SOFTMAX_LAB_GRADE_CONFIG`` names the file descriptor). The kernel, where the
+  learner's code runs, does not inherit that descriptor, so learner code cannot forge these lines;
+* notices a dead kernel (``os._exit``, a segfault, the memory limit) within half a second instead of waiting
+  for the cell timeout, and then stops the session: the grader decides what to rerun;
+* gives each cell its own timeout (setup cells before the first exercise get a longer one).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from queue import Empty
+
+import pytest
+from nbval import kernel as nbval_kernel
+from nbval import plugin as nbval_plugin
+
+_CONFIG = json.loads(os.environ.get("SOFTMAX_LAB_GRADE_CONFIG", "{}"))
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_out = None
+
+
+class KernelDied(RuntimeError):
+    """The kernel process exited while a cell was running."""
+
+
+def _emit(record: dict) -> None:
+    global _out
+    if _out is None:
+        fd = _CONFIG.get("fd")
+        if fd is None:
+            return
+        _out = os.fdopen(int(fd), "w", encoding="utf-8", buffering=1)
+    _out.write(json.dumps(record) + "\n")
+    _out.flush()
+
+
+# ------------------------------------------------------------------------------- dead-kernel detection
+
+
+def _await_reply(self, msg_id, timeout=None):
+    """nbval's await_reply, polling in short steps so that a dead kernel is noticed at once."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        step = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
+        try:
+            msg = self.get_message(stream="shell", timeout=step)
+        except Empty:
+            if not self.is_alive():
+                raise KernelDied("the kernel process died while running this cell") from None
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            continue
+        if msg["parent_header"].get("msg_id") == msg_id:
+            if msg["content"]["status"] == "aborted":
+                raise RuntimeError("Kernel aborted execution request")
+            return
+
+
+nbval_kernel.RunningKernel.await_reply = _await_reply
+
+
+# ------------------------------------------------------------------------------------- cell results
+
+
+def _outputs_text(outputs) -> dict:
+    stdout, stderr, other, error = [], [], [], None
+    for out in outputs or []:
+        kind = out.get("output_type")
+        if kind == "stream":
+            (stdout if out.get("name") == "stdout" else stderr).append(out.get("text", ""))
+        elif kind == "error":
+            error = {"ename": out.get("ename", ""), "evalue": str(out.get("evalue", ""))[:2000],
+                     "traceback": _ANSI.sub("", "\n".join(out.get("traceback", [])))[-4000:]}
+        elif kind in ("display_data", "execute_result"):
+            text = out.get("data", {}).get("text/plain")
+            if text:
+                other.append(text if isinstance(text, str) else "".join(text))
+    return {"stdout": "".join(stdout)[-20000:], "stderr": "".join(stderr)[-4000:],
+            "display": "\n".join(other)[-4000:], "error": error}
+
+
+_orig_runtest = nbval_plugin.IPyNbCell.runtest
+
+
+def _runtest(self):
+    cell = self.cell_num
+    timeouts = _CONFIG.get("timeouts", {})
+    if str(cell) in timeouts:
+        self.config.option.nbval_cell_timeout = float(timeouts[str(cell)])
+    _emit({"event": "start", "cell": cell, "time": time.time()})
+    record = {"event": "end", "cell": cell, "status": "passed", "message": ""}
+    t0 = time.monotonic()
+    try:
+        _orig_runtest(self)
+    except KernelDied as err:
+        record.update(status="died", message=str(err))
+        raise
+    except nbval_plugin.NbCellError as err:
+        text = str(err)
+        if text.startswith("Timeout"):
+            record.update(status="timeout", message=text)
+        elif text.startswith("Cell outputs differ"):
+            record.update(status="mismatch", message=text)
+        else:
+            record.update(status="raised", message=text)
+        raise
+    except RuntimeError as err:
+        status = "died" if "Kernel dead" in str(err) else "grader-error"
+        record.update(status=status, message=str(err))
+        raise
+    except pytest.skip.Exception:
+        record.update(status="skipped")
+        raise
+    except BaseException as err:  # noqa: BLE001 - reported, then re-raised to pytest
+        record.update(status="grader-error", message=f"{type(err).__name__}: {err}")
+        raise
+    finally:
+        record["seconds"] = round(time.monotonic() - t0, 3)
+        record.update(_outputs_text(self.test_outputs))
+        _emit(record)
+        if record["status"] in ("died", "timeout", "grader-error"):
+            # The grader reruns without the culprit; running on would only cost time.
+            self.session.shouldstop = f"cell {cell}: {record['status']}"
+
+
+nbval_plugin.IPyNbCell.runtest = _runtest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "setup" and rep.failed and isinstance(item, nbval_plugin.IPyNbCell):
+        # Typically: the kernel did not start (memory limit too low, broken environment).
+        _emit({"event": "end", "cell": item.cell_num, "status": "setup-error",
+               "message": _ANSI.sub("", rep.longreprtext)[-3000:], "stdout": "", "stderr": "",
+               "display": "", "error": None})
+        item.session.shouldstop = "setup failed"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _emit({"event": "finished", "exitstatus": int(exitstatus)})

@@ -1,0 +1,182 @@
+"""What grading writes: the gradebook CSV, its resume state, feedback per learner, the manual-grading sheets.
+
+Every file is written whole to a temporary file next to it and then moved into place (``os.replace``), after
+each graded submission: an interrupted or crashed run leaves the previous complete version, never half a file.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from .chapters import Chapter
+from .grader import COLUMNS
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def file_hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+# ------------------------------------------------------------------------------------------------ gradebook
+
+
+def read_gradebook(path: Path) -> list[dict]:
+    if not Path(path).exists():
+        return []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames != COLUMNS:
+            raise ValueError(f"{path} is not a gradebook (columns {reader.fieldnames}, expected {COLUMNS})")
+        return list(reader)
+
+
+def gradebook_text(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: r.get(k, "") for k in COLUMNS})
+    return buf.getvalue()
+
+
+def state_path(gradebook: Path) -> Path:
+    """Resume state next to the gradebook: the sha256 of each graded submission file."""
+    return Path(gradebook).with_name(Path(gradebook).name + ".state.json")
+
+
+def read_state(gradebook: Path) -> dict[str, str]:
+    try:
+        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
+        return {str(k): str(v) for k, v in data.get("graded", {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def write_state(gradebook: Path, graded: dict[str, str]) -> None:
+    atomic_write(state_path(gradebook), json.dumps({"graded": dict(sorted(graded.items()))}, indent=1) + "\n")
+
+
+# -------------------------------------------------------------------------------------------------- feedback
+
+
+def _num(x: str) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _g(x: float) -> str:
+    return f"{x:g}"
+
+
+STATUS_WORDS = {"passed": "passed", "failed": "failed", "error": "error", "timeout": "timed out",
+                "missing": "missing"}
+
+
+def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapter],
+                      answers: dict[str, dict[str, str]]) -> str:
+    """Feedback for one learner: per submission, a table of exercises and each failed check's message.
+
+    ``answers`` maps submission -> question id -> the learner's answer ('' when unanswered).
+    """
+    out = [f"# Feedback for {learner}", ""]
+    by_sub: dict[str, list[dict]] = {}
+    for r in rows:
+        by_sub.setdefault(r["submission"], []).append(r)
+    for sub, srows in by_sub.items():
+        ch = chapters.get(srows[0]["chapter"])
+        got = sum(_num(r["points"]) for r in srows)
+        total = sum(_num(r["max_points"]) for r in srows)
+        out += [f"## {sub}" + (f" — {ch.label()}" if ch else ""), "",
+                f"Exercises: **{_g(got)} / {_g(total)} points**.", "",
+                "| exercise | points | result |", "|---|---|---|"]
+        for r in srows:
+            out.append(f"| {r['exercise'] or '—'} | {r['points']} / {r['max_points']} | "
+                       f"{STATUS_WORDS.get(r['status'], r['status'])} |")
+        out.append("")
+        for r in srows:
+            if r["status"] != "passed" and r["message"]:
+                out += [f"**{r['exercise'] or sub}** ({STATUS_WORDS.get(r['status'], r['status'])}):", "", "```text",
+                        r["message"].replace("```", "'''"), "```", ""]
+        qs = ch.questions if ch else []
+        if qs:
+            out += ["Free-text questions (graded by your instructor):", ""]
+            for q in qs:
+                answered = bool(answers.get(sub, {}).get(q.id))
+                out.append(f"- {q.id} ({q.points} point{'s' if q.points != 1 else ''}): "
+                           + ("answered, awaiting grading" if answered else "**not answered**"))
+            out.append("")
+        out += ["Run `softmax-lab check YOUR_NOTEBOOK.ipynb` to see these results yourself before handing in.", ""]
+    return "\n".join(out)
+
+
+def safe_filename(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
+
+
+# -------------------------------------------------------------------------------------------- manual grading
+
+MANUAL_COLUMNS = ["submission", "chapter", "question", "points", "max_points", "answer"]
+
+
+def manual_csv(entries: list[dict]) -> str:
+    """One row per (submission, question), points left empty for the instructor to fill in."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=MANUAL_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for e in entries:
+        w.writerow({k: e.get(k, "") for k in MANUAL_COLUMNS})
+    return buf.getvalue()
+
+
+def manual_markdown(entries: list[dict], chapters: dict[str, Chapter]) -> str:
+    """Question by question: the prompt, the rubric and the model answer once, then every learner's answer."""
+    out = ["# Free-text answers to grade by hand", "",
+           "Grade each answer against the rubric and enter the points in `manual_grading.csv` (column `points`).", ""]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for e in entries:
+        groups.setdefault((e["chapter"], e["question"]), []).append(e)
+    for (chap, qid), items in sorted(groups.items()):
+        ch = chapters.get(chap)
+        q = next((q for q in ch.questions if q.id == qid), None) if ch else None
+        out += [f"## {qid} — chapter {chap} ({items[0]['max_points']} points)", ""]
+        if q:
+            out += ["**Question**", "", q.prompt.strip(), "", "**Rubric**", "", (q.rubric.strip() or "(none)"), "",
+                    "**Model answer**", "", _strip_markers(q.model_answer), ""]
+        for e in items:
+            answer = e["answer"].strip()
+            out += [f"### {e['submission']}", "", "\n".join("> " + ln for ln in answer.splitlines()) if answer
+                    else "_(not answered)_", ""]
+    return "\n".join(out)
+
+
+def _strip_markers(text: str) -> str:
+    return "\n".join(ln for ln in text.strip().splitlines()
+                     if ln.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))

@@ -1,0 +1,33 @@
+"""Every softmax kernel the course teaches, one small module per idea.
+
+``ALL`` maps a name to a launcher ``f(x, out=None) -> y`` over the last dim of a 2-D tensor, in the order the
+course meets them. Each launcher also takes its tuning knobs as keyword arguments (``BLOCK``, ``num_warps``,
+``ROWS``, ``chunks``) so you can change one at a time.
+"""
+from .backward import SoftmaxFunction, softmax_backward
+from .fused import fused_softmax, fused_softmax_kernel
+from .masked import masked_softmax
+from .multirow import multirow_softmax
+from .naive import naive_softmax, naive_softmax_kernel
+from .online import online_softmax
+from .row_serial import row_serial_softmax
+from .split_row import split_row_softmax
+from .three_pass import exp_buffer_bytes, three_pass_softmax
+
+ALL = {
+    "naive": naive_softmax,
+    "row_serial": row_serial_softmax,
+    "three_pass": three_pass_softmax,
+    "fused": fused_softmax,
+    "multirow": multirow_softmax,
+    "online": online_softmax,
+    "split_row": split_row_softmax,
+}
+
+# Longest row each kernel takes (None: any length); asking for more raises ValueError.
+MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 65536, "multirow": 65536,
+            "online": None, "split_row": None}
+
+__all__ = ["ALL", "MAX_COLS", "SoftmaxFunction", "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel",
+           "masked_softmax", "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax",
+           "row_serial_softmax", "softmax_backward", "split_row_softmax", "three_pass_softmax"]

@@ -1,0 +1,52 @@
+"""Fused softmax: one program per row, the whole row in one block.
+
+``fused_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK)``
+  out_ptr, in_ptr   output and input (any float dtype; maths in float32)
+  *_row_stride      elements from one row to the next (so strided views like big[:, :1000] work)
+  n_cols            row length; BLOCK is the next power of two >= n_cols (a tl.constexpr)
+
+Load once (padding lanes read -inf, so they cannot win the max and exp() to 0), max, exp, sum, store
+once: x is read once and y written once, the least memory traffic softmax can have. The whole row lives in
+registers, so rows are limited to ``MAX_COLS``; longer rows need ``online_softmax``.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import check_input, check_row_length, default_num_warps, output_for, rows_view
+
+MAX_COLS = 65536
+
+
+@triton.jit
+def fused_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)  # int64: row * stride can pass 2**31
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    # 1. Load the row once; lanes past the end read -inf (0 would break all-negative rows).
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    # 2. Subtract the max (no overflow), exponentiate, normalise: all in registers.
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=0)
+    # 3. Store once, in the output's dtype.
+    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def fused_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
+                  num_warps: int | None = None) -> torch.Tensor:
+    """Softmax over the last dim of 2-D ``x``, one program per row. Knobs: ``BLOCK`` (power of two >= row
+    length), ``num_warps`` (threads per program / 32)."""
+    check_input(x)
+    n_rows, n_cols = x.shape
+    check_row_length(n_cols, MAX_COLS, "fused_softmax", "online_softmax or split_row_softmax")
+    x = rows_view(x)
+    y = output_for(x, out)
+    if x.numel() == 0:
+        return y
+    BLOCK = BLOCK or triton.next_power_of_2(n_cols)
+    if BLOCK < n_cols:
+        raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the fused kernel needs the whole row")
+    num_warps = num_warps or default_num_warps(BLOCK)
+    fused_softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, BLOCK=BLOCK, num_warps=num_warps)
+    return y

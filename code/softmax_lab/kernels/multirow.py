@@ -1,0 +1,57 @@
+"""Multi-row fused softmax: each program takes ROWS rows at once, as a [ROWS, BLOCK] tile.
+
+With short rows (128-512 elements) one row per program is too little work: a program finishes almost as
+soon as it starts, and most of the time goes into starting programs and waiting for the first loads.
+Giving each program several rows keeps more loads in flight. Same maths as ``fused``, with the reductions
+along axis 1 (one max and one sum per row of the tile).
+"""
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import check_input, check_row_length, default_num_warps, output_for, rows_view
+
+MAX_COLS = 65536
+TILE = 4096  # default elements per program: ROWS = TILE // BLOCK
+
+
+@triton.jit
+def multirow_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                            ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    # This program's rows (int64: row * stride can pass 2**31) and the columns of the tile.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    # 1. Load a [ROWS, BLOCK] tile; padding columns read -inf. Rows past the end re-read the last row
+    #    (never stored), so no all -inf row makes -inf - (-inf) = NaN.
+    load_rows = tl.minimum(rows, n_rows - 1)
+    x = tl.load(in_ptr + load_rows[:, None] * in_row_stride + cols[None, :], mask=cols[None, :] < n_cols,
+                other=float("-inf")).to(tl.float32)
+    # 2. Softmax of every row of the tile: reduce along axis 1.
+    x = x - tl.max(x, axis=1)[:, None]
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=1)[:, None]
+    # 3. Store the tile (rows past the end are masked off).
+    tl.store(out_ptr + rows[:, None] * out_row_stride + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def multirow_softmax(x: torch.Tensor, out: torch.Tensor | None = None, ROWS: int | None = None,
+                     BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+    """Softmax over the last dim of 2-D ``x``, ``ROWS`` rows per program (a power of two; default
+    ``TILE // BLOCK``). Knobs: ``ROWS``, ``BLOCK`` (power of two >= row length), ``num_warps``."""
+    check_input(x)
+    n_rows, n_cols = x.shape
+    check_row_length(n_cols, MAX_COLS, "multirow_softmax", "online_softmax or split_row_softmax")
+    x = rows_view(x)
+    y = output_for(x, out)
+    if x.numel() == 0:
+        return y
+    BLOCK = BLOCK or triton.next_power_of_2(n_cols)
+    if BLOCK < n_cols:
+        raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the tile must hold whole rows")
+    ROWS = ROWS or max(1, TILE // BLOCK)
+    num_warps = num_warps or default_num_warps(ROWS * BLOCK)
+    grid = (triton.cdiv(n_rows, ROWS),)
+    multirow_softmax_kernel[grid](y, x, x.stride(0), y.stride(0), n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK,
+                                  num_warps=num_warps)
+    return y

@@ -1,0 +1,93 @@
+"""Split-row softmax: several programs per row, for a few very long rows (e.g. 16 rows of 1,048,576).
+
+One program per row would leave most of the GPU idle (16 programs for 132 multiprocessors). So each row is
+cut into ``chunks`` pieces, and two launches do the work:
+
+1. ``chunk_stats_kernel``: one program per (row, chunk) computes its chunk's max ``m_c`` and sum
+   ``l_c = Σ exp(x - m_c)`` (per lane, as in online softmax) and writes the pair.
+2. ``chunk_normalize_kernel``: one program per (row, chunk) combines its row's pairs,
+   ``M = max m_c`` and ``L = Σ l_c·exp(m_c - M)``, then reads its chunk again and writes exp(x - M) / L.
+
+Launch 2 numbers its programs backwards, so the chunks launch 1 read last (likeliest still in the L2 cache)
+are read first.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import check_input, default_num_warps, output_for, rows_view
+
+
+@triton.jit
+def chunk_stats_kernel(m_ptr, l_ptr, in_ptr, in_row_stride, n_cols, chunk_size, n_chunks, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid // n_chunks
+    chunk = pid % n_chunks
+    in_row = in_ptr + row * in_row_stride
+    offs = tl.arange(0, BLOCK)
+    m = tl.full([BLOCK], float("-inf"), tl.float32)
+    l = tl.zeros([BLOCK], tl.float32)
+    for start in range(chunk * chunk_size, tl.minimum((chunk + 1) * chunk_size, n_cols), BLOCK):
+        x = tl.load(in_row + start + offs, mask=start + offs < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # all -inf so far: shift by 0, not -inf
+        l = l * tl.exp(m - shift) + tl.exp(x - shift)
+        m = m_new
+    m_chunk = tl.max(m, axis=0)
+    shift = tl.where(m_chunk == float("-inf"), 0.0, m_chunk)  # an all -inf chunk gives (m, l) = (-inf, 0)
+    tl.store(m_ptr + pid, m_chunk)
+    tl.store(l_ptr + pid, tl.sum(l * tl.exp(m - shift), axis=0))
+
+
+@triton.jit
+def chunk_normalize_kernel(out_ptr, in_ptr, m_ptr, l_ptr, in_row_stride, out_row_stride, n_cols, chunk_size,
+                           n_chunks, BLOCK: tl.constexpr, CHUNKS: tl.constexpr):
+    pid = tl.num_programs(0) - 1 - tl.program_id(0).to(tl.int64)  # backwards: see the module docstring
+    row = pid // n_chunks
+    chunk = pid % n_chunks
+    # Combine this row's (m_c, l_c) pairs. A row that is -inf everywhere gives NaN, like torch.softmax.
+    c = tl.arange(0, CHUNKS)
+    m_c = tl.load(m_ptr + row * n_chunks + c, mask=c < n_chunks, other=float("-inf"))
+    l_c = tl.load(l_ptr + row * n_chunks + c, mask=c < n_chunks, other=0.0)
+    row_max = tl.max(m_c, axis=0)
+    inv_total = 1.0 / tl.sum(tl.where(c < n_chunks, l_c * tl.exp(m_c - row_max), 0.0), axis=0)
+    # Normalise this program's chunk.
+    offs = tl.arange(0, BLOCK)
+    for start in range(chunk * chunk_size, tl.minimum((chunk + 1) * chunk_size, n_cols), BLOCK):
+        mask = start + offs < n_cols
+        x = tl.load(in_ptr + row * in_row_stride + start + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        y = tl.exp(x - row_max) * inv_total
+        tl.store(out_ptr + row * out_row_stride + start + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: int | None = None,
+                      BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+    """Softmax over the last dim of 2-D ``x`` with ``chunks`` programs per row (default: enough programs to
+    fill the GPU, about 4 per multiprocessor). Knobs: ``chunks``, ``BLOCK`` (tile), ``num_warps``."""
+    check_input(x)
+    n_rows, n_cols = x.shape
+    x = rows_view(x)
+    y = output_for(x, out)
+    if x.numel() == 0:
+        return y
+    BLOCK = BLOCK or min(triton.next_power_of_2(n_cols), 4096)
+    if chunks is None:
+        chunks = triton.cdiv(4 * _num_sms(x.device), n_rows)
+    # Whole tiles per chunk, and no more chunks than tiles.
+    chunks = max(1, min(chunks, triton.cdiv(n_cols, BLOCK)))
+    chunk_size = triton.cdiv(triton.cdiv(n_cols, chunks), BLOCK) * BLOCK
+    chunks = triton.cdiv(n_cols, chunk_size)
+    num_warps = num_warps or default_num_warps(BLOCK)
+    m = torch.empty(n_rows * chunks, dtype=torch.float32, device=x.device)
+    l = torch.empty(n_rows * chunks, dtype=torch.float32, device=x.device)
+    grid = (n_rows * chunks,)
+    chunk_stats_kernel[grid](m, l, x, x.stride(0), n_cols, chunk_size, chunks, BLOCK=BLOCK, num_warps=num_warps)
+    chunk_normalize_kernel[grid](y, x, m, l, x.stride(0), y.stride(0), n_cols, chunk_size, chunks, BLOCK=BLOCK,
+                                 CHUNKS=triton.next_power_of_2(chunks), num_warps=num_warps)
+    return y
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the CPU interpreter: keep the chunk count small

@@ -1,0 +1,340 @@
+"""`softmax-lab grade` / `softmax-lab check`: the grader against a tiny fixture chapter, hostile submissions
+included, and against real chapters once they exist.
+
+Fixture chapters (tests/fixtures/grading/solutions, regenerate with make_fixtures.py there): chapter 90 has a
+pure-Python exercise (fx-double, 2 points), a free-text question, and a tiny Triton kernel with a masked load
+(fx-kernel, 3 points); chapter 91 has one exercise. The submissions are made here, from the learner version
+that `softmax-lab build` makes, so each test says exactly what the learner did.
+
+Most hostile cases are graded in ONE `grade --jobs 2` run (module fixture): besides each verdict, that shows
+that no submission takes another one down. Short timeouts keep it to about a minute on 2 CPU cores.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from softmax_lab.build import learner_notebook, tag_value
+from softmax_lab.grade import check_main, grade_main
+from softmax_lab.grading.chapters import load_chapters
+from softmax_lab.grading.grader import COLUMNS, Options, grade_notebook
+from softmax_lab.grading.runner import Limits, run_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "grading" / "solutions"
+CH90 = FIXTURES / "90_grading_fixture.ipynb"
+CH91 = FIXTURES / "91_other_fixture.ipynb"
+FAST = ["--timeout", "10", "--setup-timeout", "120", "--notebook-timeout", "240"]
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def solution(path=CH90):
+    return nbformat.read(str(path), as_version=4)
+
+
+def blank(path=CH90):
+    return learner_notebook(solution(path))
+
+
+def index_of(nb, prefix, ident):
+    return next(k for k, c in enumerate(nb.cells) if tag_value(c, prefix) == ident)
+
+
+def pasted(path=CH90):
+    """The learner notebook with the solutions pasted into its exercise cells."""
+    nb, sol = blank(path), solution(path)
+    for cell in nb.cells:
+        for prefix in ("exercise:", "answer:"):
+            ident = tag_value(cell, prefix)
+            if ident:
+                cell.source = sol.cells[index_of(sol, prefix, ident)].source
+    return nb
+
+
+def set_exercise(nb, ident, source):
+    nb.cells[index_of(nb, "exercise:", ident)].source = source
+    return nb
+
+
+def solution_source(ident, path=CH90):
+    sol = solution(path)
+    return sol.cells[index_of(sol, "exercise:", ident)].source
+
+
+def save(nb, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def read_rows(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == COLUMNS
+        return list(reader)
+
+
+def by_key(rows):
+    return {(r["submission"].split("/")[0], r["exercise"]): r for r in rows}
+
+
+# -------------------------------------------------------------------------------------- the hostile folder
+
+KERNEL_OK = solution_source("fx-kernel")
+DOUBLE_OK = solution_source("fx-double")
+PITFALL = KERNEL_OK.replace('other=float("-inf")', "other=0.0")
+assert PITFALL != KERNEL_OK
+
+
+def make_submissions(folder: Path) -> None:
+    """One folder per learner, each holding a notebook named like the chapter (the documented layout)."""
+    nbname = "90_grading_fixture.ipynb"
+    save(pasted(), folder / "good" / nbname)
+    save(blank(), folder / "blank" / nbname)
+    # An exercise that raises, and the seed pitfall (pad with 0 instead of -inf) in the other.
+    nb = set_exercise(pasted(), "fx-double", 'raise ValueError("boom")')
+    save(set_exercise(nb, "fx-kernel", PITFALL), folder / "raises" / nbname)
+    # An endless loop: fx-double times out; fx-kernel is still graded (rerun without the culprit).
+    save(set_exercise(pasted(), "fx-double", "while True:\n    pass"), folder / "loop" / nbname)
+    # Killing the kernel: os._exit in one exercise, a segfault through ctypes in the other.
+    nb = set_exercise(pasted(), "fx-double", "import os\nos._exit(3)")
+    save(set_exercise(nb, "fx-kernel", KERNEL_OK + "\n\nimport ctypes\nctypes.string_at(0)"),
+         folder / "crash" / nbname)
+    # Memory without bound (fails against the address-space cap with MemoryError).
+    save(set_exercise(pasted(), "fx-double", "hog = []\nwhile True:\n    hog.append(bytearray(2**27))"),
+         folder / "memory" / nbname)
+    # Deletes and overwrites everything in its working directory and the folder above.
+    vandal = DOUBLE_OK + (
+        "\n\nimport os, shutil\n"
+        "for f in os.listdir('.'):\n"
+        "    shutil.rmtree(f, ignore_errors=True) if os.path.isdir(f) else os.remove(f)\n"
+        "for f in os.listdir('..'):\n"
+        "    if os.path.isfile(os.path.join('..', f)):\n"
+        "        os.remove(os.path.join('..', f))\n"
+        "for f in ('gradebook.csv', '../gradebook.csv', '../conftest.py', 'submission.ipynb', '../pytest.log'):\n"
+        "    open(f, 'w').write('overwritten')\n")
+    save(set_exercise(pasted(), "fx-double", vandal), folder / "vandal" / nbname)
+    # Wrong answers, with the check cells edited to print PASSED (fx-double) and deleted (fx-kernel).
+    nb = set_exercise(set_exercise(blank(), "fx-double", "def double(xs):\n    return xs"), "fx-kernel", PITFALL)
+    check = nb.cells[index_of(nb, "check:", "fx-double")]
+    check.source = 'print("PASS  empty list\\nPASS  [1, 2, 3]\\nfx-double: PASSED (2/2 checks passed)")'
+    del nb.cells[index_of(nb, "check:", "fx-kernel")]
+    save(nb, folder / "tampered" / nbname)
+    # Exercise cells reordered (fx-kernel moved to the end) and fx-double deleted.
+    nb = pasted()
+    k = index_of(nb, "exercise:", "fx-kernel")
+    nb.cells.append(nb.cells.pop(k))
+    del nb.cells[index_of(nb, "exercise:", "fx-double")]
+    save(nb, folder / "reordered" / nbname)
+    # Invalid JSON (a truncated upload).
+    text = nbformat.writes(pasted())
+    (folder / "badjson").mkdir(parents=True)
+    (folder / "badjson" / nbname).write_text(text[: len(text) // 2], encoding="utf-8")
+    # A notebook from another chapter handed in for chapter 90.
+    save(pasted(CH91), folder / "otherchapter" / "91_other_fixture.ipynb")
+    # Kills the grading process that drives its kernel; fx-kernel still graded.
+    save(set_exercise(pasted(), "fx-double", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+         folder / "killer" / nbname)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostile")
+    subs = tmp / "submissions"
+    make_submissions(subs)
+    before = {p.name: p.read_bytes() for p in FIXTURES.iterdir()}
+    out = tmp / "grades" / "gradebook.csv"
+    roster = tmp / "roster.csv"
+    roster.write_text("learner,name\n" + "".join(f"{d.name},{d.name.title()}\n" for d in sorted(subs.iterdir()))
+                      + "absent,Absent Learner\n", encoding="utf-8")
+    argv = [str(subs), "--out", str(out), "--solutions", str(FIXTURES), "--jobs", "2", "--chapter", "90",
+            "--roster", str(roster), "--memory-mb", "3000", *FAST]
+    t0 = time.monotonic()
+    cwd = os.getcwd()
+    os.chdir(tmp)  # the grader's own cwd holds nothing a submission may touch either
+    try:
+        rc = grade_main(argv)
+    finally:
+        os.chdir(cwd)
+    seconds = time.monotonic() - t0
+    return {"rc": rc, "out": out, "rows": by_key(read_rows(out)), "subs": subs, "argv": argv, "tmp": tmp,
+            "before": before, "seconds": seconds}
+
+
+def test_hostile_run_completes(hostile):
+    assert hostile["rc"] == 0
+    rows = hostile["rows"]
+    learners = {k[0] for k in rows}
+    assert learners == {d.name for d in hostile["subs"].iterdir()} | {"absent"}
+    for r in rows.values():
+        assert r["status"] in ("passed", "failed", "error", "timeout", "missing")
+    print(f"hostile grading run: {hostile['seconds']:.1f} s")
+
+
+def test_solutions_pasted_score_full_marks(hostile):
+    rows = hostile["rows"]
+    assert rows["good", "fx-double"]["status"] == "passed" and rows["good", "fx-double"]["points"] == "2"
+    assert rows["good", "fx-kernel"]["status"] == "passed" and rows["good", "fx-kernel"]["points"] == "3"
+    assert rows["good", "fx-kernel"]["max_points"] == "3"
+
+
+def test_blank_notebook_scores_zero_not_implemented(hostile):
+    for ex in ("fx-double", "fx-kernel"):
+        r = hostile["rows"]["blank", ex]
+        assert (r["status"], r["points"]) == ("failed", "0")
+        assert "not implemented" in r["message"]
+
+
+def test_exercise_that_raises_and_seed_pitfall(hostile):
+    r = hostile["rows"]["raises", "fx-double"]
+    assert r["status"] == "error" and "ValueError: boom" in r["message"]
+    r = hostile["rows"]["raises", "fx-kernel"]
+    assert (r["status"], r["points"]) == ("failed", "0")
+    assert "FAIL  all-negative row of 5" in r["message"] and "-inf" in r["message"]
+    assert "fx-kernel: FAILED (2/3 checks passed)" in r["message"]
+
+
+def test_endless_loop_times_out_other_exercise_still_graded(hostile):
+    r = hostile["rows"]["loop", "fx-double"]
+    assert r["status"] == "timeout" and "10 s" in r["message"] and r["points"] == "0"
+    assert hostile["rows"]["loop", "fx-kernel"]["status"] == "passed"
+
+
+def test_killing_the_kernel_os_exit_and_segfault(hostile):
+    for ex in ("fx-double", "fx-kernel"):
+        r = hostile["rows"]["crash", ex]
+        assert r["status"] == "error" and "kernel died" in r["message"], r
+
+
+def test_unbounded_memory(hostile):
+    r = hostile["rows"]["memory", "fx-double"]
+    assert r["status"] == "error" and "MemoryError" in r["message"] and "3000 MB" in r["message"]
+    assert hostile["rows"]["memory", "fx-kernel"]["status"] == "passed"
+
+
+def test_vandal_cannot_touch_solutions_or_gradebook(hostile):
+    assert hostile["rows"]["vandal", "fx-double"]["status"] == "passed"
+    assert hostile["rows"]["vandal", "fx-kernel"]["status"] == "passed"
+    assert {p.name: p.read_bytes() for p in FIXTURES.iterdir()} == hostile["before"]
+    assert hostile["out"].read_text(encoding="utf-8").startswith(",".join(COLUMNS))
+    assert not (hostile["tmp"] / "gradebook.csv").exists()
+
+
+def test_edited_or_deleted_check_cells_cannot_pass(hostile):
+    r = hostile["rows"]["tampered", "fx-double"]
+    assert r["status"] == "failed" and "FAIL  [1, 2, 3]" in r["message"]
+    r = hostile["rows"]["tampered", "fx-kernel"]
+    assert r["status"] == "failed" and "-inf" in r["message"]
+
+
+def test_reordered_and_deleted_exercise_cells(hostile):
+    assert hostile["rows"]["reordered", "fx-kernel"]["status"] == "passed"
+    r = hostile["rows"]["reordered", "fx-double"]
+    assert r["status"] == "missing" and "exercise:fx-double" in r["message"]
+
+
+def test_invalid_json(hostile):
+    for ex in ("fx-double", "fx-kernel"):
+        r = hostile["rows"]["badjson", ex]
+        assert r["status"] == "error" and "invalid JSON" in r["message"]
+
+
+def test_notebook_from_another_chapter(hostile):
+    for ex in ("fx-double", "fx-kernel"):
+        r = hostile["rows"]["otherchapter", ex]
+        assert r["status"] == "missing" and "chapter 91" in r["message"] and r["chapter"] == "90"
+
+
+def test_killing_the_grading_process(hostile):
+    r = hostile["rows"]["killer", "fx-double"]
+    assert r["status"] == "error" and "grading process was killed by signal 9" in r["message"], r
+    assert hostile["rows"]["killer", "fx-kernel"]["status"] == "passed"
+
+
+def test_roster_learner_without_submission(hostile):
+    for ex in ("fx-double", "fx-kernel"):
+        assert hostile["rows"]["absent", ex]["status"] == "missing"
+
+
+def test_feedback_and_manual_grading_files(hostile):
+    grades = hostile["out"].parent
+    fb = (grades / "feedback" / "raises.md").read_text(encoding="utf-8")
+    assert "FAIL  all-negative row of 5" in fb and "ValueError: boom" in fb and "fx-why" in fb
+    good = (grades / "feedback" / "good.md").read_text(encoding="utf-8")
+    assert "5 / 5 points" in good and "```" not in good
+    with open(grades / "gradebook.manual.csv", newline="", encoding="utf-8") as f:
+        manual = {r["submission"].split("/")[0]: r for r in csv.DictReader(f)}
+    assert manual["good"]["question"] == "fx-why" and "overflow" in manual["good"]["answer"]
+    assert manual["blank"]["answer"] == ""
+    md = (grades / "gradebook.manual.md").read_text(encoding="utf-8")
+    assert "names the overflow of exp" in md  # the rubric, for the instructor only
+    assert "names the overflow of exp" not in fb
+
+
+def test_resume_skips_graded_and_regrades_changed(hostile, tmp_path):
+    """A rerun grades nothing new; a changed submission is regraded; the gradebook is never left half-written."""
+    out = hostile["out"]
+    before = out.read_text(encoding="utf-8")
+    t0 = time.monotonic()
+    assert grade_main(hostile["argv"]) == 0
+    assert time.monotonic() - t0 < 20  # nothing ran
+    assert out.read_text(encoding="utf-8") == before
+    # The learner "blank" resubmits the solution: only that notebook is regraded.
+    save(pasted(), hostile["subs"] / "blank" / "90_grading_fixture.ipynb")
+    assert grade_main(hostile["argv"]) == 0
+    rows = by_key(read_rows(out))
+    assert rows["blank", "fx-double"]["status"] == "passed"
+    assert rows["loop", "fx-double"]["status"] == "timeout"  # untouched
+    assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+# ------------------------------------------------------------------------------------------ smaller pieces
+
+
+def test_check_command_for_learners(tmp_path, capsys):
+    nb = save(set_exercise(pasted(), "fx-kernel", PITFALL), tmp_path / "mine.ipynb")
+    rc = check_main([str(nb), "--solutions", str(FIXTURES), *FAST])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "fx-double" in out and "passed" in out
+    assert "FAIL  all-negative row of 5" in out and "2/5 points" in out
+
+
+def test_metadata_missing_matched_by_exercise_ids(tmp_path):
+    nb = pasted()
+    del nb.metadata["softmax_lab"]
+    path = save(nb, tmp_path / "untitled.ipynb")
+    chapters = load_chapters(FIXTURES)
+    res = grade_notebook(path, "untitled.ipynb", chapters, Options(limits=Limits(cell_timeout=10)))
+    assert [r["status"] for r in res.rows] == ["passed", "passed"]
+    assert all("matched to chapter 90 by its exercise ids" in r["message"] for r in res.rows)
+
+
+def test_memory_watchdog_without_address_space_limit(tmp_path):
+    """On a GPU the address-space limit is off (CUDA maps huge ranges): the RSS watchdog ends the run."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import time\nhog = []\nwhile True:\n    hog.append(bytearray(2**25))\n    time.sleep(0.02)")])
+    res = run_notebook(nb, Limits(cell_timeout=60, memory_mb=600, rlimit_as=False))
+    assert res.fatal and res.fatal["status"] == "memory" and res.fatal["cell"] == 0
+    assert res.seconds < 40
+
+
+def test_runner_reports_cells(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hi')"),
+                                         nbformat.v4.new_code_cell("1/0")])
+    res = run_notebook(nb, Limits(cell_timeout=30))
+    assert res.fatal is None
+    assert res.cells[0]["status"] == "passed" and res.cells[0]["stdout"] == "hi\n"
+    assert res.cells[1]["status"] == "raised" and res.cells[1]["error"]["ename"] == "ZeroDivisionError"

@@ -1,0 +1,227 @@
+"""Every kernel in softmax_lab.kernels against the float64 reference, on the CPU interpreter (and on the GPU
+when there is one). Sizes stay tiny: the interpreter runs each program in Python. The naive and row-serial
+kernels (O(N²) loads, scalar loops) only see the smallest shapes here; tests/test_gpu.py runs them bigger.
+"""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import softmax_lab
+from softmax_lab import kernels
+from softmax_lab.kernels import ALL, exp_buffer_bytes, masked_softmax, softmax_backward
+from softmax_lab.reference import masked_softmax_ref, softmax_backward_ref, softmax_ref
+from softmax_lab.testing import (BOUNDARY_SHAPES, assert_softmax_correct, check_softmax, poisoned_like, randn,
+                                 tolerance)
+
+DEV = softmax_lab.DEVICE
+FAST = ["three_pass", "fused", "multirow", "online", "split_row"]
+SLOW = ["naive", "row_serial"]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Knobs that force the multi-tile / multi-program paths on tiny rows.
+SMALL_TILES = {"naive": dict(BLOCK=16), "three_pass": dict(BLOCK=16), "online": dict(BLOCK=16),
+               "split_row": dict(chunks=3, BLOCK=16), "multirow": dict(ROWS=4), "fused": dict(num_warps=1),
+               "row_serial": {}}
+
+
+def test_all_lists_every_kernel():
+    assert list(ALL) == ["naive", "row_serial", "three_pass", "fused", "multirow", "online", "split_row"]
+    for f in ALL.values():
+        assert callable(f)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", FAST)
+def test_fast_kernels_standard_cases(name, dtype):
+    # Boundary shapes, all-negative row, [1000, 1001, 1002], identical values, strided big[:, :1000].
+    assert_softmax_correct(ALL[name], dtype)
+
+
+@pytest.mark.parametrize("name", SLOW)
+def test_slow_kernels_small_cases(name):
+    shapes = [(1, 1), (2, 31), (3, 32), (4, 33)] + ([(2, 255), (3, 257)] if name == "row_serial" else [])
+    assert_softmax_correct(ALL[name], torch.float32, shapes=shapes, strided=False)
+    assert_softmax_correct(ALL[name], torch.float16, shapes=[(2, 33)], strided=False)
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_strided_rows(name):
+    big = randn((3, 50), device=DEV)
+    assert check_softmax(ALL[name], big[:, :37]) == ""
+    assert check_softmax(ALL[name], big[::2, 5:40]) == ""  # every other row, offset start
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if n != "row_serial"])
+def test_multi_tile_paths(name):
+    # Rows several tiles long (or several rows per program), row count not a multiple of anything.
+    x = randn((5, 70), device=DEV)
+    assert check_softmax(lambda t, out=None: ALL[name](t, out=out, **SMALL_TILES[name]), x) == ""
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_writes_into_out(name):
+    x = randn((3, 20), device=DEV)
+    out = poisoned_like(x)
+    y = ALL[name](x, out=out)
+    assert y.data_ptr() == out.data_ptr()
+    torch.testing.assert_close(out.double(), softmax_ref(x), atol=1e-6, rtol=1e-5)
+
+
+def _like_torch(y, x):
+    ref = torch.softmax(x.double(), dim=-1)
+    assert torch.equal(torch.isnan(y), torch.isnan(ref)), (y, ref)
+    torch.testing.assert_close(y.double(), ref, atol=1e-6, rtol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_nan_and_inf_follow_torch(name):
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[1.0, nan, 2.0, 0.5],        # NaN anywhere -> row of NaN
+                      [1.0, inf, 2.0, 0.5],        # +inf -> NaN (inf - inf)
+                      [-inf, -inf, -inf, -inf],    # all -inf -> NaN, like torch.softmax
+                      [-inf, 3.0, -inf, 1.0],      # some -inf -> exact zeros there
+                      [-1e30, -1e30, 0.0, -5.0]], device=DEV)
+    _like_torch(ALL[name](x), x)
+
+
+@pytest.mark.parametrize("name", ["online", "split_row", "three_pass"])
+def test_whole_tile_of_minus_inf(name):
+    # The first tiles (and a whole chunk) are -inf, finite values come later: the running (m, l) must not go NaN.
+    x = randn((2, 64), device=DEV)
+    x[:, :40] = float("-inf")
+    knobs = dict(BLOCK=16, chunks=4) if name == "split_row" else dict(BLOCK=16)
+    y = ALL[name](x, **knobs)
+    _like_torch(y, x)
+    assert (y[:, :40] == 0).all()
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_errors(name):
+    f = ALL[name]
+    with pytest.raises(TypeError, match="dtype"):
+        f(torch.ones(2, 3, dtype=torch.int32, device=DEV))
+    with pytest.raises(ValueError, match="2-D"):
+        f(torch.ones(2, 3, 4, device=DEV))
+    with pytest.raises(ValueError, match="out"):
+        f(torch.ones(2, 3, device=DEV), out=torch.empty(3, 2, device=DEV))
+
+
+@pytest.mark.parametrize("name", [n for n, limit in kernels.MAX_COLS.items() if limit])
+def test_row_too_long_is_a_value_error(name):
+    x = torch.empty((1, kernels.MAX_COLS[name] + 1), device=DEV)  # raises before any launch
+    with pytest.raises(ValueError, match="supports rows of up to"):
+        ALL[name](x)
+
+
+def test_empty_inputs():
+    for name in ALL:
+        for shape in [(0, 5), (3, 0)]:
+            assert ALL[name](torch.empty(shape, device=DEV)).shape == shape
+
+
+def test_three_pass_buffer_is_real():
+    assert exp_buffer_bytes(torch.empty((4096, 1024), device="meta")) == 16 * 2**20
+    x = randn((3, 40), device=DEV)
+    y, buf = ALL["three_pass"](x, return_buffer=True)
+    assert buf.shape == x.shape and buf.dtype == torch.float32 and buf.nbytes == exp_buffer_bytes(x)
+    torch.testing.assert_close(buf.double(), torch.exp(x.double() - x.double().amax(-1, keepdim=True)))
+
+
+@settings(max_examples=20, deadline=None)
+@given(name=st.sampled_from(FAST), rows=st.integers(1, 6), cols=st.integers(1, 300),
+       dtype=st.sampled_from(DTYPES), scale=st.sampled_from([0.1, 3.0, 100.0]))
+def test_random_shapes(name, rows, cols, dtype, scale):
+    x = randn((rows, cols), dtype, DEV, scale=scale)
+    assert check_softmax(ALL[name], x) == ""
+
+
+# ---- masked ---------------------------------------------------------------------------------------------
+
+
+def _check_masked(scores, mask):
+    y = masked_softmax(scores, mask)
+    assert y.shape == scores.shape and y.dtype == scores.dtype
+    atol, rtol = tolerance(scores.dtype)
+    torch.testing.assert_close(y.double(), masked_softmax_ref(scores, mask), atol=atol, rtol=rtol)
+    return y
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_masked_causal_and_padding(dtype):
+    B, H, S = 2, 3, 9
+    scores = randn((B, H, S, S), dtype, DEV)
+    causal = torch.ones(S, S, dtype=torch.bool, device=DEV).tril()
+    _check_masked(scores, causal)
+    _check_masked(scores, torch.zeros(S, S, device=DEV).masked_fill(~causal, float("-inf")))  # additive
+    lengths = torch.tensor([5, 9], device=DEV)
+    padding = (torch.arange(S, device=DEV)[None, :] < lengths[:, None])[:, None, None, :]  # [B, 1, 1, S]
+    _check_masked(scores, padding)
+    _check_masked(scores, causal & padding)
+    _check_masked(scores, None)
+    _check_masked(scores, randn((1, H, 1, S), dtype, DEV))  # a float bias, broadcast
+
+
+def test_masked_rows_fully_masked_give_zeros():
+    scores = randn((1, 2, 4, 6), device=DEV)
+    mask = torch.ones(4, 6, dtype=torch.bool, device=DEV)
+    mask[1] = False
+    scores[0, 0, 1, 2] = float("nan")  # masked out: must not leak
+    y = _check_masked(scores, mask)
+    assert (y[:, :, 1] == 0).all()
+    torch.testing.assert_close(y[:, :, [0, 2, 3]].sum(-1).double(), torch.ones(1, 2, 3, dtype=torch.float64))
+    add = torch.full((6,), float("-inf"), device=DEV)  # additive -inf everywhere
+    assert (masked_softmax(randn((1, 2, 4, 6), device=DEV), add) == 0).all()
+
+
+def test_masked_any_rank_and_errors():
+    _check_masked(randn((7, 12), device=DEV), torch.rand(12, device=DEV) > 0.3)
+    _check_masked(randn((2, 2, 2, 3, 10), device=DEV), torch.rand(3, 10, device=DEV) > 0.3)
+    s = randn((2, 3, 4, 5), device=DEV)
+    with pytest.raises(ValueError, match="broadcast"):
+        masked_softmax(s, torch.ones(3, 5, dtype=torch.bool, device=DEV))
+    with pytest.raises(TypeError, match="mask"):
+        masked_softmax(s, torch.ones(4, 5, dtype=torch.int64, device=DEV))
+    with pytest.raises(ValueError, match="mask is on"):
+        masked_softmax(s, torch.ones(4, 5, dtype=torch.bool, device="meta"))
+    with pytest.raises(TypeError):
+        masked_softmax(s.int(), None)
+
+
+# ---- backward -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape,knobs", [((5, 37), {}), ((3, 70), dict(BLOCK=16)), ((9, 20), dict(ROWS=4)),
+                                         ((1, 1), {})])
+def test_backward(shape, knobs, dtype):
+    y = torch.softmax(randn(shape, device=DEV), -1).to(dtype)
+    dy = randn(shape, dtype, DEV)
+    out = poisoned_like(y)
+    dx = softmax_backward(y, dy, out=out, **knobs)
+    assert dx.data_ptr() == out.data_ptr() and dx.dtype == dtype
+    atol, rtol = tolerance(dtype)
+    torch.testing.assert_close(dx.double(), softmax_backward_ref(y, dy), atol=atol * 10, rtol=rtol)
+
+
+def test_backward_strided_and_errors():
+    big = randn((4, 60), device=DEV)
+    y = torch.softmax(big, -1)[:, :33]
+    dy = big[:, 10:43]
+    torch.testing.assert_close(softmax_backward(y, dy).double(), softmax_backward_ref(y, dy), atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="shape"):
+        softmax_backward(y, dy[:, :5])
+    with pytest.raises(TypeError):
+        softmax_backward(y.int(), dy)
+
+
+def test_autograd_function_in_a_model():
+    x = randn((4, 30), device=DEV).requires_grad_()
+    y = kernels.SoftmaxFunction.apply(x, kernels.fused_softmax)
+    w = randn((4, 30), device=DEV)
+    (y * w).sum().backward()
+    x64 = x.detach().double().requires_grad_()
+    (torch.softmax(x64, -1) * w.double()).sum().backward()
+    torch.testing.assert_close(x.grad.double(), x64.grad, atol=1e-6, rtol=1e-5)
+    assert not math.isnan(float(x.grad.sum()))

@@ -1,0 +1,77 @@
+"""memcount: counts of loads/stores from a kernel's real memory operations (guards Triton interpreter internals)."""
+import softmax_lab  # noqa: F401  (first: picks the interpreter before kernels are defined)
+
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.jit import JITFunction
+
+from softmax_lab.memcount import count_calls, count_memory, kernel_function
+
+
+def _row_max_plus_copy(out_ptr, in_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    # one program per row: a masked load of the row, one scalar store of its max, a masked copy
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(in_ptr + row * stride + offs, mask=offs < n_cols, other=float("-inf"))
+    tl.store(out_ptr + row * stride + offs, x, mask=offs < n_cols)
+    first = tl.load(in_ptr + row * stride)
+    tl.store(out_ptr + row * stride, tl.maximum(tl.max(x, axis=0), first))
+
+
+row_kernel = triton.jit(_row_max_plus_copy)
+
+
+def launcher(x):
+    out = torch.zeros_like(x)
+    row_kernel[(x.shape[0],)](out, x, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]), num_warps=4)
+    return out
+
+
+def test_counts_only_lanes_whose_mask_is_true():
+    x = torch.randn(3, 5)
+    out = torch.zeros_like(x)
+    c = count_memory(row_kernel, (3,), out, x, 5, x.stride(0), BLOCK=8, num_warps=4)
+    assert (c.loads, c.stores) == (3 * (5 + 1), 3 * (5 + 1))
+    assert (c.load_bytes, c.store_bytes) == (4 * c.loads, 4 * c.stores)
+    assert (c.load_ops, c.store_ops, c.programs, c.launches) == (6, 6, 3, 1)
+    assert c.loads_of == {"in_ptr": 18} and c.stores_of == {"out_ptr": 18}
+    assert c.distinct_loads == 15
+    # and the kernel really ran: row max written to column 0, the rest copied
+    assert torch.equal(out[:, 1:], x[:, 1:]) and torch.equal(out[:, 0], x.amax(1))
+
+
+def test_strided_rows_and_a_grid_function():
+    big = torch.randn(4, 16)
+    x = big[:, :3]
+    out = torch.zeros_like(big)[:, :3]
+    c = count_memory(row_kernel, lambda meta: (4,), out, x, 3, x.stride(0), BLOCK=4)
+    assert c.loads == 4 * 4 and c.stores == 4 * 4 and c.distinct_loads == 12
+
+
+def test_count_calls_counts_every_launch_and_returns_the_result():
+    x = torch.randn(2, 7)
+    y, c = count_calls(lambda t: (launcher(t), launcher(t))[1], x)
+    assert c.launches == 2 and c.loads == 2 * 2 * 8 and c.stores == 2 * 2 * 8
+    assert torch.equal(y[:, 1:], x[:, 1:])
+    # launches are back to normal afterwards (no counting, still correct)
+    assert torch.equal(launcher(x)[:, 1:], x[:, 1:])
+
+
+def test_a_compiled_style_jitfunction_is_interpreted_too():
+    """On a GPU machine kernels are JITFunctions; counting must interpret them the same way."""
+    compiled = JITFunction(_row_max_plus_copy)
+    assert kernel_function(compiled) is _row_max_plus_copy
+    x = torch.randn(2, 3)
+    out = torch.zeros_like(x)
+    c = count_memory(compiled, (2,), out, x, 3, x.stride(0), BLOCK=4)
+    assert c.loads == 8 and c.stores == 8
+
+
+def test_naive_kernel_reads_each_row_2n2_plus_n_times():
+    naive = __import__("softmax_lab.kernels.naive", fromlist=["naive_softmax"])
+    for n in (3, 8):
+        x = torch.randn(2, n)
+        y, c = count_calls(naive.naive_softmax, x)
+        assert c.loads == 2 * (2 * n * n + n) and c.stores == 2 * n
+        torch.testing.assert_close(y, torch.softmax(x, -1))
