@@ -170,7 +170,7 @@ def test_masked_rows_fully_masked_give_zeros():
     scores[0, 0, 1, 2] = float("nan")  # masked out: must not leak
     y = _check_masked(scores, mask)
     assert (y[:, :, 1] == 0).all()
-    torch.testing.assert_close(y[:, :, [0, 2, 3]].sum(-1).double(), torch.ones(1, 2, 3, dtype=torch.float64))
+    torch.testing.assert_close(y[:, :, [0, 2, 3]].sum(-1).double().cpu(), torch.ones(1, 2, 3, dtype=torch.float64))
     add = torch.full((6,), float("-inf"), device=DEV)  # additive -inf everywhere
     assert (masked_softmax(randn((1, 2, 4, 6), device=DEV), add) == 0).all()
 

@@ -1,7 +1,9 @@
 """``softmax-lab bench``: time every kernel, ``softmax_lab.softmax`` and ``torch.softmax`` on the GPU.
 
-Each timing is the median of ``triton.testing.do_bench``. Every call gets the next of several input (and
-output) buffers, together bigger than the L2 cache, so no call is served by the cache. Bandwidth counts the
+Each timing is a median from ``triton.testing`` (``do_bench_cudagraph`` by default: the calls are replayed
+from a CUDA graph, so Python's launch overhead is not timed; ``--timer plain`` uses ``do_bench``). Every call
+gets the next of several input (and output) buffers, together bigger than the L2 cache, so no call is served
+by the cache. Bandwidth counts the
 bytes read once plus written once (backward: y and dy read, dx written), and is compared with a
 device-to-device copy of the same bytes timed the same way: the ceiling for a memory-bound kernel.
 
@@ -32,6 +34,9 @@ SHAPES = [(4096, 1024, F32), (65536, 512, F16), (65536, 512, BF16), (32768, 1000
           (16, 1048576, F32)]
 BACKWARD_SHAPES = [(4096, 1024, F32), (65536, 512, F16), (16384, 4096, F32), (1024, 65536, F32),
                    (16, 1048576, F32)]
+# --sweep adds these, to tune the dispatcher between the shapes above.
+SWEEP_EXTRA = [(65536, 256, F32), (65536, 512, F32), (65536, 128, F16), (65536, 1024, F16), (65536, 4096, F16),
+               (16384, 2048, F32), (32768, 8192, F32), (2048, 32768, F32), (64, 262144, F32)]
 QUICK_SHAPES = [(4096, 1024, F32), (65536, 128, F32), (16, 1048576, F32)]
 DTYPE_NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16"}
 ROTATE_BYTES = 400 * 2**20  # inputs+outputs cycled per timing: several times the 50-60 MB L2
@@ -54,8 +59,14 @@ def _buffers(shape, dtype, count):
     return [torch.randn(shape, device="cuda", dtype=torch.float32).mul_(3).to(dtype) for _ in range(count)]
 
 
-def _time(fn, n_buffers, rep_ms):
-    """Median ms of fn(i) over do_bench calls, i cycling through the buffers."""
+def _time(fn, n_buffers, rep_ms, timer="graph"):
+    """Median ms of one fn(i), i cycling through the buffers.
+
+    timer="graph" (default): ``triton.testing.do_bench_cudagraph``: the calls, one per buffer in turn, are
+    captured in a CUDA graph and replayed, so Python's launch overhead (tens of µs a call, more than a whole
+    kernel on the small shapes) is not timed, only the GPU's work. timer="plain": ``triton.testing.do_bench``,
+    which launches from Python each time (and flushes L2 between calls).
+    """
     import triton.testing
 
     state = {"i": 0}
@@ -66,6 +77,8 @@ def _time(fn, n_buffers, rep_ms):
 
     call()
     torch.cuda.synchronize()
+    if timer == "graph":
+        return triton.testing.do_bench_cudagraph(call, rep=rep_ms, return_mode="median")
     return triton.testing.do_bench(call, warmup=max(5, rep_ms // 4), rep=rep_ms, return_mode="median")
 
 
@@ -95,21 +108,21 @@ def _forward_candidates(n_rows, n_cols, dtype):
         for warps in (4, 8, 16, 32):
             if 2 <= block // (32 * warps) <= 128:
                 out.append(("fused", dict(num_warps=warps)))
-    if block >= 8192:
-        for tile in (2048, 4096, 8192):
-            for warps in (4, 8, 16):
-                if 4 <= tile // (32 * warps) <= 64 and tile < block:
-                    out.append(("online", dict(BLOCK=tile, num_warps=warps)))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if block >= 16384:
+        for tile, warps in ((4096, 16), (8192, 16), (8192, 32)):
+            for programs in (None, sms, 2 * sms, sms // 2):
+                if programs is None or programs < n_rows:
+                    out.append(("online", dict(BLOCK=tile, num_warps=warps, programs=programs)))
     if block >= 65536:
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        for per_sm in (1, 2, 4, 8):
+        for per_sm in (1, 2, 4):
             for tile, warps in ((4096, 8), (4096, 16), (8192, 16)):
                 out.append(("split_row", dict(chunks=max(1, math.ceil(per_sm * sms / n_rows)), BLOCK=tile,
                                               num_warps=warps)))
     return out
 
 
-def run(shapes, backward_shapes, rep_ms, sweep, with_kernels):
+def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph"):
     from softmax_lab import softmax
 
     records = []
@@ -124,7 +137,7 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels):
 
         def add(impl, fn, knobs=None):
             try:
-                ms = _time(fn, n_buf, rep_ms)
+                ms = _time(fn, n_buf, rep_ms, timer)
                 records.append(dict(base, impl=impl, knobs=knobs, ms=ms, gbps=moved / ms / 1e6))
             except Exception as err:  # a setting that does not compile or fit: record it, keep going
                 records.append(dict(base, impl=impl, knobs=knobs, error=f"{type(err).__name__}: {err}"[:300]))
@@ -155,10 +168,12 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels):
                     if block <= 16384 and rows_tile >= block:
                         k = dict(ROWS=rows_tile // block, num_warps=warps)
                         add("sweep:backward", lambda i, k=k: softmax_backward(ys[i], dys[i], out=outs[i], **k), k)
-                for tile, warps in ((2048, 8), (4096, 8), (4096, 16), (8192, 16)):
-                    if block > tile:
-                        k = dict(BLOCK=tile, num_warps=warps)
-                        add("sweep:backward", lambda i, k=k: softmax_backward(ys[i], dys[i], out=outs[i], **k), k)
+                sms = torch.cuda.get_device_properties(0).multi_processor_count
+                for tile, warps in ((4096, 8), (4096, 16), (8192, 16)):
+                    for per_sm in (1, 2, 4):
+                        if block > 16384:
+                            k = dict(BLOCK=tile, num_warps=warps, chunks=math.ceil(per_sm * sms / n_rows))
+                            add("sweep:backward", lambda i, k=k: softmax_backward(ys[i], dys[i], out=outs[i], **k), k)
             del ys, dys
         del outs
         torch.cuda.empty_cache()
@@ -233,7 +248,7 @@ def plot(records, path) -> bool:
         ax.set_title(f"softmax {kind}")
     axes[0].legend(loc="lower left")
     meta = records[0].get("_device", "")
-    fig.suptitle(f"Softmax Lab on {meta}: read once + write once, median of do_bench, rotating buffers")
+    fig.suptitle(f"Softmax Lab on {meta}: read once + write once, median timings, rotating buffers")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return True
@@ -248,23 +263,27 @@ def main(argv=None) -> int:
     p.add_argument("--no-kernels", action="store_true", help="only copy, torch.softmax and softmax_lab.softmax")
     p.add_argument("--no-backward", action="store_true")
     p.add_argument("--rep", type=int, default=100, help="ms of timed repeats per measurement (do_bench rep)")
+    p.add_argument("--timer", choices=["graph", "plain"], default="graph",
+                   help="graph: do_bench_cudagraph (GPU time only; default); plain: do_bench from Python")
     args = p.parse_args(argv)
     if not softmax_lab.ON_GPU:
         print("softmax-lab bench needs a CUDA GPU (the CPU interpreter is far too slow to time).")
         return 1
-    shapes = QUICK_SHAPES if args.quick else SHAPES
+    shapes = QUICK_SHAPES if args.quick else SHAPES + (SWEEP_EXTRA if args.sweep else [])
     back = [] if args.no_backward else ([QUICK_SHAPES[0]] if args.quick else BACKWARD_SHAPES)
     import triton
 
     started = time.time()
-    records = run(shapes, back, args.rep, args.sweep, not args.no_kernels)
+    records = run(shapes, back, args.rep, args.sweep, not args.no_kernels, args.timer)
     device = torch.cuda.get_device_name()
     props = torch.cuda.get_device_properties(0)
     meta = dict(device=device, sms=props.multi_processor_count, l2_bytes=getattr(props, "L2_cache_size", None),
                 torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda,
                 python=platform.python_version(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
                 command="softmax-lab bench " + " ".join(argv if argv is not None else sys.argv[1:]),
-                seconds=round(time.time() - started, 1), timing="triton.testing.do_bench median, rotating buffers",
+                seconds=round(time.time() - started, 1),
+                timing=f"median of triton.testing.{'do_bench_cudagraph' if args.timer == 'graph' else 'do_bench'}, "
+                       f"rotating through buffers of {ROTATE_BYTES >> 20} MiB or more in all",
                 bytes="read once + written once (backward: y, dy read; dx written)")
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, args.name)

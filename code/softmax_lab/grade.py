@@ -236,6 +236,8 @@ def grade_main(argv: list[str] | None = None) -> int:
         write_state(out, state)
         for learner in learners:
             mine = [r for name in sorted(rows) if learner_of.get(name) == learner for r in rows[name]]
+            if not mine:
+                continue
             text = feedback_markdown(learner, mine, chapters, answers_by)
             atomic_write(feedback_dir / f"{safe_filename(learner)}.md", text)
         entries = []

@@ -4,10 +4,10 @@ It picks a kernel from ``softmax_lab.kernels`` for the row length and row count 
 shape, any ``dim``, strided inputs, empty tensors and autograd, and returns a tensor in ``x``'s dtype
 (arithmetic in float32). How the choice was tuned on an H200: ``results/README.md``.
 
-* short rows (up to ``MULTIROW_MAX_COLS``): ``multirow`` with several rows per program;
-* rows that fit one block (up to ``FUSED_MAX_COLS``): ``fused``, one row per program;
-* longer rows: ``online`` (one program per row) when there are enough rows to fill the GPU, else
-  ``split_row`` (several programs per row).
+* short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
+* rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
+* longer rows: ``online`` (a fixed number of programs walking the rows) when there are enough rows to fill
+  the GPU, else ``split_row`` (several programs per row).
 
 With ``mask`` (SDPA convention: bool True = takes part, float = added; broadcast to ``x``), the masked
 kernel runs instead; rows where everything is masked come out as zeros, not NaN.
@@ -21,17 +21,24 @@ from .kernels import (SoftmaxFunction, fused_softmax, masked_softmax, multirow_s
                       split_row_softmax)
 from .kernels._launch import FLOAT_DTYPES
 
-# The tuning table (H200 measurements: results/README.md). (max row length, elements per program, num_warps)
-# for the multi-row kernel, by element size in bytes.
-MULTIROW_TABLE = {
-    4: [(128, 2048, 4), (256, 2048, 4), (512, 4096, 8), (1024, 4096, 8), (2048, 4096, 8)],
-    2: [(128, 2048, 4), (256, 4096, 4), (512, 4096, 8), (1024, 4096, 8), (2048, 4096, 8)],
+# The tuning table, from sweeps on an H200 (results/README.md): for each element size in bytes, the first
+# row whose max row length fits gives (kernel, knobs). ROWS is rows per program; None means "one row each".
+TABLE = {
+    4: [(128, "multirow", dict(ROWS=32, num_warps=8)), (256, "multirow", dict(ROWS=16, num_warps=8)),
+        (512, "multirow", dict(ROWS=4, num_warps=4)), (4096, "multirow", dict(ROWS=1, num_warps=4)),
+        (8192, "fused", dict(num_warps=16)), (32768, "fused", dict(num_warps=32))],
+    2: [(128, "multirow", dict(ROWS=32, num_warps=4)), (512, "multirow", dict(ROWS=8, num_warps=4)),
+        (1024, "multirow", dict(ROWS=2, num_warps=4)), (4096, "multirow", dict(ROWS=1, num_warps=4)),
+        (8192, "fused", dict(num_warps=16)), (32768, "fused", dict(num_warps=32))],
 }
-MULTIROW_MAX_COLS = 2048
-FUSED_WARPS = [(4096, 8), (8192, 16), (16384, 16), (32768, 32), (65536, 32)]  # (max row length, num_warps)
-FUSED_MAX_COLS = 32768
-ONLINE_BLOCK, ONLINE_WARPS = 4096, 16
-SPLIT_BLOCK, SPLIT_WARPS, SPLIT_PROGRAMS_PER_SM = 4096, 16, 4
+# Longer rows: online softmax with at most ONLINE_PROGRAMS_PER_SM programs per multiprocessor when there are
+# enough rows, else split-row with about SPLIT_PROGRAMS_PER_SM programs per multiprocessor.
+ONLINE = dict(BLOCK=8192, num_warps=16)
+ONLINE_PROGRAMS_PER_SM = 1
+SPLIT = dict(BLOCK=4096, num_warps=8)
+SPLIT_PROGRAMS_PER_SM = 4
+LAUNCHERS = {"multirow": multirow_softmax, "fused": fused_softmax, "online": online_softmax,
+             "split_row": split_row_softmax}
 
 
 def _num_sms() -> int:
@@ -41,19 +48,14 @@ def _num_sms() -> int:
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     """(kernel name, launcher, keyword knobs) the dispatcher uses for a [n_rows, n_cols] input."""
     size = 2 if dtype in (torch.float16, torch.bfloat16) else 4
-    if n_cols <= MULTIROW_MAX_COLS:
-        for max_cols, tile, warps in MULTIROW_TABLE[size]:
-            if n_cols <= max_cols:
-                block = max(1, 1 << (n_cols - 1).bit_length())
-                return "multirow", multirow_softmax, dict(ROWS=max(1, tile // block), BLOCK=block, num_warps=warps)
-    if n_cols <= FUSED_MAX_COLS:
-        warps = next(w for c, w in FUSED_WARPS if n_cols <= c)
-        return "fused", fused_softmax, dict(num_warps=warps)
+    for max_cols, name, knobs in TABLE[size]:
+        if n_cols <= max_cols:
+            return name, LAUNCHERS[name], dict(knobs)
     sms = _num_sms()
     if n_rows >= 2 * sms:
-        return "online", online_softmax, dict(BLOCK=ONLINE_BLOCK, num_warps=ONLINE_WARPS)
+        return "online", online_softmax, dict(ONLINE, programs=ONLINE_PROGRAMS_PER_SM * sms)
     chunks = -(-SPLIT_PROGRAMS_PER_SM * sms // n_rows)
-    return "split_row", split_row_softmax, dict(chunks=chunks, BLOCK=SPLIT_BLOCK, num_warps=SPLIT_WARPS)
+    return "split_row", split_row_softmax, dict(SPLIT, chunks=chunks)
 
 
 def _check(x: torch.Tensor, mask: torch.Tensor | None) -> None:

@@ -41,13 +41,6 @@ LAB_SETTINGS = {
 }
 
 
-def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.ui)
-
-
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     report = yield
@@ -67,7 +60,7 @@ def _install_chromium() -> str:
     if not shutil.which("apt-get"):
         return f"{CHROMIUM} is missing and there is no apt-get to install it"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+    cmd = ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "fonts-liberation"]
     log = []
     for attempt in ([], ["apt-get", "update"]):  # a bare CI image may need the package lists first
         if attempt:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from jlab import FIXTURES, OUT, ROOT, Notebook
+from jlab import OUT, ROOT, Notebook
 
 pytestmark = pytest.mark.ui
 
@@ -68,8 +68,8 @@ def check_offline(nb: Notebook) -> None:
 def check_renders(nb: Notebook, min_figures: int) -> tuple[dict, list[dict]]:
     """Figures shown as loaded <img>, widget views rendered (not 'Error displaying widget')."""
     figs = nb.wait_figures()
-    nb.check(figs["model"] >= min_figures,
-             f"expected at least {min_figures} matplotlib figure(s), the run produced {figs['model']} image output(s)")
+    nb.check(figs["model"] >= min_figures, f"expected at least {min_figures} matplotlib figure(s), "
+                                           f"the run produced {figs['model']} image output(s)")
     nb.check(figs["loaded"] >= figs["model"],
              f"{figs['model']} figure(s) in the outputs but only {figs['loaded']} rendered as a loaded <img> "
              f"({figs['shown']} <img> elements)")
@@ -89,8 +89,7 @@ def check_renders(nb: Notebook, min_figures: int) -> tuple[dict, list[dict]]:
 def run_solution(nb: Notebook, min_figures: int) -> None:
     nb.open()
     state = nb.run_all(RUN_ALL_TIMEOUT)
-    errors = nb.errors()
-    nb.check(not errors, "cells show errors after Run All Cells:\n  " + "\n  ".join(errors))
+    nb.check_no_errors("after Run All Cells")
     nb.check(state["done"] == state["code"] and state["executed"] >= state["code"],
              f"only {state['executed']} of {state['code']} code cells ran (Run All stopped early?): {state}")
     check_renders(nb, min_figures)
@@ -198,11 +197,6 @@ def test_learner_fills_exercise_in_jupyterlab(page, lab):
     fill_exercise(page, lab, learner, solution, f"notebooks/{learner.name}", f"learner-ch{LEARNER_CHAPTER}")
 
 
-def test_learner_fills_exercise_on_fixture(page, lab):
-    fill_exercise(page, lab, FIXTURES / "fixture_learner.ipynb", FIXTURES / "fixture_solution.ipynb",
-                  "fixtures/fixture_learner.ipynb", "learner-fixture")
-
-
 def fill_exercise(page, lab, learner: Path, solution: Path, rel: str, label: str) -> None:
     ex, index, answer = find_exercise(learner, solution)
     nb = Notebook(page, lab, rel, OUT, label)
@@ -213,8 +207,7 @@ def fill_exercise(page, lab, learner: Path, solution: Path, rel: str, label: str
         nb.arm_run()
         nb.menu("Run", "Run All Above Selected Cell")
         nb.wait_run(RUN_ALL_TIMEOUT, "Run All Above Selected Cell")
-        errors = nb.errors()
-        nb.check(not errors, "cells above the exercise show errors:\n  " + "\n  ".join(errors))
+        nb.check_no_errors("above the exercise (Run All Above Selected Cell)")
 
     nb.run_cells(index, 2, 120)  # the blank exercise and its check: not passed yet
     before = check_output(nb, index + 1)
@@ -224,12 +217,11 @@ def fill_exercise(page, lab, learner: Path, solution: Path, rel: str, label: str
     nb.replace_source(index, answer)
     nb.run_cells(index, 2, 120)
     after = check_output(nb, index + 1)
-    errors = nb.errors()
-    nb.check(not errors, "errors after running the filled-in exercise:\n  " + "\n  ".join(errors))
+    nb.check_no_errors("after running the filled-in exercise and its check")
     nb.check(re.search(rf"^{re.escape(ex)}: PASSED \((\d+)/\1 checks passed\)", after, re.M) is not None,
              f"after pasting the solution of {ex} and running it, its check should print '{ex}: PASSED (k/k "
              f"checks passed)'; it shows:\n{after[-1500:]}")
     with nb.step("taking the learner screenshot"):
-        nb.cell_locator(index + 1).scroll_into_view_if_needed()
+        nb.cell_locator(index + 1).evaluate("n => n.scrollIntoView({block: 'center'})")
         nb.screenshot(label)
     check_offline(nb)

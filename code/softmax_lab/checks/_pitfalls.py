@@ -188,6 +188,29 @@ def softmax_problem(fn, values: torch.Tensor, block_of=None, strided_cols: int |
         return explain(y, x, block, flat=flat if not one_row else None, row_step=step)
 
 
+class Verdict:
+    """What a check returns: truthy when every case passed. It displays as nothing in Jupyter, so a check
+    cell shows only the printed verdict lines (nbval compares them), with no trailing ``True``/``False``."""
+
+    def __init__(self, ok: bool):
+        self.ok = bool(ok)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __eq__(self, other) -> bool:
+        return self.ok == bool(other)
+
+    def __hash__(self) -> int:
+        return hash(self.ok)
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.ok})"
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
 def random_rows(shape, seed: int, scale: float = 3.0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(shape, generator=g) * scale).to(torch.float32)

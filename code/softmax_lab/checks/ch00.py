@@ -8,10 +8,10 @@ from __future__ import annotations
 import torch
 
 from ..device import DEVICE
-from ._pitfalls import GUARD, GUARD_LEN, quiet, random_rows
+from ._pitfalls import Verdict, GUARD, GUARD_LEN, quiet, random_rows
 from .common import Report
 
-__all__ = ["check_double"]
+__all__ = ["check_double", "Verdict"]  # Verdict: what every chapter 0-4 check returns
 
 SIZES = [1, 5, 64, 100]
 
@@ -38,9 +38,9 @@ def _double_problem(double, n: int, seed: int) -> str:
     return ""
 
 
-def check_double(double) -> bool:
+def check_double(double) -> Verdict:
     """Print PASS/FAIL per vector length and a summary line; True when all pass."""
     report = Report("ch00-double")
     for i, n in enumerate(SIZES):
         report.run(f"vector of {n}", lambda n=n, i=i: _double_problem(double, n, seed=i))
-    return report.show()
+    return Verdict(report.show())

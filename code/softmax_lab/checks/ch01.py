@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ._pitfalls import random_rows, softmax_problem
+from ._pitfalls import Verdict, random_rows, softmax_problem
 from .common import Report
 
 __all__ = ["check_stable_row", "ROW_CASES"]
@@ -24,9 +24,9 @@ ROW_CASES = [
 ]
 
 
-def check_stable_row(softmax_row) -> bool:
+def check_stable_row(softmax_row) -> Verdict:
     """Print PASS/FAIL per row and a summary line; True when all pass."""
     report = Report("ch01-stable-row")
     for name, values in ROW_CASES:
         report.run(name, lambda v=values: softmax_problem(softmax_row, v))
-    return report.show()
+    return Verdict(report.show())

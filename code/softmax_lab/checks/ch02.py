@@ -11,7 +11,7 @@ import torch
 import triton
 
 from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import random_rows, softmax_problem
+from ._pitfalls import Verdict, random_rows, softmax_problem
 from .common import Report
 
 __all__ = ["check_masked_rows", "MASK_CASES"]
@@ -25,9 +25,9 @@ MASK_CASES = [
 ]
 
 
-def check_masked_rows(softmax_rows) -> bool:
+def check_masked_rows(softmax_rows) -> Verdict:
     """Print PASS/FAIL per case and a summary line; True when all pass."""
     report = Report("ch02-masked-load-store")
     for name, values in MASK_CASES:
         report.run(name, lambda v=values: softmax_problem(softmax_rows, v, triton.next_power_of_2))
-    return report.show()
+    return Verdict(report.show())

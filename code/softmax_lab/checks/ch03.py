@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ._pitfalls import random_rows, softmax_problem
+from ._pitfalls import Verdict, random_rows, softmax_problem
 from .common import Report
 
 __all__ = ["check_naive", "NAIVE_CASES"]
@@ -24,9 +24,9 @@ NAIVE_CASES = [
 ]
 
 
-def check_naive(naive_softmax) -> bool:
+def check_naive(naive_softmax) -> Verdict:
     """Print PASS/FAIL per case and a summary line; True when all pass."""
     report = Report("ch03-naive-normalize")
     for name, values in NAIVE_CASES:
         report.run(name, lambda v=values: softmax_problem(naive_softmax, v))
-    return report.show()
+    return Verdict(report.show())

@@ -14,7 +14,7 @@ import triton
 
 from ..device import DEVICE
 from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import quiet, random_rows, softmax_problem
+from ._pitfalls import Verdict, quiet, random_rows, softmax_problem
 from .common import Report
 
 __all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES"]
@@ -62,20 +62,20 @@ def _traffic_problem(formula, kernel_name: str, rows: int, cols: int) -> str:
     return "; ".join(parts) + hint
 
 
-def check_traffic(three_pass_traffic, fused_traffic) -> bool:
+def check_traffic(three_pass_traffic, fused_traffic) -> Verdict:
     """Print PASS/FAIL per (kernel, shape) and a summary line; True when all pass."""
     report = Report("ch04-traffic")
     for name, formula in (("three_pass", three_pass_traffic), ("fused", fused_traffic)):
         for rows, cols in TRAFFIC_SHAPES:
             report.run(f"{name} on {rows}x{cols}",
                        lambda f=formula, n=name, r=rows, c=cols: _traffic_problem(f, n, r, c))
-    return report.show()
+    return Verdict(report.show())
 
 
-def check_fused(fused_softmax) -> bool:
+def check_fused(fused_softmax) -> Verdict:
     """Print PASS/FAIL per case and a summary line; True when all pass."""
     report = Report("ch04-fused")
     for name, values, step in FUSED_CASES:
         report.run(name, lambda v=values, s=step: softmax_problem(fused_softmax, v, triton.next_power_of_2,
                                                                   strided_cols=s))
-    return report.show()
+    return Verdict(report.show())

@@ -172,6 +172,11 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "MPLBACKEND": "Agg",
+        # Small thread pools and malloc arenas: several submissions share the CPUs (--jobs), and every thread
+        # arena reserves address space that RLIMIT_AS counts.
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1"),
+        "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
         # Keep compiled-kernel and font caches where they were: rebuilding them per submission costs seconds.
         "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(real_home / ".triton" / "cache")),
         "MPLCONFIGDIR": os.environ.get("MPLCONFIGDIR", str(real_home / ".config" / "matplotlib")),

@@ -4,9 +4,9 @@ With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
 
     dx = y · (dy - Σ dy·y)
 
-(the Jacobian of softmax is diag(y) - y yᵀ). One kernel, two variants of the same maths:
-``softmax_backward_kernel`` holds ROWS whole rows in one [ROWS, BLOCK] tile (rows up to ``MAX_TILE_COLS``);
-``softmax_backward_long_kernel`` walks longer rows in tiles, twice (once for Σ dy·y, once to write dx).
+(the Jacobian of softmax is diag(y) - y yᵀ). ``softmax_backward_kernel`` holds ROWS whole rows in one
+[ROWS, BLOCK] tile (rows up to ``MAX_TILE_COLS``). Longer rows are cut into chunks, as in split-row softmax:
+``chunk_dot_kernel`` writes each chunk's share of Σ dy·y, ``chunk_apply_kernel`` adds the shares and writes dx.
 """
 import torch
 import triton
@@ -31,29 +31,47 @@ def softmax_backward_kernel(dx_ptr, y_ptr, dy_ptr, y_row_stride, dy_row_stride, 
 
 
 @triton.jit
-def softmax_backward_long_kernel(dx_ptr, y_ptr, dy_ptr, y_row_stride, dy_row_stride, dx_row_stride, n_cols,
-                                 BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def chunk_dot_kernel(dot_ptr, y_ptr, dy_ptr, y_row_stride, dy_row_stride, n_cols, chunk_size, n_chunks,
+                     BLOCK: tl.constexpr):
+    # Long rows, launch 1: program (row, chunk) writes its chunk's share of Σ dy·y.
+    pid = tl.program_id(0).to(tl.int64)
+    row, chunk = pid // n_chunks, pid % n_chunks
     offs = tl.arange(0, BLOCK)
-    # Walk 1: Σ dy·y over the row.
     acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, n_cols, BLOCK):
+    for start in range(chunk * chunk_size, tl.minimum((chunk + 1) * chunk_size, n_cols), BLOCK):
         mask = start + offs < n_cols
-        y = tl.load(y_ptr + row * y_row_stride + start + offs, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + row * dy_row_stride + start + offs, mask=mask, other=0.0).to(tl.float32)
-        acc += dy * y
-    dot = tl.sum(acc, axis=0)
-    # Walk 2: dx = y · (dy - Σ dy·y).
-    for start in range(0, n_cols, BLOCK):
+        y = tl.load(y_ptr + row * y_row_stride + start + offs, mask=mask, other=0.0, eviction_policy="evict_last")
+        dy = tl.load(dy_ptr + row * dy_row_stride + start + offs, mask=mask, other=0.0, eviction_policy="evict_last")
+        acc += dy.to(tl.float32) * y.to(tl.float32)
+    tl.store(dot_ptr + pid, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def chunk_apply_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, y_row_stride, dy_row_stride, dx_row_stride, n_cols,
+                       chunk_size, n_chunks, BLOCK: tl.constexpr, CHUNKS: tl.constexpr):
+    # Long rows, launch 2 (programs numbered backwards, to find launch 1's last reads in L2):
+    # add up the row's shares, then dx = y · (dy - Σ dy·y) over this chunk.
+    pid = tl.num_programs(0) - 1 - tl.program_id(0).to(tl.int64)
+    row, chunk = pid // n_chunks, pid % n_chunks
+    c = tl.arange(0, CHUNKS)
+    dot = tl.sum(tl.load(dot_ptr + row * n_chunks + c, mask=c < n_chunks, other=0.0), axis=0)
+    offs = tl.arange(0, BLOCK)
+    for start in range(chunk * chunk_size, tl.minimum((chunk + 1) * chunk_size, n_cols), BLOCK):
         mask = start + offs < n_cols
-        y = tl.load(y_ptr + row * y_row_stride + start + offs, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + row * dy_row_stride + start + offs, mask=mask, other=0.0).to(tl.float32)
-        tl.store(dx_ptr + row * dx_row_stride + start + offs, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
+        y = tl.load(y_ptr + row * y_row_stride + start + offs, mask=mask, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        dy = tl.load(dy_ptr + row * dy_row_stride + start + offs, mask=mask, other=0.0,
+                     eviction_policy="evict_first").to(tl.float32)
+        tl.store(dx_ptr + row * dx_row_stride + start + offs, (y * (dy - dot)).to(dx_ptr.dtype.element_ty),
+                 mask=mask, eviction_policy="evict_first")
 
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None = None, ROWS: int | None = None,
-                     BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:
-    """dx for softmax over the last dim of 2-D ``y`` (the forward output) and ``dy`` (its gradient)."""
+                     BLOCK: int | None = None, num_warps: int | None = None, chunks: int | None = None):
+    """dx for softmax over the last dim of 2-D ``y`` (the forward output) and ``dy`` (its gradient).
+
+    Rows up to ``MAX_TILE_COLS`` (and ``BLOCK`` >= row length): one launch, ``ROWS`` rows per program.
+    Longer rows: two launches over ``chunks`` pieces per row (default: enough programs to fill the GPU)."""
     check_input(y, "y")
     check_input(dy, "dy")
     if dy.shape != y.shape:
@@ -63,16 +81,27 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
     n_rows, n_cols = y.shape
     if y.numel() == 0:
         return dx
-    args = (dx, y, dy, y.stride(0), dy.stride(0), dx.stride(0))
+    strides = (y.stride(0), dy.stride(0))
     if n_cols <= MAX_TILE_COLS and (BLOCK is None or BLOCK >= n_cols):
         BLOCK = BLOCK or triton.next_power_of_2(n_cols)
         ROWS = ROWS or max(1, 4096 // BLOCK)
-        softmax_backward_kernel[(triton.cdiv(n_rows, ROWS),)](*args, n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK,
-                                                              num_warps=num_warps or default_num_warps(ROWS * BLOCK))
-    else:
-        BLOCK = BLOCK or 4096
-        softmax_backward_long_kernel[(n_rows,)](*args, n_cols, BLOCK=BLOCK,
-                                                num_warps=num_warps or default_num_warps(BLOCK))
+        softmax_backward_kernel[(triton.cdiv(n_rows, ROWS),)](
+            dx, y, dy, *strides, dx.stride(0), n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK,
+            num_warps=num_warps or default_num_warps(ROWS * BLOCK))
+        return dx
+    BLOCK = BLOCK or 4096
+    if chunks is None:
+        sms = torch.cuda.get_device_properties(y.device).multi_processor_count if y.is_cuda else 4
+        chunks = triton.cdiv(4 * sms, n_rows)
+    chunks = max(1, min(chunks, triton.cdiv(n_cols, BLOCK)))
+    chunk_size = triton.cdiv(triton.cdiv(n_cols, chunks), BLOCK) * BLOCK  # whole tiles per chunk
+    chunks = triton.cdiv(n_cols, chunk_size)
+    num_warps = num_warps or default_num_warps(BLOCK)
+    dot = torch.empty(n_rows * chunks, dtype=torch.float32, device=y.device)
+    grid = (n_rows * chunks,)
+    chunk_dot_kernel[grid](dot, y, dy, *strides, n_cols, chunk_size, chunks, BLOCK=BLOCK, num_warps=num_warps)
+    chunk_apply_kernel[grid](dx, y, dy, dot, *strides, dx.stride(0), n_cols, chunk_size, chunks, BLOCK=BLOCK,
+                             CHUNKS=triton.next_power_of_2(chunks), num_warps=num_warps)
     return dx
 
 

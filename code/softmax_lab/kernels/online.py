@@ -1,4 +1,4 @@
-"""Online softmax: rows of any length, one program per row, walking the row in tiles of BLOCK.
+"""Online softmax: rows of any length, walking each row in tiles of BLOCK.
 
 Pass 1 keeps a running max ``m`` and a running sum ``l`` of exp(x - m). When a tile raises the max from
 ``m`` to ``m_new``, the old sum is rescaled: ``l = l·exp(m - m_new) + Σ exp(tile - m_new)``. Here every lane
@@ -8,7 +8,10 @@ end: no reduction inside the loop. Pass 2 reads the row again and writes exp(x -
 -inf care: while a lane has seen only -inf, m_new is -inf and ``x - m_new`` would be -inf - -inf = NaN, so
 we shift by 0 instead (exp(-inf) = 0, l stays 0). A row that is -inf everywhere gives NaN, like torch.softmax.
 
-Pass 2 walks the row backwards: the tiles pass 1 read last are the likeliest still to be in the L2 cache.
+Reading the row twice costs memory traffic unless the second read comes from the L2 cache. Two things help:
+pass 2 walks the row backwards (the tiles pass 1 read last are read first), and ``programs`` can cap how
+many programs run ("persistent" programs, each taking rows p, p + P, p + 2P, ...), so that the rows in flight
+fit in the L2 cache. The eviction hints ask the cache to keep pass 1's data and drop pass 2's.
 """
 import torch
 import triton
@@ -18,41 +21,45 @@ from ._launch import check_input, default_num_warps, output_for, rows_view
 
 
 @triton.jit
-def online_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)  # int64: row * stride can pass 2**31
-    in_row = in_ptr + row * in_row_stride
-    out_row = out_ptr + row * out_row_stride
+def online_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-
-    # Pass 1: running max m and running sum l, per lane.
-    m = tl.full([BLOCK], float("-inf"), tl.float32)
-    l = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, n_cols, BLOCK):
-        x = tl.load(in_row + start + offs, mask=start + offs < n_cols, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, x)
-        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # all -inf so far: shift by 0, not -inf
-        l = l * tl.exp(m - shift) + tl.exp(x - shift)
-        m = m_new
-
-    # Combine the lanes: the row max, and every lane's sum rescaled to it.
-    row_max = tl.max(m, axis=0)
-    total = tl.sum(l * tl.exp(m - row_max), axis=0)
-    inv_total = 1.0 / total
-
-    # Pass 2: read the row again (last tile first) and write the result.
     n_tiles = tl.cdiv(n_cols, BLOCK)
-    for i in range(0, n_tiles):
-        start = (n_tiles - 1 - i) * BLOCK
-        mask = start + offs < n_cols
-        x = tl.load(in_row + start + offs, mask=mask, other=float("-inf")).to(tl.float32)
-        y = tl.exp(x - row_max) * inv_total
-        tl.store(out_row + start + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+    # Program p takes rows p, p + P, p + 2P, ... (P = number of programs; P = n_rows: one row each).
+    # The row counter is int64 (it starts from an int64), since row * stride can pass 2**31.
+    for row in range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
+        in_row = in_ptr + row * in_row_stride
+        out_row = out_ptr + row * out_row_stride
+
+        # Pass 1: running max m and running sum l, per lane.
+        m = tl.full([BLOCK], float("-inf"), tl.float32)
+        l = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            x = tl.load(in_row + start + offs, mask=start + offs < n_cols, other=float("-inf"),
+                        eviction_policy="evict_last").to(tl.float32)
+            m_new = tl.maximum(m, x)
+            shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # all -inf so far: shift by 0, not -inf
+            l = l * tl.exp(m - shift) + tl.exp(x - shift)
+            m = m_new
+
+        # Combine the lanes: the row max, and every lane's sum rescaled to it.
+        row_max = tl.max(m, axis=0)
+        inv_total = 1.0 / tl.sum(l * tl.exp(m - row_max), axis=0)
+
+        # Pass 2: read the row again, last tile first (likeliest still in L2), and write the result.
+        for i in range(0, n_tiles):
+            start = (n_tiles - 1 - i) * BLOCK
+            mask = start + offs < n_cols
+            x = tl.load(in_row + start + offs, mask=mask, other=float("-inf"),
+                        eviction_policy="evict_first").to(tl.float32)
+            y = tl.exp(x - row_max) * inv_total
+            tl.store(out_row + start + offs, y.to(out_ptr.dtype.element_ty), mask=mask,
+                     eviction_policy="evict_first")
 
 
 def online_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
-                   num_warps: int | None = None) -> torch.Tensor:
+                   num_warps: int | None = None, programs: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` for rows of any length. Knobs: ``BLOCK`` (tile, power of two),
-    ``num_warps``."""
+    ``num_warps``, ``programs`` (how many programs share the rows; default one per row)."""
     check_input(x)
     n_rows, n_cols = x.shape
     x = rows_view(x)
@@ -61,5 +68,6 @@ def online_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int 
         return y
     BLOCK = BLOCK or min(triton.next_power_of_2(n_cols), 4096)
     num_warps = num_warps or default_num_warps(BLOCK)
-    online_softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, BLOCK=BLOCK, num_warps=num_warps)
+    grid = (min(n_rows, programs or n_rows),)
+    online_softmax_kernel[grid](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK=BLOCK, num_warps=num_warps)
     return y

@@ -9,7 +9,7 @@ cut into ``chunks`` pieces, and two launches do the work:
    ``M = max m_c`` and ``L = Σ l_c·exp(m_c - M)``, then reads its chunk again and writes exp(x - M) / L.
 
 Launch 2 numbers its programs backwards, so the chunks launch 1 read last (likeliest still in the L2 cache)
-are read first.
+are read first; eviction hints ask the cache to keep launch 1's data and drop launch 2's.
 """
 import torch
 import triton
@@ -28,7 +28,8 @@ def chunk_stats_kernel(m_ptr, l_ptr, in_ptr, in_row_stride, n_cols, chunk_size, 
     m = tl.full([BLOCK], float("-inf"), tl.float32)
     l = tl.zeros([BLOCK], tl.float32)
     for start in range(chunk * chunk_size, tl.minimum((chunk + 1) * chunk_size, n_cols), BLOCK):
-        x = tl.load(in_row + start + offs, mask=start + offs < n_cols, other=float("-inf")).to(tl.float32)
+        x = tl.load(in_row + start + offs, mask=start + offs < n_cols, other=float("-inf"),
+                    eviction_policy="evict_last").to(tl.float32)  # keep it in L2 for launch 2 if it can
         m_new = tl.maximum(m, x)
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # all -inf so far: shift by 0, not -inf
         l = l * tl.exp(m - shift) + tl.exp(x - shift)
@@ -55,9 +56,11 @@ def chunk_normalize_kernel(out_ptr, in_ptr, m_ptr, l_ptr, in_row_stride, out_row
     offs = tl.arange(0, BLOCK)
     for start in range(chunk * chunk_size, tl.minimum((chunk + 1) * chunk_size, n_cols), BLOCK):
         mask = start + offs < n_cols
-        x = tl.load(in_ptr + row * in_row_stride + start + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        x = tl.load(in_ptr + row * in_row_stride + start + offs, mask=mask, other=float("-inf"),
+                    eviction_policy="evict_first").to(tl.float32)
         y = tl.exp(x - row_max) * inv_total
-        tl.store(out_ptr + row * out_row_stride + start + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(out_ptr + row * out_row_stride + start + offs, y.to(out_ptr.dtype.element_ty), mask=mask,
+                 eviction_policy="evict_first")  # don't let the output push the input out of L2
 
 
 def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: int | None = None,

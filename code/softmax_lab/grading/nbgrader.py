@@ -1,0 +1,99 @@
+"""Turn the course's solution notebooks into nbgrader *source* notebooks (for a course run with nbgrader).
+
+    python -m softmax_lab.grading.nbgrader solutions/ COURSE/source/softmax-lab/
+
+The solutions already use nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers; what nbgrader
+also needs is its cell metadata, made here from the course's tags:
+
+* ``exercise:<id>`` code cell        -> autograded answer   (solution, grade_id ``<id>``)
+* ``check:<id>`` code cell           -> autograder tests    (grade, locked, the exercise's points). nbgrader
+  awards the points when the cell does not raise; our checks print PASS/FAIL lines and never raise, so the
+  check is wrapped: it runs as before, prints the same lines, then fails when its last line is not PASSED.
+* ``question:<id>`` markdown cell    -> read-only
+* ``answer:<id>`` markdown cell      -> manually graded answer (solution, grade, the question's points)
+* ``rubric:<id>`` markdown cell      -> dropped (nbgrader would release it to learners)
+
+docs/grading.md ("Using nbgrader on JupyterHub") has the whole procedure.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+
+from ..build import tag_value
+
+SCHEMA = 3
+
+
+def _meta(grade_id: str, solution=False, grade=False, locked=False, points=None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": SCHEMA,
+            "solution": solution, "task": False}
+    if grade:
+        meta["points"] = points or 0
+    return meta
+
+
+def wrap_check(source: str, exercise: str) -> str:
+    """A check cell that prints what it printed before, then raises unless its verdict line says PASSED."""
+    body = textwrap.indent(source.rstrip() or "pass", "    ")
+    return (
+        "import contextlib as _contextlib, io as _io\n"
+        "_out = _io.StringIO()\n"
+        "with _contextlib.redirect_stdout(_out):\n"
+        f"{body}\n"
+        "print(_out.getvalue(), end='')\n"
+        f"assert _out.getvalue().strip().endswith('checks passed)') and "
+        f"_out.getvalue().strip().splitlines()[-1].startswith('{exercise}: PASSED'), "
+        "'some checks failed: see the FAIL lines above'\n"
+    )
+
+
+def convert(nb) -> nbformat.NotebookNode:
+    """The nbgrader source version of one solution notebook (a new object)."""
+    out = copy.deepcopy(nb)
+    points = {tag_value(c, "exercise:"): tag_value(c, "points:") for c in out.cells if tag_value(c, "exercise:")}
+    qpoints = {tag_value(c, "question:"): tag_value(c, "points:") for c in out.cells if tag_value(c, "question:")}
+    cells = []
+    for cell in out.cells:
+        if tag_value(cell, "rubric:") is not None:
+            continue
+        ex, check = tag_value(cell, "exercise:"), tag_value(cell, "check:")
+        q, ans = tag_value(cell, "question:"), tag_value(cell, "answer:")
+        if ex is not None:
+            cell.metadata["nbgrader"] = _meta(ex, solution=True)
+        elif check is not None:
+            cell.source = wrap_check(cell.source, check)
+            cell.metadata["nbgrader"] = _meta(f"check-{check}", grade=True, locked=True,
+                                              points=int(points.get(check) or 0))
+        elif q is not None:
+            cell.metadata["nbgrader"] = _meta(f"question-{q}", locked=True)
+        elif ans is not None:
+            cell.metadata["nbgrader"] = _meta(ans, solution=True, grade=True, points=int(qpoints.get(ans) or 0))
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cells.append(cell)
+    out.cells = cells
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    src, dst = Path(argv[0]), Path(argv[1])
+    paths = sorted(src.glob("*.ipynb")) if src.is_dir() else [src]
+    dst.mkdir(parents=True, exist_ok=True)
+    for p in paths:
+        nbformat.write(convert(nbformat.read(str(p), as_version=4)), str(dst / p.name))
+        print(f"wrote {dst / p.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
