@@ -355,3 +355,20 @@ def test_ch08_solution(capsys):
 ])
 def test_ch08_pitfalls(bug, words, capsys):
     assert_names(ch08.check_softmax_backward, _backward(bug), "ch08-backward", words, capsys)
+
+
+def test_ch06_heads_indexing(capsys):
+    """Forgetting the heads when finding a row's batch (rows_per_batch = S) must fail the padding cases."""
+    def wrong_batch(scores, out=None, causal=True, left_pad=None):
+        B, H, S, _ = scores.shape
+        x = scores.reshape(-1, S)
+        out = torch.empty_like(scores) if out is None else out
+        y = out.view(-1, S)
+        pad = x if left_pad is None else torch.cat([left_pad, left_pad.new_zeros(B * H)])
+        _masked_kernel[(x.shape[0],)](x, y, pad, x.stride(0), y.stride(0), S, S,
+                                      BLOCK=triton.next_power_of_2(S), CAUSAL=causal,
+                                      HAS_PAD=left_pad is not None, BUG="")
+        return out
+    ok, out = run_check(ch06.check_masked_softmax, wrong_batch, capsys)
+    assert not ok
+    assert "FAIL  causal + left padding [0, 5], 2 heads" in out

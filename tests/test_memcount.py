@@ -79,3 +79,18 @@ def test_naive_kernel_reads_each_row_2n2_plus_n_times():
         y, c = count_calls(naive.naive_softmax, x)
         assert c.loads == 2 * (2 * n * n + n) and c.stores == 2 * n
         torch.testing.assert_close(y, torch.softmax(x, -1))
+
+
+def test_load_map_says_which_program_read_which_element():
+    naive = __import__("softmax_lab.kernels.naive", fromlist=["naive_softmax"])
+    x = torch.randn(2, 3)
+    _, c = count_calls(naive.naive_softmax, x)
+    m = c.load_map("in_ptr", x.numel())
+    assert m.shape == (6, 6)
+    # program p reads its own row twice, plus its own element once more; nothing of the other row
+    expected = torch.zeros(6, 6, dtype=torch.int64)
+    for p in range(6):
+        r = p // 3
+        expected[p, 3 * r: 3 * r + 3] = 2
+        expected[p, p] += 1
+    assert (torch.from_numpy(m) == expected).all()

@@ -110,15 +110,20 @@ def _forward_candidates(n_rows, n_cols, dtype):
                 out.append(("fused", dict(num_warps=warps)))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if block >= 16384:
-        for tile, warps in ((4096, 16), (8192, 16), (8192, 32)):
-            for programs in (None, sms, 2 * sms, sms // 2):
+        for tile, warps in ((8192, 16), (8192, 32), (16384, 32)):
+            for programs in (None, sms):
                 if programs is None or programs < n_rows:
                     out.append(("online", dict(BLOCK=tile, num_warps=warps, programs=programs)))
     if block >= 65536:
-        for per_sm in (1, 2, 4):
-            for tile, warps in ((4096, 8), (4096, 16), (8192, 16)):
-                out.append(("split_row", dict(chunks=max(1, math.ceil(per_sm * sms / n_rows)), BLOCK=tile,
-                                              num_warps=warps)))
+        row_bytes = n_cols * torch.empty((), dtype=dtype).element_size()
+        for group_mb in (None, 16, 32):
+            group = None if group_mb is None else max(1, (group_mb << 20) // row_bytes)
+            if group is not None and group >= n_rows:
+                continue
+            for per_sm in (1, 2, 4):
+                for tile, warps in ((4096, 16), (8192, 16), (8192, 32)):
+                    chunks = max(1, math.ceil(per_sm * sms / (group or n_rows)))
+                    out.append(("split_row", dict(chunks=chunks, BLOCK=tile, num_warps=warps, rows_per_launch=group)))
     return out
 
 
@@ -262,6 +267,7 @@ def main(argv=None) -> int:
     p.add_argument("--sweep", action="store_true", help="also time the dispatcher's candidate settings")
     p.add_argument("--no-kernels", action="store_true", help="only copy, torch.softmax and softmax_lab.softmax")
     p.add_argument("--no-backward", action="store_true")
+    p.add_argument("--only", default="", help="only these shapes, e.g. 16x1048576,1024x65536 (any dtype)")
     p.add_argument("--rep", type=int, default=100, help="ms of timed repeats per measurement (do_bench rep)")
     p.add_argument("--timer", choices=["graph", "plain"], default="graph",
                    help="graph: do_bench_cudagraph (GPU time only; default); plain: do_bench from Python")
@@ -271,6 +277,10 @@ def main(argv=None) -> int:
         return 1
     shapes = QUICK_SHAPES if args.quick else SHAPES + (SWEEP_EXTRA if args.sweep else [])
     back = [] if args.no_backward else ([QUICK_SHAPES[0]] if args.quick else BACKWARD_SHAPES)
+    if args.only:
+        keep = set(args.only.split(","))
+        shapes = [s for s in shapes if f"{s[0]}x{s[1]}" in keep]
+        back = [s for s in back if f"{s[0]}x{s[1]}" in keep]
     import triton
 
     started = time.time()

@@ -48,6 +48,7 @@ class MemoryCount:
     loads_of: dict = field(default_factory=dict)
     stores_of: dict = field(default_factory=dict)
     _loaded_addresses: list = field(default_factory=list, repr=False)
+    _load_log: list = field(default_factory=list, repr=False)  # (launch, program, argument, element indices)
 
     @property
     def distinct_loads(self) -> int:
@@ -55,6 +56,17 @@ class MemoryCount:
         if not self._loaded_addresses:
             return 0
         return int(np.unique(np.concatenate(self._loaded_addresses)).size)
+
+    def load_map(self, argument: str, numel: int, launch: int = 0) -> np.ndarray:
+        """How often each program loaded each element of ``argument``: an int array [programs, numel]
+        (programs in launch order, elements by their offset from the start of the argument's storage)."""
+        programs = sorted({p for l, p, a, _ in self._load_log if l == launch})
+        row = {p: i for i, p in enumerate(programs)}
+        counts = np.zeros((len(programs), numel), dtype=np.int64)
+        for l, p, a, idx in self._load_log:
+            if l == launch and a == argument:
+                np.add.at(counts[row[p]], idx[idx < numel], 1)
+        return counts
 
     def __str__(self) -> str:
         return (f"{self.loads} elements loaded ({self.distinct_loads} distinct), {self.stores} stored, "
@@ -67,6 +79,7 @@ class _Recorder:
     def __init__(self, count: MemoryCount):
         self.count = count
         self.ranges: list[tuple[int, int, str]] = []  # (start, end, argument name) of each host storage
+        self.starts: list[tuple[int, int, str, int]] = []  # (first element's address, end, name, itemsize)
 
     def owner(self, addresses: np.ndarray) -> dict[str, int]:
         found = {}
@@ -86,6 +99,12 @@ class _Recorder:
             c.load_bytes += n * max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
             c.load_ops += 1
             c._loaded_addresses.append(addresses)
+            builder = _interp.interpreter_builder
+            program = tuple(builder.grid_idx) if builder.grid_idx is not None else (0, 0, 0)
+            for start, end, name, itemsize in self.starts:
+                inside = addresses[(addresses >= start) & (addresses < end)]
+                if inside.size:
+                    c._load_log.append((c.launches, program, name, ((inside - start) // itemsize).astype(np.int64)))
             for name, k in self.owner(addresses).items():
                 c.loads_of[name] = c.loads_of.get(name, 0) + k
             return original(ptrs, mask, other, *rest)
@@ -122,6 +141,7 @@ def _host_args(fn, args, kwargs, recorder: _Recorder):
             storages[key] = arg.untyped_storage() if arg.device.type == "cpu" else arg.untyped_storage().cpu()
             host = storages[key]
             recorder.ranges.append((host.data_ptr(), host.data_ptr() + host.nbytes(), name))
+            recorder.starts.append((host.data_ptr(), host.data_ptr() + host.nbytes(), name, arg.element_size()))
             if arg.device.type != "cpu":
                 back.append((arg, host))
         t = arg.new_empty(0, device="cpu")

@@ -90,11 +90,14 @@ class _Tree:
     def __init__(self, pid: int):
         self.pid = pid
         self.seen: dict[int, object] = {}
-        self.root = psutil.Process(pid) if psutil else None
+        try:
+            self.root = psutil.Process(pid) if psutil else None
+        except Exception:  # noqa: BLE001 - already gone
+            self.root = None
 
     def scan(self) -> int:
         """Refresh the process list; return the total resident memory in bytes."""
-        if psutil is None:
+        if self.root is None:
             return 0
         total = 0
         try:
@@ -110,12 +113,15 @@ class _Tree:
                 pass
         return total
 
-    def kill(self) -> None:
+    def kill(self, group: bool = True) -> None:
+        """Kill every process seen; ``group``: also the root's process group (only while the root is not yet
+        reaped: afterwards its number may belong to someone else)."""
         self.scan()
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        if group:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
         for p in self.seen.values():
             try:
                 p.kill()  # psutil checks the create time: a reused pid is never hit
@@ -196,6 +202,11 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     try:
         proc = subprocess.Popen(cmd, cwd=str(scratch), env=child_env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, pass_fds=(wfd,), start_new_session=True)
+    except BaseException:
+        os.close(rfd)
+        log.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     finally:
         os.close(wfd)
 
@@ -230,7 +241,7 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
         if proc.poll() is None:
             tree.kill()
             proc.wait()
-        tree.kill()  # the kernel (own session) and anything it started, if still around
+        tree.kill(group=False)  # the kernel (own session) and anything it started, if still around
         reader.join(timeout=5)
         log.close()
     result.seconds = round(time.monotonic() - t0, 2)

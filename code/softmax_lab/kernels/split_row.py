@@ -64,9 +64,12 @@ def chunk_normalize_kernel(out_ptr, in_ptr, m_ptr, l_ptr, in_row_stride, out_row
 
 
 def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: int | None = None,
-                      BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+                      BLOCK: int | None = None, num_warps: int | None = None,
+                      rows_per_launch: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` with ``chunks`` programs per row (default: enough programs to
-    fill the GPU, about 4 per multiprocessor). Knobs: ``chunks``, ``BLOCK`` (tile), ``num_warps``."""
+    fill the GPU, about 4 per multiprocessor). Knobs: ``chunks``, ``BLOCK`` (tile), ``num_warps``, and
+    ``rows_per_launch``: do the two launches for this many rows at a time (default: all rows), so that launch 2
+    can find the rows launch 1 just read in the L2 cache."""
     check_input(x)
     n_rows, n_cols = x.shape
     x = rows_view(x)
@@ -74,19 +77,23 @@ def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: 
     if x.numel() == 0:
         return y
     BLOCK = BLOCK or min(triton.next_power_of_2(n_cols), 4096)
+    rows_per_launch = min(rows_per_launch or n_rows, n_rows)
     if chunks is None:
-        chunks = triton.cdiv(4 * _num_sms(x.device), n_rows)
+        chunks = triton.cdiv(4 * _num_sms(x.device), rows_per_launch)
     # Whole tiles per chunk, and no more chunks than tiles.
     chunks = max(1, min(chunks, triton.cdiv(n_cols, BLOCK)))
     chunk_size = triton.cdiv(triton.cdiv(n_cols, chunks), BLOCK) * BLOCK
     chunks = triton.cdiv(n_cols, chunk_size)
     num_warps = num_warps or default_num_warps(BLOCK)
-    m = torch.empty(n_rows * chunks, dtype=torch.float32, device=x.device)
-    l = torch.empty(n_rows * chunks, dtype=torch.float32, device=x.device)
-    grid = (n_rows * chunks,)
-    chunk_stats_kernel[grid](m, l, x, x.stride(0), n_cols, chunk_size, chunks, BLOCK=BLOCK, num_warps=num_warps)
-    chunk_normalize_kernel[grid](y, x, m, l, x.stride(0), y.stride(0), n_cols, chunk_size, chunks, BLOCK=BLOCK,
-                                 CHUNKS=triton.next_power_of_2(chunks), num_warps=num_warps)
+    m = torch.empty(rows_per_launch * chunks, dtype=torch.float32, device=x.device)
+    l = torch.empty(rows_per_launch * chunks, dtype=torch.float32, device=x.device)
+    for first in range(0, n_rows, rows_per_launch):
+        xs, ys = x[first:first + rows_per_launch], y[first:first + rows_per_launch]
+        grid = (xs.shape[0] * chunks,)
+        chunk_stats_kernel[grid](m, l, xs, xs.stride(0), n_cols, chunk_size, chunks, BLOCK=BLOCK,
+                                 num_warps=num_warps)
+        chunk_normalize_kernel[grid](ys, xs, m, l, xs.stride(0), ys.stride(0), n_cols, chunk_size, chunks,
+                                     BLOCK=BLOCK, CHUNKS=triton.next_power_of_2(chunks), num_warps=num_warps)
     return y
 
 
