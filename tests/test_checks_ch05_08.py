@@ -372,3 +372,56 @@ def test_ch06_heads_indexing(capsys):
     ok, out = run_check(ch06.check_masked_softmax, wrong_batch, capsys)
     assert not ok
     assert "FAIL  causal + left padding [0, 5], 2 heads" in out
+
+
+# ============================================================ the notebooks' own exercise cells, both versions
+
+import importlib.util  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import nbformat  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"
+# (notebook, exercise id, check function, names the check is called with)
+NOTEBOOK_EXERCISES = [
+    ("05_online_softmax.ipynb", "ch05-online-update", ch05.check_online_update, ["online_update"]),
+    ("05_online_softmax.ipynb", "ch05-online-kernel", ch05.check_online_softmax, ["online_softmax"]),
+    ("06_half_precision_and_attention.ipynb", "ch06-masked", ch06.check_masked_softmax,
+     ["masked_attention_softmax"]),
+    ("07_performance.ipynb", "ch07-bandwidth", ch07.check_bandwidth, ["bytes_moved", "achieved_gbps"]),
+    ("07_performance.ipynb", "ch07-rows", ch07.check_choose_rows, ["choose_rows"]),
+    ("08_backward.ipynb", "ch08-backward", ch08.check_softmax_backward, ["softmax_backward"]),
+]
+
+
+def _exercise_module(folder, notebook, exercise, tmp_path):
+    """The exercise cell of ``folder/notebook`` as an importable module (Triton needs a real source file)."""
+    nb = nbformat.read(ROOT / folder / notebook, as_version=4)
+    cells = [c for c in nb.cells if f"exercise:{exercise}" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{notebook}: expected one cell tagged exercise:{exercise}"
+    path = tmp_path / f"{folder}_{exercise.replace('-', '_')}.py"
+    path.write_text(HEADER + cells[0].source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("notebook,exercise,check,names", NOTEBOOK_EXERCISES, ids=[e[1] for e in NOTEBOOK_EXERCISES])
+def test_notebook_exercise_solution_passes(notebook, exercise, check, names, tmp_path, capsys):
+    module = _exercise_module("solutions", notebook, exercise, tmp_path)
+    assert check(*[getattr(module, n) for n in names]), capsys.readouterr().out
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"{exercise}: PASSED")
+
+
+@pytest.mark.parametrize("notebook,exercise,check,names", NOTEBOOK_EXERCISES, ids=[e[1] for e in NOTEBOOK_EXERCISES])
+def test_notebook_exercise_blank_says_not_implemented(notebook, exercise, check, names, tmp_path, capsys):
+    if not (ROOT / "notebooks" / notebook).exists():
+        pytest.skip("notebooks/ not built")
+    module = _exercise_module("notebooks", notebook, exercise, tmp_path)
+    assert not check(*[getattr(module, n) for n in names])
+    out = capsys.readouterr().out
+    fails = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    assert fails and all("not implemented yet" in line for line in fails), out
+    assert out.strip().splitlines()[-1].startswith(f"{exercise}: FAILED (0/")

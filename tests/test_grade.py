@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -290,9 +289,20 @@ def test_resume_skips_graded_and_regrades_changed(hostile, tmp_path):
     assert grade_main(hostile["argv"]) == 0
     assert time.monotonic() - t0 < 20  # nothing ran
     assert out.read_text(encoding="utf-8") == before
-    # The learner "blank" resubmits the solution: only that notebook is regraded.
+    # The instructor grades a free-text answer by hand; then the learner "blank" resubmits the solution:
+    # only that notebook is regraded, and the hand-entered points survive.
+    manual = out.with_name("gradebook.manual.csv")
+    with open(manual, newline="", encoding="utf-8") as f:
+        entries = list(csv.DictReader(f))
+    next(e for e in entries if e["submission"].startswith("good/"))["points"] = "1"
+    with open(manual, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(entries[0]))
+        w.writeheader()
+        w.writerows(entries)
     save(pasted(), hostile["subs"] / "blank" / "90_grading_fixture.ipynb")
     assert grade_main(hostile["argv"]) == 0
+    with open(manual, newline="", encoding="utf-8") as f:
+        assert next(e for e in csv.DictReader(f) if e["submission"].startswith("good/"))["points"] == "1"
     rows = by_key(read_rows(out))
     assert rows["blank", "fx-double"]["status"] == "passed"
     assert rows["loop", "fx-double"]["status"] == "timeout"  # untouched
@@ -343,6 +353,20 @@ PITFALLS = {
     "02_masks_and_padding.ipynb": ("ch02-masked-load-store", 'other=float("-inf")', "other=0.0", "-inf"),
 }
 
+# The other chapters' seed pitfalls, run with SOFTMAX_LAB_GRADE_ALL=1.
+SLOW_PITFALLS = {
+    "03_naive_kernel.ipynb": ("ch03-naive-normalize", "y = tl.exp(mine - row_max) / total",
+                              "y = tl.exp(mine) / total", "shifted only the denominator"),
+    "04_three_kernels_to_one.ipynb": ("ch04-fused", "row * in_row_stride + cols", "row * n_cols + cols",
+                                      "row stride"),
+    "05_online_softmax.ipynb": ("ch05-online-kernel", 'shift = tl.where(m_new == -float("inf"), 0.0, m_new)',
+                                "shift = m_new", "shift by 0"),
+    "06_half_precision_and_attention.ipynb": ("ch06-masked", "y = e / tl.where(total == 0.0, 1.0, total)",
+                                              "y = e / total", "fully masked row"),
+    "07_performance.ipynb": ("ch07-bandwidth", "return 2 * M * N *", "return M * N *", "also written"),
+    "08_backward.ipynb": ("ch08-backward", "dx = y * (dy - dot)", "dx = y * dy", "sum(dy * y) term is missing"),
+}
+
 
 def real_pair(name):
     sol, learner = SOLUTIONS / name, NOTEBOOKS / name
@@ -363,7 +387,7 @@ def real_pasted(name):
 
 
 def real_pitfall(name):
-    ident, right, wrong, _ = PITFALLS[name]
+    ident, right, wrong, _ = {**PITFALLS, **SLOW_PITFALLS}[name]
     nb = real_pasted(name)
     cell = nb.cells[index_of(nb, "exercise:", ident)]
     assert right in cell.source, f"{name}: the pitfall test expects {right!r} in the solution of {ident}"
@@ -434,20 +458,26 @@ def test_check_command_for_learners(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not os.environ.get("SOFTMAX_LAB_GRADE_ALL"), reason="set SOFTMAX_LAB_GRADE_ALL=1 (slow)")
-def test_every_real_chapter_blank_and_pasted(tmp_path):
+def test_every_real_chapter_blank_pasted_pitfall(tmp_path):
+    """Every chapter: blank -> 0 "not implemented", pasted -> full marks, its seed pitfall -> loses points."""
     subs = tmp_path / "submissions"
     names = sorted(p.name for p in SOLUTIONS.glob("*.ipynb") if (NOTEBOOKS / p.name).exists())
+    pitfalls = {**PITFALLS, **SLOW_PITFALLS}
     for n in names:
         save(nbformat.read(str(NOTEBOOKS / n), as_version=4), subs / "blank" / n)
         save(real_pasted(n), subs / "pasted" / n)
+        if n in pitfalls:
+            save(real_pitfall(n), subs / "pitfall" / n)
     out = tmp_path / "gradebook.csv"
     assert grade_main([str(subs), "--out", str(out), "--jobs", "2", "--solutions", str(SOLUTIONS)]) == 0
     for r in read_rows(out):
-        if r["exercise"]:
-            if r["submission"].startswith("blank/"):
-                assert r["status"] == "failed" and "not implemented" in r["message"], r
-            else:
-                assert r["status"] == "passed", r
+        who, name = r["submission"].split("/")
+        if who == "blank":
+            assert r["status"] == "failed" and "not implemented" in r["message"], r
+        elif who == "pasted" or r["exercise"] != pitfalls[name][0]:
+            assert r["status"] == "passed", r
+        else:
+            assert r["status"] == "failed" and r["points"] == "0" and pitfalls[name][3] in r["message"], r
 
 
 # ------------------------------------------------------------------------------------------------- nbgrader
@@ -474,3 +504,18 @@ def test_nbgrader_source_conversion(capsys):
     with pytest.raises(AssertionError):
         exec(src, ns)
     assert "FAIL  a: wrong" in capsys.readouterr().out
+
+
+def test_check_messages_for_output_that_is_not_fail_lines():
+    from softmax_lab.grading.grader import _check_message
+
+    expected = "PASS  a\nfx-double: PASSED (1/1 checks passed)\n"
+    extra = {"status": "mismatch", "stdout": "debug 42\n" + expected, "stderr": ""}
+    status, msg = _check_message(extra, expected, 100)
+    assert status == "failed" and "remove print()" in msg and "debug 42" in msg
+    warned = {"status": "mismatch", "stdout": expected, "stderr": "UserWarning: careful\n"}
+    status, msg = _check_message(warned, expected, 100)
+    assert status == "failed" and "stderr" in msg and "UserWarning" in msg
+    raised = {"status": "raised", "stdout": "", "error": {"ename": "NameError", "evalue": "name 'double' is not defined"}}
+    status, msg = _check_message(raised, expected, 100)
+    assert status == "error" and "NameError" in msg and "rename or delete" in msg

@@ -205,6 +205,15 @@ def grade_main(argv: list[str] | None = None) -> int:
         if s.name in rows and s.name not in state:
             state[s.name] = hashes[s.name]
 
+    # Points the instructor already entered in the manual-grading sheet survive reruns (and --force), as long
+    # as the answer they graded is unchanged.
+    manual_points: dict[tuple[str, str, str], str] = {}
+    if manual_csv_path.exists():
+        with open(manual_csv_path, encoding="utf-8", newline="") as f:
+            for r in csv.DictReader(f):
+                if (r.get("points") or "").strip():
+                    manual_points[(r.get("submission", ""), r.get("question", ""), r.get("answer", ""))] = r["points"]
+
     learner_of = {s.name: s.learner for s in subs}
     answers_by: dict[str, dict[str, str]] = {}
     chapter_of: dict[str, Chapter] = {}
@@ -244,10 +253,12 @@ def grade_main(argv: list[str] | None = None) -> int:
         for name in sorted(rows):
             ch = chapter_of.get(name)
             for q in (ch.questions if ch else []):
-                entries.append({"submission": name, "chapter": ch.chapter, "question": q.id, "points": "",
-                                "max_points": q.points, "answer": answers_by.get(name, {}).get(q.id, "")})
+                answer = answers_by.get(name, {}).get(q.id, "")
+                entries.append({"submission": name, "chapter": ch.chapter, "question": q.id,
+                                "points": manual_points.get((name, q.id, answer), ""), "max_points": q.points,
+                                "answer": answer})
         atomic_write(manual_csv_path, manual_csv(entries))
-        atomic_write(manual_md_path, manual_markdown(entries, chapters))
+        atomic_write(manual_md_path, manual_markdown(entries, chapters, manual_csv_path.name))
 
     print(f"softmax-lab grade: {len(subs)} notebook(s), {skipped} already graded"
           + (" (--force regrades them)" if skipped else "") + f", {len(todo)} to grade with {args.jobs} job(s)",

@@ -6,8 +6,8 @@ shape, any ``dim``, strided inputs, empty tensors and autograd, and returns a te
 
 * short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
-* longer rows: ``online`` (a fixed number of programs walking the rows) when there are enough rows to fill
-  the GPU, else ``split_row`` (several programs per row).
+* longer rows: ``online`` (one program per row, walking it in tiles) when there are at least as many rows
+  as multiprocessors, else ``split_row`` (several programs per row).
 
 With ``mask`` (SDPA convention: bool True = takes part, float = added; broadcast to ``x``), the masked
 kernel runs instead; rows where everything is masked come out as zeros, not NaN.
@@ -24,17 +24,18 @@ from .kernels._launch import FLOAT_DTYPES
 # The tuning table, from sweeps on an H200 (results/README.md): for each element size in bytes, the first
 # row whose max row length fits gives (kernel, knobs). ROWS is rows per program; None means "one row each".
 TABLE = {
-    4: [(128, "multirow", dict(ROWS=32, num_warps=8)), (256, "multirow", dict(ROWS=16, num_warps=8)),
-        (512, "multirow", dict(ROWS=4, num_warps=4)), (4096, "multirow", dict(ROWS=1, num_warps=4)),
-        (8192, "fused", dict(num_warps=16)), (32768, "fused", dict(num_warps=32))],
-    2: [(128, "multirow", dict(ROWS=32, num_warps=4)), (512, "multirow", dict(ROWS=8, num_warps=4)),
-        (1024, "multirow", dict(ROWS=2, num_warps=4)), (4096, "multirow", dict(ROWS=1, num_warps=4)),
-        (8192, "fused", dict(num_warps=16)), (32768, "fused", dict(num_warps=32))],
+    4: [(128, "multirow", dict(ROWS=8, num_warps=4)), (256, "multirow", dict(ROWS=4, num_warps=4)),
+        (512, "multirow", dict(ROWS=2, num_warps=2)), (2048, "multirow", dict(ROWS=1, num_warps=4)),
+        (4096, "fused", dict(num_warps=16)), (8192, "fused", dict(num_warps=16)),
+        (32768, "fused", dict(num_warps=32))],
+    2: [(128, "multirow", dict(ROWS=8, num_warps=4)), (512, "multirow", dict(ROWS=2, num_warps=2)),
+        (1024, "multirow", dict(ROWS=2, num_warps=4)), (2048, "multirow", dict(ROWS=1, num_warps=4)),
+        (4096, "fused", dict(num_warps=8)), (8192, "fused", dict(num_warps=16)),
+        (32768, "fused", dict(num_warps=32))],
 }
-# Longer rows: online softmax with at most ONLINE_PROGRAMS_PER_SM programs per multiprocessor when there are
-# enough rows, else split-row with about SPLIT_PROGRAMS_PER_SM programs per multiprocessor.
-ONLINE = dict(BLOCK=8192, num_warps=16)
-ONLINE_PROGRAMS_PER_SM = 1
+# Longer rows: online softmax (one program per row, 32 warps, big tiles) when there are at least as many
+# rows as multiprocessors; otherwise split-row with about four programs per multiprocessor.
+ONLINE_MIN_ROWS_PER_SM = 1
 SPLIT = dict(BLOCK=4096, num_warps=8)
 SPLIT_PROGRAMS_PER_SM = 4
 LAUNCHERS = {"multirow": multirow_softmax, "fused": fused_softmax, "online": online_softmax,
@@ -52,8 +53,8 @@ def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
         if n_cols <= max_cols:
             return name, LAUNCHERS[name], dict(knobs)
     sms = _num_sms()
-    if n_rows >= 2 * sms:
-        return "online", online_softmax, dict(ONLINE, programs=ONLINE_PROGRAMS_PER_SM * sms)
+    if n_rows >= ONLINE_MIN_ROWS_PER_SM * sms:
+        return "online", online_softmax, dict(BLOCK=16384 if n_cols <= 131072 else 8192, num_warps=32)
     chunks = -(-SPLIT_PROGRAMS_PER_SM * sms // n_rows)
     return "split_row", split_row_softmax, dict(SPLIT, chunks=chunks)
 

@@ -67,8 +67,8 @@ class Notebook:
         except Exception as err:  # noqa: BLE001
             self.fail(f"while {what}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
 
-    def wait_for(self, js: str, what: str, timeout: float, arg=None, poll: float = 0.25):
-        """Poll a JS expression (a function of arg) until truthy; fail naming `what` when it never is."""
+    def wait_for(self, js: str, what: str, timeout: float, arg=None, poll: float = 0.25, describe: str = ""):
+        """Poll a JS function (of arg) until truthy; fail naming `what` (and `describe`'s state) when it never is."""
         deadline = time.monotonic() + timeout
         value = None
         while time.monotonic() < deadline:
@@ -76,7 +76,8 @@ class Notebook:
             if value:
                 return value
             time.sleep(poll)
-        self.fail(f"timed out after {timeout:.0f}s waiting for {what} (last state: {value!r})")
+        state = self.page.evaluate(describe) if describe else value
+        self.fail(f"timed out after {timeout:.0f}s waiting for {what} (last state: {state!r})")
 
     # ------------------------------------------------------------------ open and run
     def open(self, timeout: float = 90) -> None:
@@ -84,9 +85,13 @@ class Notebook:
         with self.step("loading JupyterLab"):
             self.page.goto(self.lab.url(f"/lab/workspaces/{workspace}/tree/{self.rel_path}?reset"),
                            wait_until="domcontentloaded", timeout=60_000)
-        self.wait_for(f"""() => {{ const w = {JS_PANEL};
-                         return !!(w && w.context.isReady && w.context.path === {self.rel_path!r}); }}""",
-                      "the notebook to open", timeout)
+        self.wait_for(f"""() => {{
+            if (!window.jupyterapp) return false;  // JupyterLab still loading
+            const w = {JS_PANEL};
+            if (w && w.context.isReady && w.context.path === {self.rel_path!r}) return true;
+            window.__uiOpen = w ? `open: ${{w.context.path}}, ready: ${{w.context.isReady}}` :
+                `current widget: ${{(window.jupyterapp.shell.currentWidget || {{}}).id}}`;
+            return false; }}""", "the notebook to open", timeout, describe="() => window.__uiOpen || 'no app'")
         self.log("notebook open")
         self.page.evaluate("() => window.jupyterapp.shell.collapseLeft()")  # more notebook in screenshots
         self.wait_idle(timeout, "the kernel to start")

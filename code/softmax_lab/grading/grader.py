@@ -117,6 +117,10 @@ def _check_message(rec: dict, expected: str, memory_mb: int) -> tuple[str, str]:
         return "failed", "\n".join(lines)
     exp_lines = [ln for ln in expected.splitlines() if ln.strip()]
     got_lines = out.splitlines()
+    err = (rec.get("stderr") or "").strip()
+    if out.strip() == expected.strip() and err:
+        return "failed", ("every check passed, but the check cell also wrote to stderr (a warning from your code?): "
+                          f"{err.splitlines()[0][:200]!r}")
     if exp_lines and all(ln in got_lines for ln in exp_lines):
         extra = next((ln for ln in got_lines if ln not in exp_lines and ln.strip()), "")
         return "failed", ("every check passed, but the check cell printed something else too: remove print() "

@@ -156,17 +156,18 @@ def manual_csv(entries: list[dict]) -> str:
     return buf.getvalue()
 
 
-def manual_markdown(entries: list[dict], chapters: dict[str, Chapter]) -> str:
+def manual_markdown(entries: list[dict], chapters: dict[str, Chapter], sheet: str = "the manual-grading CSV") -> str:
     """Question by question: the prompt, the rubric and the model answer once, then every learner's answer."""
     out = ["# Free-text answers to grade by hand", "",
-           "Grade each answer against the rubric and enter the points in `manual_grading.csv` (column `points`).", ""]
+           f"Grade each answer against the rubric and enter the points in `{sheet}` (column `points`).", ""]
     groups: dict[tuple[str, str], list[dict]] = {}
     for e in entries:
         groups.setdefault((e["chapter"], e["question"]), []).append(e)
     for (chap, qid), items in sorted(groups.items()):
         ch = chapters.get(chap)
         q = next((q for q in ch.questions if q.id == qid), None) if ch else None
-        out += [f"## {qid} — chapter {chap} ({items[0]['max_points']} points)", ""]
+        pts = items[0]["max_points"]
+        out += [f"## {qid} — chapter {chap} ({pts} point{'' if str(pts) == '1' else 's'})", ""]
         if q:
             out += ["**Question**", "", q.prompt.strip(), "", "**Rubric**", "", (q.rubric.strip() or "(none)"), "",
                     "**Model answer**", "", _strip_markers(q.model_answer), ""]

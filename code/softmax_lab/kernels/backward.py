@@ -89,10 +89,10 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
             dx, y, dy, *strides, dx.stride(0), n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK,
             num_warps=num_warps or default_num_warps(ROWS * BLOCK))
         return dx
-    BLOCK = BLOCK or 4096
-    if chunks is None:
+    BLOCK = BLOCK or 8192
+    if chunks is None:  # about one program per multiprocessor (H200 sweep: results/README.md)
         sms = torch.cuda.get_device_properties(y.device).multi_processor_count if y.is_cuda else 4
-        chunks = triton.cdiv(4 * sms, n_rows)
+        chunks = triton.cdiv(sms, n_rows)
     chunks = max(1, min(chunks, triton.cdiv(n_cols, BLOCK)))
     chunk_size = triton.cdiv(triton.cdiv(n_cols, chunks), BLOCK) * BLOCK  # whole tiles per chunk
     chunks = triton.cdiv(n_cols, chunk_size)
