@@ -519,3 +519,15 @@ def test_check_messages_for_output_that_is_not_fail_lines():
     raised = {"status": "raised", "stdout": "", "error": {"ename": "NameError", "evalue": "name 'double' is not defined"}}
     status, msg = _check_message(raised, expected, 100)
     assert status == "error" and "NameError" in msg and "rename or delete" in msg
+
+
+def test_grader_environment_failure_is_not_blamed_on_the_learner(tmp_path):
+    """A kernel that cannot start (here: a memory cap far too low) is reported as the grader's problem."""
+    from softmax_lab.grading.chapters import load_chapters
+    from softmax_lab.grading.grader import Options, grade_notebook
+
+    path = save(pasted(), tmp_path / "mine.ipynb")
+    opts = Options(limits=Limits(cell_timeout=10, memory_mb=200, rlimit_as=True))
+    res = grade_notebook(path, "mine.ipynb", load_chapters(FIXTURES), opts)
+    assert [r["status"] for r in res.rows] == ["error", "error"]
+    assert all("not because of your code" in r["message"] and "--memory-mb" in r["message"] for r in res.rows)

@@ -127,7 +127,7 @@ def test_autograd_matches_float64(dim):
     dy = randn(y.shape, device=DEV)
     (dx,) = torch.autograd.grad(y, x, dy)
     ref = softmax_backward_ref(softmax_ref(x, dim=dim), dy, dim=dim)
-    torch.testing.assert_close(dx.double(), ref, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(dx.double(), ref, atol=1e-5, rtol=1e-4)
 
 
 def test_gradcheck():

@@ -196,7 +196,6 @@ def lab(tmp_path_factory) -> LabServer:
                "--ServerApp.terminals_enabled=False"]
         if os.geteuid() == 0:
             cmd.append("--allow-root")
-        cmd += os.environ.get("UI_EXTRA", "").split()
         with open(log, "w") as fh:
             proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)

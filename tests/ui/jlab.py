@@ -91,7 +91,8 @@ class Notebook:
             if (w && w.context.isReady && w.context.path === {self.rel_path!r}) return true;
             window.__uiOpen = w ? `open: ${{w.context.path}}, ready: ${{w.context.isReady}}` :
                 `current widget: ${{(window.jupyterapp.shell.currentWidget || {{}}).id}}`;
-            return false; }}""", "the notebook to open", timeout, describe="() => window.__uiOpen || 'no app'")
+            return false; }}""", "the notebook to open", timeout,
+                      describe="() => window.__uiOpen || 'no window.jupyterapp (expose_app_in_browser off?)'")
         self.log("notebook open")
         self.page.evaluate("() => window.jupyterapp.shell.collapseLeft()")  # more notebook in screenshots
         self.wait_idle(timeout, "the kernel to start")

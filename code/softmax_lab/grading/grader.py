@@ -99,6 +99,8 @@ def _fatal_words(fatal: dict, where: str, limits: Limits) -> tuple[str, str]:
     if kind == "died":
         return "error", (f"the Python kernel died while running {where} "
                          "(os._exit/exit(), a crash such as a segfault in native code, or out of memory)")
+    if kind == "setup-error":
+        return "error", f"the kernel did not start: {fatal['message'][:300]} (is --memory-mb too low?)"
     return "error", f"the grader could not run {where}: {fatal['message'][:500]}"
 
 
@@ -186,12 +188,16 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
         result.seconds += run.seconds
         if run.fatal is None:
             break
+        if run.fatal["status"] == "stopped":  # Ctrl-C: record nothing, so a rerun grades this notebook
+            raise KeyboardInterrupt
         index = {n: k for k, n in numbers.items()}.get(run.fatal["cell"])
         culprit, where = (None, "the notebook") if index is None else _where(chapter, index)
         if culprit is None or culprit in blank or culprit in g.missing:
             # Not the learner's code: the solution's own cells failed here (environment, limits too tight).
-            status, msg = _fatal_words(run.fatal, where, limits)
-            msg = f"the grader could not run the chapter's own {where} ({msg}); ask your instructor"
+            _, msg = _fatal_words(run.fatal, where, limits)
+            tail = [ln.strip() for ln in run.log.splitlines() if ln.strip()][-3:]
+            msg = (f"the grader could not run this notebook, not because of your code ({msg}); "
+                   "ask your instructor" + "".join(f"\ngrader log: {ln[:300]}" for ln in tail))
             for ex in chapter.exercises:
                 if ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells):
                     verdict[ex.id] = ("error", msg)

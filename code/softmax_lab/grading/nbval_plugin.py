@@ -139,8 +139,10 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if rep.when == "setup" and rep.failed and isinstance(item, nbval_plugin.IPyNbCell):
         # Typically: the kernel did not start (memory limit too low, broken environment).
+        text = _ANSI.sub("", rep.longreprtext)
+        errors = re.findall(r"^E?\s*((?:\w+\.)*\w*(?:Error|Exception)\b.*)$", text, re.MULTILINE)
         _emit({"event": "end", "cell": item.cell_num, "status": "setup-error",
-               "message": _ANSI.sub("", rep.longreprtext)[-3000:], "stdout": "", "stderr": "",
+               "message": (errors[-1] if errors else text[-300:]).strip()[:500], "stdout": "", "stderr": "",
                "display": "", "error": None})
         item.session.shouldstop = "setup failed"
 

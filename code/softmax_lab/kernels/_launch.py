@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ..device import DEVICE
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -16,10 +18,9 @@ def check_input(x: torch.Tensor, name: str = "x") -> None:
     if x.dim() != 2:
         raise ValueError(f"{name} must be 2-D [rows, cols] (softmax over the last dim), got shape {tuple(x.shape)}; "
                          "softmax_lab.softmax takes any shape")
-    from ..device import DEVICE
-
     if x.device.type != DEVICE.type:
-        raise ValueError(f"{name} is on {x.device} but kernels run on {DEVICE.type}: move it with .to(softmax_lab.DEVICE)")
+        raise ValueError(f"{name} is on {x.device} but kernels run on {DEVICE.type}: "
+                         "move it with .to(softmax_lab.DEVICE)")
 
 
 def rows_view(x: torch.Tensor) -> torch.Tensor:
