@@ -132,6 +132,11 @@ def make_submissions(folder: Path) -> None:
     nb.cells.append(nb.cells.pop(k))
     del nb.cells[index_of(nb, "exercise:", "fx-double")]
     save(nb, folder / "reordered" / nbname)
+    # Hangs only in the demonstration cell after fx-kernel, on an input the checks do not use: blamed first on
+    # fx-kernel (the exercise just before), then, as blanking that did not help, on fx-double.
+    save(set_exercise(pasted(), "fx-double", DOUBLE_OK.replace(
+        "    ### BEGIN SOLUTION", "    while xs == [0.5]:\n        pass\n    ### BEGIN SOLUTION")),
+        folder / "demohang" / nbname)
     # Invalid JSON (a truncated upload).
     text = nbformat.writes(pasted())
     (folder / "badjson").mkdir(parents=True)
@@ -253,6 +258,12 @@ def test_notebook_from_another_chapter(hostile):
     for ex in ("fx-double", "fx-kernel"):
         r = hostile["rows"]["otherchapter", ex]
         assert r["status"] == "missing" and "chapter 91" in r["message"] and r["chapter"] == "90"
+
+
+def test_hang_in_a_demonstration_cell_is_blamed_on_the_right_exercise(hostile):
+    r = hostile["rows"]["demohang", "fx-double"]
+    assert r["status"] == "timeout" and "after the exercise" in r["message"], r
+    assert hostile["rows"]["demohang", "fx-kernel"]["status"] == "passed"
 
 
 def test_killing_the_grading_process(hostile):
@@ -531,3 +542,18 @@ def test_grader_environment_failure_is_not_blamed_on_the_learner(tmp_path):
     res = grade_notebook(path, "mine.ipynb", load_chapters(FIXTURES), opts)
     assert [r["status"] for r in res.rows] == ["error", "error"]
     assert all("not because of your code" in r["message"] and "--memory-mb" in r["message"] for r in res.rows)
+
+
+def test_broken_setup_cell_is_not_blamed_on_the_learner(tmp_path):
+    """A setup cell of the solution that raises here (a missing package, say) is the grader's problem too."""
+    from softmax_lab.grading.chapters import load_chapters
+    from softmax_lab.grading.grader import GRADER_TROUBLE, Options, grade_notebook
+
+    sol = solution()
+    sol.cells[1].source += "\nimport softmax_lab_no_such_module"
+    save(sol, tmp_path / "solutions" / CH90.name)
+    path = save(pasted(), tmp_path / "mine.ipynb")
+    res = grade_notebook(path, "mine.ipynb", load_chapters(tmp_path / "solutions"),
+                         Options(limits=Limits(cell_timeout=10)))
+    assert [r["status"] for r in res.rows] == ["error", "error"]
+    assert all(GRADER_TROUBLE in r["message"] and "ModuleNotFoundError" in r["message"] for r in res.rows)

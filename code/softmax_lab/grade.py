@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .grading.chapters import Chapter, InvalidNotebook, answers, load_chapters, match_chapter, read_submission
-from .grading.grader import Options, SubmissionResult, _row, grade_notebook
+from .grading.grader import GRADER_TROUBLE, Options, SubmissionResult, _row, grade_notebook
 from .grading.report import (atomic_write, feedback_markdown, file_hash, gradebook_text, manual_csv,
                              manual_markdown, read_gradebook, read_state, safe_filename, write_state)
 from .grading.runner import DEFAULT_SANITIZE, STOP, Limits
@@ -197,7 +197,8 @@ def grade_main(argv: list[str] | None = None) -> int:
     for r in old_rows:
         rows.setdefault(r["submission"], []).append(r)
     hashes = {s.name: file_hash(s.path) for s in subs}
-    todo = [s for s in subs if s.name not in rows or (s.name in state and state[s.name] != hashes[s.name])]
+    todo = [s for s in subs if s.name not in rows or (s.name in state and state[s.name] != hashes[s.name])
+            or any(GRADER_TROUBLE in r["message"] or "the grader failed" in r["message"] for r in rows[s.name])]
     skipped = len(subs) - len(todo)
     for s in todo:
         rows.pop(s.name, None)
@@ -312,7 +313,7 @@ def check_main(argv: list[str] | None = None) -> int:
             print(f"{path}: no such file", file=sys.stderr)
             all_ok = False
             continue
-        print(f"checking {path} (each exercise runs in a fresh kernel with the course's own checks) ...", flush=True)
+        print(f"checking {path} (a fresh kernel runs it with the course's own checks) ...", flush=True)
         res = grade_notebook(path, path.name, chapters, opts)
         got = sum(float(r["points"]) for r in res.rows)
         total = sum(float(r["max_points"]) for r in res.rows)

@@ -208,11 +208,13 @@ def fill_exercise(page, lab, learner: Path, solution: Path, rel: str, label: str
         nb.menu("Run", "Run All Above Selected Cell")
         nb.wait_run(RUN_ALL_TIMEOUT, "Run All Above Selected Cell")
         nb.check_no_errors("above the exercise (Run All Above Selected Cell)")
+        nb.log(f"ran the {index} cells above exercise {ex}")
 
     nb.run_cells(index, 2, 120)  # the blank exercise and its check: not passed yet
     before = check_output(nb, index + 1)
     nb.check(f"{ex}: FAILED" in before,
              f"the check of the blank exercise {ex} should print '{ex}: FAILED ...', it shows:\n{before[-800:]}")
+    nb.log(f"blank exercise {ex}: its check says FAILED")
 
     nb.replace_source(index, answer)
     nb.run_cells(index, 2, 120)
@@ -221,6 +223,7 @@ def fill_exercise(page, lab, learner: Path, solution: Path, rel: str, label: str
     nb.check(re.search(rf"^{re.escape(ex)}: PASSED \((\d+)/\1 checks passed\)", after, re.M) is not None,
              f"after pasting the solution of {ex} and running it, its check should print '{ex}: PASSED (k/k "
              f"checks passed)'; it shows:\n{after[-1500:]}")
+    nb.log(f"pasted the solution of {ex}: its check says PASSED")
     with nb.step("taking the learner screenshot"):
         nb.cell_locator(index + 1).evaluate("n => n.scrollIntoView({block: 'center'})")
         nb.screenshot(label)

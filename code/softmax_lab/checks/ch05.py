@@ -21,9 +21,10 @@ import torch
 from ..device import DEVICE
 from ..reference import softmax_ref
 from ..testing import compare, poisoned_like, randn
+from ._pitfalls import Verdict
 from .common import Report
 
-__all__ = ["check_online_update", "check_online_softmax", "run_online_update"]
+__all__ = ["check_online_update", "check_online_softmax"]
 
 NEG_INF = float("-inf")
 
@@ -111,7 +112,7 @@ def _update_problem(online_update, row, tile: int, pitfall: str = "") -> str:
     return ""
 
 
-def check_online_update(online_update) -> bool:
+def check_online_update(online_update) -> Verdict:
     """Exercise ch05-online-update: ``online_update(m, l, tile) -> (m_new, l_new)``."""
     report = Report("ch05-online-update")
     g = torch.Generator().manual_seed(5)
@@ -128,7 +129,7 @@ def check_online_update(online_update) -> bool:
     for name, row, tile, pitfall in cases:
         report.run(name, lambda row=row, tile=tile, pitfall=pitfall: _update_problem(online_update, row, tile,
                                                                                     pitfall))
-    return report.show()
+    return Verdict(report.show())
 
 
 # ------------------------------------------------------------------------------------------------ the kernel
@@ -196,10 +197,10 @@ def _cases(seed: int = 50):
         "rows are not contiguous: step between rows with the row stride, not n_cols"
 
 
-def check_online_softmax(online_softmax) -> bool:
+def check_online_softmax(online_softmax) -> Verdict:
     """Exercise ch05-online-kernel: ``online_softmax(x, out, BLOCK=...)`` for rows longer than one block."""
     report = Report("ch05-online-kernel")
     for name, x, block, pitfall in _cases():
         report.run(name, lambda x=x, block=block, pitfall=pitfall: online_problem(online_softmax, x, block,
                                                                                   pitfall))
-    return report.show()
+    return Verdict(report.show())

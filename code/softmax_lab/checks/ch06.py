@@ -14,9 +14,10 @@ from ..device import DEVICE
 from ..reference import masked_softmax_ref
 from ..testing import TOLERANCES, poisoned_like, randn
 from .ch05 import quiet
+from ._pitfalls import Verdict
 from .common import Report
 
-__all__ = ["check_masked_softmax", "attention_mask"]
+__all__ = ["check_masked_softmax"]
 
 FULLY_MASKED = ("a fully masked row gave NaN: its max is -inf, so exp(-inf - (-inf)) = NaN and the sum is 0 - "
                 "the convention is zeros (shift by 0 when the max is -inf, and divide only where the sum > 0)")
@@ -130,10 +131,10 @@ def _cases(seed: int = 60):
         True, _pad([16, 2]), False
 
 
-def check_masked_softmax(masked_softmax) -> bool:
+def check_masked_softmax(masked_softmax) -> Verdict:
     """Exercise ch06-masked: ``masked_softmax(scores, out, causal=..., left_pad=...)`` on [B, H, S, S] scores."""
     report = Report("ch06-masked")
     for name, scores, causal, left_pad, strict in _cases():
         report.run(name, lambda s=scores, c=causal, p=left_pad, st=strict: masked_problem(masked_softmax, s, c, p,
                                                                                            st))
-    return report.show()
+    return Verdict(report.show())

@@ -15,9 +15,10 @@ import math
 import torch
 import triton
 
+from ._pitfalls import Verdict
 from .common import Report
 
-__all__ = ["check_bandwidth", "check_choose_rows", "rows_rule", "MAX_TILE", "PROGRAMS_PER_SM"]
+__all__ = ["check_bandwidth", "check_choose_rows"]
 
 MAX_TILE = 4096  # elements per program (as kernels.multirow.TILE): bigger [ROWS, BLOCK] tiles spill registers
 PROGRAMS_PER_SM = 4  # keep at least this many programs per SM, so every SM has work and can hide latency
@@ -83,7 +84,7 @@ def _gbps_problem(achieved_gbps, M, N, dtype, ms) -> str:
     return f"got {got:.4g}, expected {want:.4g} GB/s = bytes_moved / seconds / 1e9"
 
 
-def check_bandwidth(bytes_moved, achieved_gbps) -> bool:
+def check_bandwidth(bytes_moved, achieved_gbps) -> Verdict:
     """Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype)`` and ``achieved_gbps(M, N, dtype, ms)``."""
     report = Report("ch07-bandwidth")
     seen = set()
@@ -94,7 +95,7 @@ def check_bandwidth(bytes_moved, achieved_gbps) -> bool:
                        lambda M=M, N=N, dt=dtype: _bytes_problem(bytes_moved, M, N, dt))
     for what, M, N, dtype, ms in BANDWIDTH_CASES:
         report.run(f"GB/s: {what}, {ms:g} ms", lambda M=M, N=N, dt=dtype, ms=ms: _gbps_problem(achieved_gbps, M, N, dt, ms))
-    return report.show()
+    return Verdict(report.show())
 
 
 # --------------------------------------------------------------------------------------------- rows per program
@@ -143,9 +144,9 @@ def _rows_problem(choose_rows, M, N, n_sms) -> str:
     return f"ROWS = {got}, expected {want}"
 
 
-def check_choose_rows(choose_rows) -> bool:
+def check_choose_rows(choose_rows) -> Verdict:
     """Exercise ch07-rows: ``choose_rows(M, N, n_sms)`` follows the chapter's rule."""
     report = Report("ch07-rows")
     for M, N, n_sms in ROWS_CASES:
         report.run(f"{M} rows of {N}, {n_sms} SMs", lambda M=M, N=N, s=n_sms: _rows_problem(choose_rows, M, N, s))
-    return report.show()
+    return Verdict(report.show())

@@ -13,6 +13,7 @@ from ..device import DEVICE
 from ..reference import softmax_backward_ref, softmax_ref
 from ..testing import TOLERANCES, poisoned_like, randn
 from .ch05 import quiet
+from ._pitfalls import Verdict
 from .common import Report
 
 __all__ = ["check_softmax_backward"]
@@ -85,9 +86,9 @@ def _cases(seed: int = 80):
         "rows are not contiguous: use each tensor's own row stride"
 
 
-def check_softmax_backward(softmax_backward) -> bool:
+def check_softmax_backward(softmax_backward) -> Verdict:
     """Exercise ch08-backward: ``softmax_backward(y, dy, out)`` returns dx = y * (dy - sum(dy * y))."""
     report = Report("ch08-backward")
     for name, y, dy, pitfall in _cases():
         report.run(name, lambda y=y, dy=dy, p=pitfall: backward_problem(softmax_backward, y, dy, p))
-    return report.show()
+    return Verdict(report.show())

@@ -19,6 +19,7 @@ from .runner import DEFAULT_SANITIZE, Limits, RunResult, code_cell_numbers, run_
 
 COLUMNS = ["submission", "chapter", "exercise", "points", "max_points", "status", "message"]
 STATUSES = ("passed", "failed", "error", "timeout", "missing")
+GRADER_TROUBLE = "the grader could not run this notebook"  # rows saying so are graded again on a rerun
 _SUMMARY = re.compile(r"^(?P<id>\S+): (PASSED|FAILED) \((?P<k>\d+)/(?P<n>\d+) checks passed\)\s*$", re.MULTILINE)
 
 
@@ -176,9 +177,10 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
     limits = opts.limits
     blank: set[str] = set()
     verdict: dict[str, tuple[str, str]] = {}  # exercise id -> (status, message) decided by a broken run
+    demo_blame: dict[str, int] = {}  # exercise id -> the demonstration cell it was blamed for
     run: RunResult | None = None
     g = None
-    for _ in range(len(chapter.exercises) + 1):
+    for _ in range(2 * len(chapter.exercises) + 1):
         g = graft(chapter, nb, blank)
         numbers = code_cell_numbers(g.nb)
         first = min(ex.cell for ex in chapter.exercises)
@@ -192,11 +194,25 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
             raise KeyboardInterrupt
         index = {n: k for k, n in numbers.items()}.get(run.fatal["cell"])
         culprit, where = (None, "the notebook") if index is None else _where(chapter, index)
+        if culprit is not None and where.startswith("cell "):
+            # A demonstration cell broke while using learner code: blame the latest exercise before it; if that
+            # exercise was blanked for this same cell already and it still broke, it was not the culprit.
+            culprit = None
+            for ex in reversed([e for e in chapter.exercises if e.cell <= index]):
+                if demo_blame.get(ex.id) == index:
+                    blank.discard(ex.id)
+                    verdict.pop(ex.id, None)
+                    demo_blame.pop(ex.id)
+                    continue
+                if ex.id not in blank and ex.id not in g.missing:
+                    culprit = ex.id
+                    demo_blame[culprit] = index
+                    break
         if culprit is None or culprit in blank or culprit in g.missing:
             # Not the learner's code: the solution's own cells failed here (environment, limits too tight).
             _, msg = _fatal_words(run.fatal, where, limits)
             tail = [ln.strip() for ln in run.log.splitlines() if ln.strip()][-3:]
-            msg = (f"the grader could not run this notebook, not because of your code ({msg}); "
+            msg = (f"{GRADER_TROUBLE}, not because of your code ({msg}); "
                    "ask your instructor" + "".join(f"\ngrader log: {ln[:300]}" for ln in tail))
             for ex in chapter.exercises:
                 if ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells):
@@ -207,6 +223,17 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
     result.log = run.log if run else ""
 
     numbers = code_cell_numbers(g.nb)
+    first = min(ex.cell for ex in chapter.exercises)
+    for k, n in numbers.items():
+        rec = run.cells.get(n)
+        if k < first and rec is not None and rec["status"] == "raised":
+            # A setup cell of the solution raised or differed: the environment is broken, not the learner's code.
+            ename, evalue = _raised(rec)
+            msg = (f"{GRADER_TROUBLE}, not because of your code (the chapter's setup cell {k} failed: "
+                   f"{(ename + ': ' + evalue) if evalue else rec.get('message', '')[:300]}); ask your instructor")
+            for ex in chapter.exercises:
+                verdict.setdefault(ex.id, ("error", msg))
+            break
     for ex in chapter.exercises:
         extra = [n for n in [g.found.get(ex.id, "")] + notes if n]
         if ex.id in verdict:
@@ -231,7 +258,7 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
                 status, msg = "error", "its check did not run"
             else:
                 status, msg = _check_message(ck_rec, _expected_text(chapter.nb.cells[ex.check]), limits.memory_mb)
-                if "MemoryError" in msg:
+                if "MemoryError" in msg and "caps memory" not in msg:
                     msg += f" (the grader caps memory at {limits.memory_mb} MB)"
         points = ex.points if status == "passed" else 0
         if status == "failed" and opts.partial:
