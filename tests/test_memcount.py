@@ -94,3 +94,29 @@ def test_load_map_says_which_program_read_which_element():
         expected[p, 3 * r: 3 * r + 3] = 2
         expected[p, p] += 1
     assert (torch.from_numpy(m) == expected).all()
+
+
+def test_counting_works_when_tritons_own_jit_functions_are_compiled(tmp_path):
+    # On a GPU machine tl.max, tl.sum ... are compiled-mode JITFunctions; counting must still interpret them.
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "gpu_like.py"
+    script.write_text(
+        "import os\n"
+        "os.environ.pop('TRITON_INTERPRET', None)\n"
+        "import triton.language as tl\n"
+        "from triton.runtime.jit import JITFunction\n"
+        "assert isinstance(tl.standard.max, JITFunction)\n"
+        "import torch, softmax_lab\n"
+        "from softmax_lab.memcount import count_calls\n"
+        "from softmax_lab.kernels import ALL\n"
+        "x = torch.randn(4, 100)\n"
+        "y, c = count_calls(ALL['fused'], x)\n"
+        "torch.testing.assert_close(y, torch.softmax(x, -1))\n"
+        "print(c.loads, c.stores)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["400", "400"]

@@ -158,18 +158,26 @@ def _host_args(fn, args, kwargs, recorder: _Recorder):
     return host_args, host_kwargs, copy_back
 
 
+_AS_DEVICE_FUNCTION: dict = {}
+
+
+def _call_interpreted(self, *args, **kwargs):
+    """JITFunction.__call__ while counting: run a compiled-mode @triton.jit helper as interpreted code."""
+    if self.fn not in _AS_DEVICE_FUNCTION:
+        _AS_DEVICE_FUNCTION[self.fn] = _interp.InterpretedFunction(self.fn)
+    return _AS_DEVICE_FUNCTION[self.fn](*args, **kwargs)
+
+
 @contextlib.contextmanager
 def _interpreted_helpers(fn):
-    """On a GPU machine, @triton.jit helpers called by ``fn`` are compiled JITFunctions: swap in
-    interpreted ones while counting (in the interpreter they already are)."""
-    g = fn.__globals__
-    swapped = {k: v for k, v in g.items() if isinstance(v, JITFunction)}
+    """On a GPU machine every @triton.jit function is a compiled JITFunction, the kernel's own helpers and
+    Triton's (tl.max, tl.sum, ... are @jit functions too). While counting, calls to them run interpreted."""
+    original = JITFunction.__call__
+    JITFunction.__call__ = _call_interpreted
     try:
-        for k, v in swapped.items():
-            g[k] = _interp.InterpretedFunction(v.fn)
         yield
     finally:
-        g.update(swapped)
+        JITFunction.__call__ = original
 
 
 def _run(fn, grid, args, kwargs, count: MemoryCount) -> None:

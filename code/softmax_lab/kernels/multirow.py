@@ -22,11 +22,11 @@ def multirow_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_ro
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    # 1. Load a [ROWS, BLOCK] tile; padding columns read -inf. Rows past the end re-read the last row
-    #    (never stored), so no all -inf row makes -inf - (-inf) = NaN.
-    load_rows = tl.minimum(rows, n_rows - 1)
-    x = tl.load(in_ptr + load_rows[:, None] * in_row_stride + cols[None, :], mask=cols[None, :] < n_cols,
+    # 1. Load a [ROWS, BLOCK] tile; padding columns read -inf. Rows past the end (last program only) read
+    #    nothing and are set to 0, so no all -inf row makes -inf - (-inf) = NaN; they are never stored.
+    x = tl.load(in_ptr + rows[:, None] * in_row_stride + cols[None, :], mask=mask,
                 other=float("-inf")).to(tl.float32)
+    x = tl.where(rows[:, None] < n_rows, x, 0.0)
     # 2. Softmax of every row of the tile: reduce along axis 1.
     x = x - tl.max(x, axis=1)[:, None]
     num = tl.exp(x)
