@@ -19,6 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import softmax_lab
+
 from softmax_lab.build import learner_notebook, tag_value
 from softmax_lab.grade import check_main, grade_main
 from softmax_lab.grading.grader import COLUMNS
@@ -223,7 +225,9 @@ def test_killing_the_kernel_os_exit_and_segfault(hostile):
 
 def test_unbounded_memory(hostile):
     r = hostile["rows"]["memory", "fx-double"]
-    assert r["status"] == "error" and "MemoryError" in r["message"] and "3000 MB" in r["message"]
+    assert r["status"] == "error" and "3000 MB" in r["message"]
+    # The address-space cap turns it into a MemoryError; GPU machines rely on the resident-memory watchdog.
+    assert "MemoryError" in r["message"] or (softmax_lab.ON_GPU and "out of memory" in r["message"])
     assert hostile["rows"]["memory", "fx-kernel"]["status"] == "passed"
 
 
