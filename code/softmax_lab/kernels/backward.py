@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, default_num_warps, output_for, rows_view
+from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
 
 MAX_TILE_COLS = 16384
 
@@ -83,25 +83,25 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
         return dx
     strides = (y.stride(0), dy.stride(0))
     if n_cols <= MAX_TILE_COLS and (BLOCK is None or BLOCK >= n_cols):
-        BLOCK = BLOCK or triton.next_power_of_2(n_cols)
+        BLOCK = BLOCK or next_power_of_2(n_cols)
         ROWS = ROWS or max(1, 4096 // BLOCK)
-        softmax_backward_kernel[(triton.cdiv(n_rows, ROWS),)](
+        softmax_backward_kernel[(cdiv(n_rows, ROWS),)](
             dx, y, dy, *strides, dx.stride(0), n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK,
             num_warps=num_warps or default_num_warps(ROWS * BLOCK))
         return dx
     BLOCK = BLOCK or 8192
     if chunks is None:  # about one program per multiprocessor (H200 sweep: results/README.md)
         sms = torch.cuda.get_device_properties(y.device).multi_processor_count if y.is_cuda else 4
-        chunks = triton.cdiv(sms, n_rows)
-    chunks = max(1, min(chunks, triton.cdiv(n_cols, BLOCK)))
-    chunk_size = triton.cdiv(triton.cdiv(n_cols, chunks), BLOCK) * BLOCK  # whole tiles per chunk
-    chunks = triton.cdiv(n_cols, chunk_size)
+        chunks = cdiv(sms, n_rows)
+    chunks = max(1, min(chunks, cdiv(n_cols, BLOCK)))
+    chunk_size = cdiv(cdiv(n_cols, chunks), BLOCK) * BLOCK  # whole tiles per chunk
+    chunks = cdiv(n_cols, chunk_size)
     num_warps = num_warps or default_num_warps(BLOCK)
     dot = torch.empty(n_rows * chunks, dtype=torch.float32, device=y.device)
     grid = (n_rows * chunks,)
     chunk_dot_kernel[grid](dot, y, dy, *strides, n_cols, chunk_size, chunks, BLOCK=BLOCK, num_warps=num_warps)
     chunk_apply_kernel[grid](dx, y, dy, dot, *strides, dx.stride(0), n_cols, chunk_size, chunks, BLOCK=BLOCK,
-                             CHUNKS=triton.next_power_of_2(chunks), num_warps=num_warps)
+                             CHUNKS=next_power_of_2(chunks), num_warps=num_warps)
     return dx
 
 

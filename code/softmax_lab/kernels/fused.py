@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, check_row_length, default_num_warps, output_for, rows_view
+from ._launch import check_input, check_row_length, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
 
 MAX_COLS = 65536
 
@@ -44,7 +44,7 @@ def fused_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int |
     y = output_for(x, out)
     if x.numel() == 0:
         return y
-    BLOCK = BLOCK or triton.next_power_of_2(n_cols)
+    BLOCK = BLOCK or next_power_of_2(n_cols)
     if BLOCK < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the fused kernel needs the whole row")
     num_warps = num_warps or default_num_warps(BLOCK)

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import FLOAT_DTYPES, check_row_length, default_num_warps
+from ._launch import FLOAT_DTYPES, check_row_length, default_num_warps, cdiv, next_power_of_2
 
 MAX_COLS = 65536
 NO_MASK, BOOL_MASK, ADD_MASK = 0, 1, 2
@@ -101,7 +101,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, num_w
         m4 = _as_4d(mask.view(torch.uint8) if kind == BOOL_MASK else mask)
         m_strides = m4.stride()
     B, H, Q, K = s4.shape
-    BLOCK = triton.next_power_of_2(K)
+    BLOCK = next_power_of_2(K)
     masked_softmax_kernel[(B * H * Q,)](out, s4, m4, H, Q, K, *s4.stride(), *m_strides,
                                         MASK_KIND=kind, BLOCK=BLOCK,
                                         num_warps=num_warps or default_num_warps(BLOCK))

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, check_row_length, default_num_warps, output_for, rows_view
+from ._launch import check_input, check_row_length, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
 
 MAX_COLS = 65536
 TILE = 4096  # default elements per program: ROWS = TILE // BLOCK
@@ -46,12 +46,12 @@ def multirow_softmax(x: torch.Tensor, out: torch.Tensor | None = None, ROWS: int
     y = output_for(x, out)
     if x.numel() == 0:
         return y
-    BLOCK = BLOCK or triton.next_power_of_2(n_cols)
+    BLOCK = BLOCK or next_power_of_2(n_cols)
     if BLOCK < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the tile must hold whole rows")
     ROWS = ROWS or max(1, TILE // BLOCK)
     num_warps = num_warps or default_num_warps(ROWS * BLOCK)
-    grid = (triton.cdiv(n_rows, ROWS),)
+    grid = (cdiv(n_rows, ROWS),)
     multirow_softmax_kernel[grid](y, x, x.stride(0), y.stride(0), n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK,
                                   num_warps=num_warps)
     return y

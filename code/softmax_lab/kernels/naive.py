@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, check_row_length, output_for, rows_view
+from ._launch import check_input, check_row_length, output_for, rows_view, cdiv, next_power_of_2
 
 MAX_COLS = 16384
 
@@ -52,6 +52,6 @@ def naive_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int |
     y = output_for(x, out)
     if x.numel() == 0:
         return y
-    BLOCK = BLOCK or min(triton.next_power_of_2(n_cols), 1024)
+    BLOCK = BLOCK or min(next_power_of_2(n_cols), 1024)
     naive_softmax_kernel[(n_rows * n_cols,)](y, x, x.stride(0), y.stride(0), n_cols, BLOCK=BLOCK, num_warps=num_warps)
     return y

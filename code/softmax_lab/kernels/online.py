@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, default_num_warps, output_for, rows_view
+from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
 
 
 @triton.jit
@@ -66,7 +66,7 @@ def online_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int 
     y = output_for(x, out)
     if x.numel() == 0:
         return y
-    BLOCK = BLOCK or min(triton.next_power_of_2(n_cols), 4096)
+    BLOCK = BLOCK or min(next_power_of_2(n_cols), 4096)
     num_warps = num_warps or default_num_warps(BLOCK)
     grid = (min(n_rows, programs or n_rows),)
     online_softmax_kernel[grid](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK=BLOCK, num_warps=num_warps)

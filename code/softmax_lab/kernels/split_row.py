@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, default_num_warps, output_for, rows_view
+from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
 
 
 @triton.jit
@@ -76,14 +76,14 @@ def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: 
     y = output_for(x, out)
     if x.numel() == 0:
         return y
-    BLOCK = BLOCK or min(triton.next_power_of_2(n_cols), 4096)
+    BLOCK = BLOCK or min(next_power_of_2(n_cols), 4096)
     rows_per_launch = min(rows_per_launch or n_rows, n_rows)
     if chunks is None:
-        chunks = triton.cdiv(4 * _num_sms(x.device), rows_per_launch)
+        chunks = cdiv(4 * _num_sms(x.device), rows_per_launch)
     # Whole tiles per chunk, and no more chunks than tiles.
-    chunks = max(1, min(chunks, triton.cdiv(n_cols, BLOCK)))
-    chunk_size = triton.cdiv(triton.cdiv(n_cols, chunks), BLOCK) * BLOCK
-    chunks = triton.cdiv(n_cols, chunk_size)
+    chunks = max(1, min(chunks, cdiv(n_cols, BLOCK)))
+    chunk_size = cdiv(cdiv(n_cols, chunks), BLOCK) * BLOCK
+    chunks = cdiv(n_cols, chunk_size)
     num_warps = num_warps or default_num_warps(BLOCK)
     m = torch.empty(rows_per_launch * chunks, dtype=torch.float32, device=x.device)
     l = torch.empty(rows_per_launch * chunks, dtype=torch.float32, device=x.device)
@@ -93,7 +93,7 @@ def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: 
         chunk_stats_kernel[grid](m, l, xs, xs.stride(0), n_cols, chunk_size, chunks, BLOCK=BLOCK,
                                  num_warps=num_warps)
         chunk_normalize_kernel[grid](ys, xs, m, l, xs.stride(0), ys.stride(0), n_cols, chunk_size, chunks,
-                                     BLOCK=BLOCK, CHUNKS=triton.next_power_of_2(chunks), num_warps=num_warps)
+                                     BLOCK=BLOCK, CHUNKS=next_power_of_2(chunks), num_warps=num_warps)
     return y
 
 

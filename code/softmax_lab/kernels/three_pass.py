@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, output_for, rows_view
+from ._launch import check_input, output_for, rows_view, cdiv, next_power_of_2
 
 
 @triton.jit
@@ -70,7 +70,7 @@ def three_pass_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: 
     if x.numel() > 0:
         row_max = torch.empty(n_rows, dtype=torch.float32, device=x.device)
         row_sum = torch.empty(n_rows, dtype=torch.float32, device=x.device)
-        BLOCK = BLOCK or min(triton.next_power_of_2(n_cols), 4096)
+        BLOCK = BLOCK or min(next_power_of_2(n_cols), 4096)
         num_warps = num_warps or (4 if BLOCK <= 1024 else 8)
         grid = (n_rows,)
         row_max_kernel[grid](row_max, x, x.stride(0), n_cols, BLOCK=BLOCK, num_warps=num_warps)
