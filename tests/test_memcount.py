@@ -112,9 +112,15 @@ def test_counting_works_when_tritons_own_jit_functions_are_compiled(tmp_path):
         "import torch, softmax_lab\n"
         "from softmax_lab.memcount import count_calls\n"
         "from softmax_lab.kernels import ALL\n"
-        "x = torch.randn(4, 100)\n"
+        "def snapshot():\n"
+        "    mods = [tl, tl.core, tl.core.tensor, tl.math]\n"
+        "    return {(id(m), k): v for m in mods for k, v in vars(m).items()}\n"
+        "before = snapshot()\n"
+        "x = torch.randn(4, 100, device=softmax_lab.DEVICE)\n"
         "y, c = count_calls(ALL['fused'], x)\n"
         "torch.testing.assert_close(y, torch.softmax(x, -1))\n"
+        "changed = [k for k, v in snapshot().items() if before.get(k, v) is not v]\n"
+        "assert not changed, f'triton.language still patched after counting: {changed[:5]}'\n"
         "print(c.loads, c.stores)\n")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)

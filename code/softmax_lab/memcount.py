@@ -162,10 +162,18 @@ _AS_DEVICE_FUNCTION: dict = {}
 
 
 def _call_interpreted(self, *args, **kwargs):
-    """JITFunction.__call__ while counting: run a compiled-mode @triton.jit helper as interpreted code."""
+    """JITFunction.__call__ while counting: run a compiled-mode @triton.jit helper as interpreted code.
+
+    Like InterpretedFunction.__call__, but it undoes its patches of triton.language afterwards: left in place,
+    they break every later *compiled* kernel in the process (Triton 3.6 never undoes them, which is harmless
+    only when everything is interpreted)."""
     if self.fn not in _AS_DEVICE_FUNCTION:
         _AS_DEVICE_FUNCTION[self.fn] = _interp.InterpretedFunction(self.fn)
-    return _AS_DEVICE_FUNCTION[self.fn](*args, **kwargs)
+    scope = _interp._patch_lang(self.fn)
+    try:
+        return _AS_DEVICE_FUNCTION[self.fn].rewrite()(*args, **kwargs)
+    finally:
+        scope.restore()
 
 
 @contextlib.contextmanager
