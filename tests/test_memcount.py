@@ -54,7 +54,7 @@ def test_strided_rows_and_a_grid_function():
 
 
 def test_count_calls_counts_every_launch_and_returns_the_result():
-    x = torch.randn(2, 7)
+    x = torch.randn(2, 7, device=softmax_lab.DEVICE)
     y, c = count_calls(lambda t: (launcher(t), launcher(t))[1], x)
     assert c.launches == 2 and c.loads == 2 * 2 * 8 and c.stores == 2 * 2 * 8
     assert torch.equal(y[:, 1:], x[:, 1:])
@@ -75,7 +75,7 @@ def test_a_compiled_style_jitfunction_is_interpreted_too():
 def test_naive_kernel_reads_each_row_2n2_plus_n_times():
     naive = __import__("softmax_lab.kernels.naive", fromlist=["naive_softmax"])
     for n in (3, 8):
-        x = torch.randn(2, n)
+        x = torch.randn(2, n, device=softmax_lab.DEVICE)
         y, c = count_calls(naive.naive_softmax, x)
         assert c.loads == 2 * (2 * n * n + n) and c.stores == 2 * n
         torch.testing.assert_close(y, torch.softmax(x, -1))
@@ -83,7 +83,7 @@ def test_naive_kernel_reads_each_row_2n2_plus_n_times():
 
 def test_load_map_says_which_program_read_which_element():
     naive = __import__("softmax_lab.kernels.naive", fromlist=["naive_softmax"])
-    x = torch.randn(2, 3)
+    x = torch.randn(2, 3, device=softmax_lab.DEVICE)
     _, c = count_calls(naive.naive_softmax, x)
     m = c.load_map("in_ptr", x.numel())
     assert m.shape == (6, 6)
