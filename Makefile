@@ -40,9 +40,14 @@ test-notebooks: $(STAMP)
 test-ui: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider tests/ui -m ui
 
-# On a CUDA machine: unit tests including the GPU-only sizes (see README, "Running on a GPU").
+# On a CUDA machine, with its own CUDA torch (no .venv): unit tests including the GPU-only sizes, then nbval
+# over the solutions. Needs triton 3.6.0 and, for nbval, the Jupyter packages (README, "Running on a GPU").
+GPU_PYTHON ?= python3
 test-gpu:
-	python3 -m pytest tests -m "gpu or not gpu" -x -q
+	PYTHONPATH=$(CURDIR)/code:$$PYTHONPATH $(GPU_PYTHON) -m pytest -p no:cacheprovider tests --ignore=tests/ui \
+	  -m "gpu or not gpu" -n 8 --dist loadscope
+	PYTHONPATH=$(CURDIR)/code:$$PYTHONPATH $(GPU_PYTHON) -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
+	  --nbval-sanitize-with tests/nbval_sanitize.cfg -n 8 --dist loadscope solutions/
 
 notebooks: $(STAMP)
 	$(BIN)/softmax-lab build
