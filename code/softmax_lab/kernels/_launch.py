@@ -40,6 +40,17 @@ def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out") -> 
     return out
 
 
+def prepare(x: torch.Tensor, out: torch.Tensor | None, max_cols: int | None = None, kernel: str = "",
+            instead: str = "") -> tuple[torch.Tensor, torch.Tensor]:
+    """What every launcher does first: check ``x`` (and its row length against ``max_cols``), make its rows
+    contiguous, and get the output. Returns ``(x, y)``."""
+    check_input(x)
+    if max_cols is not None:
+        check_row_length(x.shape[1], max_cols, kernel, instead)
+    x = rows_view(x)
+    return x, output_for(x, out)
+
+
 def check_row_length(n_cols: int, max_cols: int, kernel: str, instead: str) -> None:
     if n_cols > max_cols:
         raise ValueError(f"{kernel} supports rows of up to {max_cols} elements, got {n_cols}; use {instead}")

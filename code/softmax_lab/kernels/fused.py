@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, check_row_length, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
+from ._launch import prepare, default_num_warps, next_power_of_2
 
 MAX_COLS = 65536
 
@@ -37,11 +37,8 @@ def fused_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int |
                   num_warps: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, one program per row. Knobs: ``BLOCK`` (power of two >= row
     length), ``num_warps`` (threads per program / 32)."""
-    check_input(x)
+    x, y = prepare(x, out, MAX_COLS, "fused_softmax", "online_softmax or split_row_softmax")
     n_rows, n_cols = x.shape
-    check_row_length(n_cols, MAX_COLS, "fused_softmax", "online_softmax or split_row_softmax")
-    x = rows_view(x)
-    y = output_for(x, out)
     if x.numel() == 0:
         return y
     BLOCK = BLOCK or next_power_of_2(n_cols)

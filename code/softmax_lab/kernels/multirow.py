@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, check_row_length, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
+from ._launch import prepare, default_num_warps, cdiv, next_power_of_2
 
 MAX_COLS = 65536
 TILE = 4096  # default elements per program: ROWS = TILE // BLOCK
@@ -39,11 +39,8 @@ def multirow_softmax(x: torch.Tensor, out: torch.Tensor | None = None, ROWS: int
                      BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, ``ROWS`` rows per program (a power of two; default
     ``TILE // BLOCK``). Knobs: ``ROWS``, ``BLOCK`` (power of two >= row length), ``num_warps``."""
-    check_input(x)
+    x, y = prepare(x, out, MAX_COLS, "multirow_softmax", "online_softmax or split_row_softmax")
     n_rows, n_cols = x.shape
-    check_row_length(n_cols, MAX_COLS, "multirow_softmax", "online_softmax or split_row_softmax")
-    x = rows_view(x)
-    y = output_for(x, out)
     if x.numel() == 0:
         return y
     BLOCK = BLOCK or next_power_of_2(n_cols)

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, check_row_length, output_for, rows_view, cdiv, next_power_of_2
+from ._launch import prepare, next_power_of_2
 
 MAX_COLS = 16384
 
@@ -45,11 +45,8 @@ def naive_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
 def naive_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
                   num_warps: int = 4) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` with one program per element. ``BLOCK``: tile of the row walks."""
-    check_input(x)
+    x, y = prepare(x, out, MAX_COLS, "naive_softmax", "fused_softmax or online_softmax")
     n_rows, n_cols = x.shape
-    check_row_length(n_cols, MAX_COLS, "naive_softmax", "fused_softmax or online_softmax")
-    x = rows_view(x)
-    y = output_for(x, out)
     if x.numel() == 0:
         return y
     BLOCK = BLOCK or min(next_power_of_2(n_cols), 1024)

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
+from ._launch import prepare, default_num_warps, cdiv, next_power_of_2
 
 
 @triton.jit
@@ -60,10 +60,8 @@ def online_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int 
                    num_warps: int | None = None, programs: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` for rows of any length. Knobs: ``BLOCK`` (tile, power of two),
     ``num_warps``, ``programs`` (how many programs share the rows; default one per row)."""
-    check_input(x)
+    x, y = prepare(x, out)
     n_rows, n_cols = x.shape
-    x = rows_view(x)
-    y = output_for(x, out)
     if x.numel() == 0:
         return y
     BLOCK = BLOCK or min(next_power_of_2(n_cols), 4096)

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, output_for, rows_view
+from ._launch import prepare
 
 
 @triton.jit
@@ -35,10 +35,8 @@ def row_serial_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_
 
 def row_serial_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps: int = 1) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, one program per row, one element at a time."""
-    check_input(x)
+    x, y = prepare(x, out)
     n_rows, n_cols = x.shape
-    x = rows_view(x)
-    y = output_for(x, out)
     if x.numel() == 0:
         return y
     row_serial_softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, num_warps=num_warps)

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
+from ._launch import prepare, default_num_warps, cdiv, next_power_of_2
 
 
 @triton.jit
@@ -70,10 +70,8 @@ def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: 
     fill the GPU, about 4 per multiprocessor). Knobs: ``chunks``, ``BLOCK`` (tile), ``num_warps``, and
     ``rows_per_launch``: do the two launches for this many rows at a time (default: all rows), so that launch 2
     can find the rows launch 1 just read in the L2 cache."""
-    check_input(x)
+    x, y = prepare(x, out)
     n_rows, n_cols = x.shape
-    x = rows_view(x)
-    y = output_for(x, out)
     if x.numel() == 0:
         return y
     BLOCK = BLOCK or min(next_power_of_2(n_cols), 4096)

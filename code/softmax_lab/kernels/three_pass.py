@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, output_for, rows_view, cdiv, next_power_of_2
+from ._launch import prepare, next_power_of_2
 
 
 @triton.jit
@@ -62,10 +62,8 @@ def three_pass_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: 
                        num_warps: int | None = None, return_buffer: bool = False):
     """Softmax over the last dim of 2-D ``x`` in three launches. With ``return_buffer=True`` returns
     ``(y, buffer)`` so you can look at the float32 exponentials buffer (``buffer.nbytes``)."""
-    check_input(x)
+    x, y = prepare(x, out)
     n_rows, n_cols = x.shape
-    x = rows_view(x)
-    y = output_for(x, out)
     buf = torch.empty((n_rows, n_cols), dtype=torch.float32, device=x.device)
     if x.numel() > 0:
         row_max = torch.empty(n_rows, dtype=torch.float32, device=x.device)
