@@ -48,15 +48,19 @@ def index_of(nb, prefix, ident):
     return next(k for k, c in enumerate(nb.cells) if tag_value(c, prefix) == ident)
 
 
-def pasted(path=CH90):
-    """The learner notebook with the solutions pasted into its exercise cells."""
-    nb, sol = blank(path), solution(path)
+def paste_solutions(nb, sol):
+    """Copy each exercise and answer cell's source from the solution ``sol`` into the learner ``nb``."""
     for cell in nb.cells:
         for prefix in ("exercise:", "answer:"):
             ident = tag_value(cell, prefix)
             if ident:
                 cell.source = sol.cells[index_of(sol, prefix, ident)].source
     return nb
+
+
+def pasted(path=CH90):
+    """The learner notebook with the solutions pasted into its exercise cells."""
+    return paste_solutions(blank(path), solution(path))
 
 
 def set_exercise(nb, ident, source):
@@ -392,13 +396,7 @@ def real_pair(name):
 
 def real_pasted(name):
     sol_path, learner_path = real_pair(name)
-    nb, sol = nbformat.read(str(learner_path), as_version=4), solution(sol_path)
-    for cell in nb.cells:
-        for prefix in ("exercise:", "answer:"):
-            ident = tag_value(cell, prefix)
-            if ident:
-                cell.source = sol.cells[index_of(sol, prefix, ident)].source
-    return nb
+    return paste_solutions(nbformat.read(str(learner_path), as_version=4), solution(sol_path))
 
 
 def real_pitfall(name):
