@@ -32,9 +32,10 @@ OVERFLOW = ("exp overflowed to inf (inf/inf = NaN): subtract the row max before 
 UNDERFLOW = ("every exp underflowed to 0 (0/0 = NaN): subtract the row max before exp, "
              "in the numerator and in the denominator")
 PAD_ZERO = ("row of all negative numbers: max became 0 - did you pad with 0 instead of -inf? The padding lanes "
-            "then add exp(0 - max) to the sum: load with mask=cols < n_cols, other=float('-inf')")
+            "then add exp(0 - max) to the sum: load with mask=cols < n_cols, other=float('-inf') "
+            "(a masked load without other= is not -inf)")
 PAD_ZERO_ANY = ("the padding lanes read 0 instead of -inf, so each added exp(0 - max) to the sum: "
-                "load with mask=cols < n_cols, other=float('-inf')")
+                "load with mask=cols < n_cols, other=float('-inf') (a masked load without other= is not -inf)")
 UNMASKED_LOAD = ("lanes past the end of the row read the next row's values: mask the load "
                  "(mask=cols < n_cols, other=float('-inf'))")
 UNMASKED_STORE = "the kernel wrote past the end of the last row: mask the store (mask=cols < n_cols)"

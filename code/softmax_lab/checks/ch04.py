@@ -57,8 +57,16 @@ def _traffic_problem(formula, kernel_name: str, rows: int, cols: int) -> str:
         parts.append(f"loads: you said {got[0]}, the kernels loaded {want[0]}")
     if got[1] != want[1]:
         parts.append(f"stores: you said {got[1]}, the kernels stored {want[1]}")
-    hint = (" (count the per-row max and sum too: each is one element stored and loaded again)"
-            if kernel_name == "three_pass" else "")
+    wrong = [(g, w) for g, w in zip(got, want) if g != w]
+    if all(g == 4 * w for g, w in wrong):
+        hint = " (that is 4x too many: count elements, not bytes)"
+    elif kernel_name == "three_pass":
+        hint = " (count the per-row max and sum too: each is one element stored and loaded again)"
+    elif any(g > w for g, w in wrong):
+        hint = (" (masked-off padding lanes are not counted, and max, exponentials and sum stay in registers: "
+                "the fused kernel loads each x once and stores each y once)")
+    else:
+        hint = ""
     return "; ".join(parts) + hint
 
 

@@ -31,7 +31,7 @@ NEG_INF = float("-inf")
 RESCALE = ("forgot to rescale l by exp(m - m_new): the old sum was counted against the old max, so when a "
            "later tile raises the max it must shrink")
 INF_TILE = ("a tile of all -inf gives m_new = -inf and exp(-inf - (-inf)) = NaN: while the max is still -inf, "
-            "shift by 0 instead (tl.where(m_new == -inf, 0.0, m_new))")
+            "shift by 0 instead (Python: 0.0 if m_new == -inf else m_new; Triton: tl.where(m_new == -inf, 0.0, m_new))")
 BAD_MAX = "m must be the largest value seen so far: m_new = max(m, max(tile))"
 
 

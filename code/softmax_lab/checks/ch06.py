@@ -49,10 +49,12 @@ def attention_mask(B: int, S: int, causal: bool = True, left_pad=None, shift: in
 
 
 def _ulp_problem(y: torch.Tensor, ref: torch.Tensor) -> bool:
-    """True when a float16 result is off by more than one fp16 ulp anywhere (fp32 math rounds once: <= 1 ulp)."""
+    """True when a float16 result is off by more than one fp16 ulp anywhere (fp32 math rounds once: <= 1/2 ulp).
+
+    One ulp at ``ref`` is 2**(floor(log2|ref|) - 10), and never less than fp16's subnormal spacing 2**-24."""
     err = (y.to(torch.float64).cpu() - ref.cpu()).abs()
-    bound = ref.cpu().abs() * 2.0 ** -10 + 2.0 ** -24
-    return bool((err > bound).any())
+    ulp = torch.exp2(torch.floor(torch.log2(ref.cpu().abs())) - 10).clamp(min=2.0 ** -24)
+    return bool((err > ulp).any())
 
 
 def masked_problem(fn, scores: torch.Tensor, causal: bool, left_pad, strict_fp16: bool = False) -> str:

@@ -56,8 +56,14 @@ def _bytes_problem(bytes_moved, M, N, dtype) -> str:
         return ""
     ratio = got / want
     if math.isclose(ratio, 0.5):
-        return f"bytes_moved = {got}, expected {want}: you counted only the reads - each element is also written once"
-    if math.isclose(ratio, 1.5) or math.isclose(ratio, 2.0) and dtype != torch.float32:
+        also = (" (or you took 2 bytes per element: a float32 element is 4 bytes, x.element_size())"
+                if dtype == torch.float32 else "")
+        return (f"bytes_moved = {got}, expected {want}: you counted only the reads - each element is also written "
+                f"once{also}")
+    if math.isclose(ratio, 1.5):
+        return (f"bytes_moved = {got}, expected {want}: that is three passes over the tensor; the minimum is one "
+                "read and one write per element")
+    if math.isclose(ratio, 2.0) and dtype != torch.float32:
         size = torch.tensor([], dtype=dtype).element_size()
         return (f"bytes_moved = {got}, expected {want}: a {str(dtype).replace('torch.', '')} element is {size} "
                 "bytes (x.element_size())")

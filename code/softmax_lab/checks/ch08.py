@@ -32,6 +32,10 @@ MISTAKES = [
 ]
 
 
+PADDING = ("padding lanes must load as 0.0 (other=0.0), not -inf as in the forward: -inf * 0 = NaN and "
+           "-inf * -inf = inf poison the dot product sum(dy * y)")
+
+
 def backward_problem(fn, y: torch.Tensor, dy: torch.Tensor, pitfall: str = "") -> str:
     """'' when ``fn(y, dy, out)`` matches the float64 reference, else a plain-words reason."""
     out = poisoned_like(y)
@@ -43,8 +47,12 @@ def backward_problem(fn, y: torch.Tensor, dy: torch.Tensor, pitfall: str = "") -
     if dx.dtype != y.dtype:
         return f"output dtype {dx.dtype} != input dtype {y.dtype} (store in the input's dtype)"
     dx64 = dx.to(torch.float64).cpu()
-    if bool(torch.isnan(dx64).any()):
-        return f"{int(torch.isnan(dx64).sum())} output value(s) are NaN (still poisoned: not stored?)"
+    bad = int((~torch.isfinite(dx64)).sum())
+    if bad:
+        n_cols = y.shape[-1]
+        if n_cols & (n_cols - 1):  # not a power of two: the block has padding lanes
+            return (f"{bad} output value(s) are NaN or inf - {PADDING}, or they were never stored")
+        return f"{bad} output value(s) are NaN or inf (still poisoned: not stored?)"
     y64, dy64 = y.to(torch.float64).cpu(), dy.to(torch.float64).cpu()
     ref = softmax_backward_ref(y64, dy64)
     atol, rtol = TOLERANCES[y.dtype]
@@ -65,7 +73,8 @@ def _softmax_of(x: torch.Tensor) -> torch.Tensor:
 def _cases(seed: int = 80):
     """(name, y, dy, pitfall): y is a real softmax output, dy a fresh random upstream gradient."""
     d = DEVICE
-    mask_hint = "a row length that is not a multiple of the block: mask loads (other=0) and stores"
+    mask_hint = ("a row shorter than its power-of-two block: mask the loads (other=0.0, so padding adds nothing "
+                 "to sum(dy * y)) and the store")
     for i, (M, N) in enumerate([(1, 1), (2, 31), (3, 32), (4, 33), (2, 255), (3, 257)]):
         y = _softmax_of(randn((M, N), device=d, seed=seed + i))
         yield f"random {M}x{N}", y, randn((M, N), device=d, seed=seed + 50 + i), mask_hint
