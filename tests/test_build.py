@@ -220,3 +220,17 @@ def test_learner_exercise_cells_still_compile(path):
             assert "### BEGIN SOLUTION" not in cell.source
             assert "NotImplementedError" in cell.source
             compile(cell.source, f"{path.name}:{cell.id}", "exec")
+
+
+def test_merge_streams_joins_print_chunks_like_nbval():
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from softmax_lab.build import merge_streams
+
+    cell = new_code_cell("for i in range(3): print(i)")
+    cell.outputs = [new_output("stream", name="stdout", text="0\n"), new_output("stream", name="stdout", text="1\n"),
+                    new_output("stream", name="stderr", text="warn\n"), new_output("stream", name="stdout", text="2\n")]
+    nb = new_notebook(cells=[cell])
+    merge_streams(nb)
+    assert [(o.name, o.text) for o in nb.cells[0].outputs] == [("stdout", "0\n1\n"), ("stderr", "warn\n"),
+                                                               ("stdout", "2\n")]

@@ -283,6 +283,22 @@ def stable_widget_state(nb, salt: str) -> None:
                 out["data"][WIDGET_VIEW] = rename(out["data"][WIDGET_VIEW])
 
 
+def merge_streams(nb) -> None:
+    """Join consecutive stdout (or stderr) chunks of each cell, as nbval does before comparing: how a print loop
+    is split into chunks depends on timing, and the stored file should not."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        merged = []
+        for out in cell.get("outputs", []):
+            if (out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                    and merged[-1].get("name") == out.get("name")):
+                merged[-1]["text"] += out["text"]
+            else:
+                merged.append(out)
+        cell.outputs = merged
+
+
 def execute(path: Path, timeout: int = 300, log=print) -> None:
     """Re-run one solution notebook in place with the course kernel and store its outputs deterministically."""
     from nbclient import NotebookClient
@@ -299,6 +315,7 @@ def execute(path: Path, timeout: int = 300, log=print) -> None:
         for key in TRANSIENT_METADATA:
             cell.metadata.pop(key, None)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    merge_streams(nb)
     stable_widget_state(nb, path.stem)
     path.write_text(dumps(nb), encoding="utf-8")
     log(f"executed solutions/{path.name}")
