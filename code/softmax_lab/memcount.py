@@ -73,6 +73,14 @@ class MemoryCount:
                 f"in {self.launches} launch(es) of {self.programs} program(s)")
 
 
+def _active(ptrs, mask):
+    """The addresses a masked load/store really touches (mask true), how many, and how many bytes."""
+    active = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data))
+    addresses = np.asarray(ptrs.data)[active].astype(np.uint64)
+    n = int(addresses.size)
+    return addresses, n, n * max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+
+
 class _Recorder:
     """Wraps the interpreter's masked load/store while a count is running."""
 
@@ -91,12 +99,10 @@ class _Recorder:
 
     def load(self, original):
         def create_masked_load(ptrs, mask, other, *rest):
-            active = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data))
-            addresses = np.asarray(ptrs.data)[active].astype(np.uint64)
-            n = int(addresses.size)
+            addresses, n, nbytes = _active(ptrs, mask)
             c = self.count
             c.loads += n
-            c.load_bytes += n * max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+            c.load_bytes += nbytes
             c.load_ops += 1
             c._loaded_addresses.append(addresses)
             builder = _interp.interpreter_builder
@@ -113,12 +119,10 @@ class _Recorder:
 
     def store(self, original):
         def create_masked_store(ptrs, value, mask, *rest):
-            active = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data))
-            addresses = np.asarray(ptrs.data)[active].astype(np.uint64)
-            n = int(addresses.size)
+            addresses, n, nbytes = _active(ptrs, mask)
             c = self.count
             c.stores += n
-            c.store_bytes += n * max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+            c.store_bytes += nbytes
             c.store_ops += 1
             for name, k in self.owner(addresses).items():
                 c.stores_of[name] = c.stores_of.get(name, 0) + k
