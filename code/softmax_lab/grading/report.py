@@ -56,13 +56,18 @@ def read_gradebook(path: Path) -> list[dict]:
         return list(reader)
 
 
-def gradebook_text(rows: list[dict]) -> str:
+def csv_text(rows: list[dict], columns: list[str]) -> str:
+    """``rows`` as CSV text with exactly ``columns`` (missing values empty)."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: r.get(k, "") for k in COLUMNS})
+        w.writerow({k: r.get(k, "") for k in columns})
     return buf.getvalue()
+
+
+def gradebook_text(rows: list[dict]) -> str:
+    return csv_text(rows, COLUMNS)
 
 
 def state_path(gradebook: Path) -> Path:
@@ -148,12 +153,7 @@ MANUAL_COLUMNS = ["submission", "chapter", "question", "points", "max_points", "
 
 def manual_csv(entries: list[dict]) -> str:
     """One row per (submission, question), points left empty for the instructor to fill in."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=MANUAL_COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for e in entries:
-        w.writerow({k: e.get(k, "") for k in MANUAL_COLUMNS})
-    return buf.getvalue()
+    return csv_text(entries, MANUAL_COLUMNS)
 
 
 def manual_markdown(entries: list[dict], chapters: dict[str, Chapter], sheet: str = "the manual-grading CSV") -> str:
