@@ -120,3 +120,13 @@ class PaddingExplorer(widgets.VBox):
             rows.append(f"<tr><th style='text-align:left'>{html.escape(name)}</th>{''.join(cells)}</tr>")
         self.view.value = ("<table class='softmax-lab-padding-table'>" + "".join(rows) + "</table>"
                            "<small>red: padding lanes (never stored, but they take part in max and sum)</small>")
+
+
+def padding_stepper(row, block: int = 4, pad: float = float("-inf"), title: str = "") -> Stepper:
+    """A Stepper through ``padding_trace``: what one program computes for ``row``, one step at a time."""
+    steps = []
+    for name, values in padding_trace(row, block, pad):
+        shown = _fmt(values[0]) if len(values) == 1 else "[" + ", ".join(_fmt(v) for v in values) + "]"
+        steps.append((name, f"{name} = {shown}"))
+    shown_row = "[" + ", ".join(_fmt(v) for v in row) + "]"
+    return Stepper(steps, title=title or f"{shown_row} in a block of {block}, padding lanes read {_fmt(pad)}")

@@ -29,8 +29,10 @@ RUN_ALL_TIMEOUT = 150  # s; each chapter runs in well under a minute on 2 cores 
 # Texts are compared after `squash`: whitespace collapsed, "2.0" read as "2".
 CHAPTERS = {
     "01": {"steps": [("m = max(x) = 1002", "x - m = [-2, -1, 0]")]},
-    "02": {"padding": {"-inf": {"max": "-1000"},
-                       "0": {"max": "0", "output (stored lanes only)": "0 0 0"}}},
+    "02": {"steps": [("max = 0", "x - max = [-1002, -1001, -1000, 0]"),
+                     ("exp(x - max) = [0, 0, 0, 1]", "sum = 1")],
+           "padding": {"-inf": {"max": "-1000"},
+                             "0": {"max": "0", "output (stored lanes only)": "0 0 0"}}},
     "05": {"steps": [("l = 1.368", "= 1.553")]},
 }
 LEARNER_CHAPTER = os.environ.get("SOFTMAX_LAB_UI_LEARNER", "02")  # the learner notebook to fill in
