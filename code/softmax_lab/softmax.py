@@ -19,7 +19,7 @@ import torch
 from .device import DEVICE
 from .kernels import (SoftmaxFunction, fused_softmax, masked_softmax, multirow_softmax, online_softmax,
                       split_row_softmax)
-from .kernels._launch import FLOAT_DTYPES
+from .kernels._launch import FLOAT_DTYPES, num_sms
 
 # The tuning table, from sweeps on an H200 (results/README.md): for each element size in bytes, the first
 # row whose max row length fits gives (kernel, knobs). ROWS is rows per program; None means "one row each".
@@ -42,17 +42,13 @@ LAUNCHERS = {"multirow": multirow_softmax, "fused": fused_softmax, "online": onl
              "split_row": split_row_softmax}
 
 
-def _num_sms() -> int:
-    return torch.cuda.get_device_properties(DEVICE).multi_processor_count if DEVICE.type == "cuda" else 4
-
-
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     """(kernel name, launcher, keyword knobs) the dispatcher uses for a [n_rows, n_cols] input."""
     size = 2 if dtype in (torch.float16, torch.bfloat16) else 4
     for max_cols, name, knobs in TABLE[size]:
         if n_cols <= max_cols:
             return name, LAUNCHERS[name], dict(knobs)
-    sms = _num_sms()
+    sms = num_sms(DEVICE)
     if n_rows >= ONLINE_MIN_ROWS_PER_SM * sms:
         return "online", online_softmax, dict(BLOCK=16384 if n_cols <= 131072 else 8192, num_warps=32)
     chunks = -(-SPLIT_PROGRAMS_PER_SM * sms // n_rows)

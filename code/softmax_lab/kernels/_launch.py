@@ -56,6 +56,13 @@ def check_row_length(n_cols: int, max_cols: int, kernel: str, instead: str) -> N
         raise ValueError(f"{kernel} supports rows of up to {max_cols} elements, got {n_cols}; use {instead}")
 
 
+def num_sms(device: torch.device) -> int:
+    """Multiprocessors of the GPU (programs run on these); 4 in the CPU interpreter, to keep grids small."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
 def default_num_warps(block: int) -> int:
     """More warps for wider blocks: roughly 8-16 elements per thread."""
     if block <= 1024:

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
+from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2, num_sms
 
 MAX_TILE_COLS = 16384
 
@@ -91,7 +91,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
         return dx
     BLOCK = BLOCK or 8192
     if chunks is None:  # about one program per multiprocessor (H200 sweep: results/README.md)
-        sms = torch.cuda.get_device_properties(y.device).multi_processor_count if y.is_cuda else 4
+        sms = num_sms(y.device)
         chunks = cdiv(sms, n_rows)
     chunks = max(1, min(chunks, cdiv(n_cols, BLOCK)))
     chunk_size = cdiv(cdiv(n_cols, chunks), BLOCK) * BLOCK  # whole tiles per chunk

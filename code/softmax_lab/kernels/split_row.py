@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import prepare, default_num_warps, cdiv, next_power_of_2
+from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, num_sms
 
 
 @triton.jit
@@ -77,7 +77,7 @@ def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: 
     BLOCK = BLOCK or min(next_power_of_2(n_cols), 4096)
     rows_per_launch = min(rows_per_launch or n_rows, n_rows)
     if chunks is None:
-        chunks = cdiv(4 * _num_sms(x.device), rows_per_launch)
+        chunks = cdiv(4 * num_sms(x.device), rows_per_launch)
     # Whole tiles per chunk, and no more chunks than tiles.
     chunks = max(1, min(chunks, cdiv(n_cols, BLOCK)))
     chunk_size = cdiv(cdiv(n_cols, chunks), BLOCK) * BLOCK
@@ -93,9 +93,3 @@ def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: 
         chunk_normalize_kernel[grid](ys, xs, m, l, xs.stride(0), ys.stride(0), n_cols, chunk_size, chunks,
                                      BLOCK=BLOCK, CHUNKS=next_power_of_2(chunks), num_warps=num_warps)
     return y
-
-
-def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # the CPU interpreter: keep the chunk count small
