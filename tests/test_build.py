@@ -88,7 +88,7 @@ def test_unbalanced_markers_are_errors(src):
 def test_blank_exercise_still_defines_its_names_and_raises_not_implemented():
     nb = build.learner_notebook(exercise_nb())
     ns: dict = {}
-    exec(nb.cells[1].source, ns)
+    exec(nb.cells[2].source, ns)  # cell 0 is the bootstrap cell
     with pytest.raises(NotImplementedError, match="ch99-add"):
         ns["add_one"](1)
 
@@ -101,6 +101,8 @@ def test_learner_notebook_drops_rubric_clears_outputs_keeps_ids_tags_metadata():
     before = copy.deepcopy(sol)
     nb = build.learner_notebook(sol)
     assert sol == before, "the solution notebook must not be modified"
+    assert nb.cells[0].id == build.BOOTSTRAP_ID and "find_spec(\"softmax_lab\")" in nb.cells[0].source
+    nb.cells = nb.cells[1:]
     assert [c.id for c in nb.cells] == [c.id for c in sol.cells[:5]]
     assert [c.metadata.get("tags") for c in nb.cells] == [c.metadata.get("tags") for c in sol.cells[:5]]
     assert not any(build.tag_value(c, "rubric:") for c in nb.cells)
@@ -109,8 +111,68 @@ def test_learner_notebook_drops_rubric_clears_outputs_keeps_ids_tags_metadata():
             assert c.outputs == [] and c.execution_count is None
         assert "execution" not in c.metadata
     assert nb.cells[4].source == "YOUR ANSWER HERE"
+    learner_sha = nb.metadata["softmax_lab"].pop("learner_sha")
     assert nb.metadata["softmax_lab"] == sol.metadata["softmax_lab"]
     assert nb.metadata["kernelspec"] == build.KERNELSPEC
+    assert learner_sha == build.sources_sha(build.learner_notebook(sol))
+
+
+def _built(tmp_path):
+    sol, out = tmp_path / "solutions", tmp_path / "notebooks"
+    sol.mkdir()
+    nbformat.write(exercise_nb(), str(sol / "99_test.ipynb"))
+    build.build(sol, out, log=lambda *_: None)
+    return sol, out
+
+
+def _edit_answer(path):
+    nb = nbformat.read(str(path), as_version=4)
+    k = next(i for i, c in enumerate(nb.cells) if "NotImplementedError" in c.source)
+    nb.cells[k].source = nb.cells[k].source.replace(
+        'raise NotImplementedError("exercise ch99-add: replace this line with your code")', "return x + 1  # mine")
+    nb.cells[k].outputs = [nbformat.v4.new_output("stream", text="ran\n")]
+    nbformat.write(nb, str(path))
+    return path.read_text()
+
+
+def test_build_never_overwrites_an_edited_learner_notebook(tmp_path, capsys):
+    sol, out = _built(tmp_path)
+    mine = _edit_answer(out / "99_test.ipynb")
+    # the solution changes, so the build wants to rewrite the learner notebook
+    nb = nbformat.read(str(sol / "99_test.ipynb"), as_version=4)
+    nb.cells[0].source += "\nimport math"
+    nbformat.write(nb, str(sol / "99_test.ipynb"))
+    with pytest.raises(build.EditedNotebooks) as err:
+        build.build(sol, out, log=lambda *_: None)
+    assert err.value.names == ["99_test.ipynb"] and "workspace/" in str(err.value) and "--force" in str(err.value)
+    assert (out / "99_test.ipynb").read_text() == mine
+    args = ["--solutions", str(sol), "--out", str(out)]
+    assert build.main(args) == 2 and "99_test.ipynb" in capsys.readouterr().err
+    assert (out / "99_test.ipynb").read_text() == mine
+    lines = []
+    assert build.build(sol, out, check=True, log=lines.append) == ["99_test.ipynb"]
+    assert lines == ["stale: notebooks/99_test.ipynb (edited by hand)"]
+    assert build.main(args + ["--force"]) == 0
+    assert "# mine" not in (out / "99_test.ipynb").read_text()
+
+
+def test_only_outputs_or_reformatting_do_not_count_as_edits(tmp_path):
+    sol, out = _built(tmp_path)
+    nb = nbformat.read(str(out / "99_test.ipynb"), as_version=4)
+    nb.metadata["language_info"] = {"name": "python"}  # what Jupyter adds on save
+    nbformat.write(nb, str(out / "99_test.ipynb"))
+    assert not build.edited_by_hand((out / "99_test.ipynb").read_text())
+    assert build.edited_by_hand("{not json")
+    assert build.edited_by_hand(_edit_answer(out / "99_test.ipynb"))
+
+
+def test_stale_message_tells_authors_what_to_do_and_learners_not_to_worry(tmp_path, capsys):
+    sol, out = tmp_path / "solutions", tmp_path / "notebooks"
+    sol.mkdir()
+    nbformat.write(exercise_nb(), str(sol / "99_test.ipynb"))
+    assert build.main(["--solutions", str(sol), "--out", str(out), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "Authors: run `make notebooks`" in err and "Learners: nothing to do" in err
 
 
 def test_validate_flags_broken_conventions():

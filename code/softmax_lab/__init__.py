@@ -16,6 +16,19 @@ def doctor(verbose: bool = True) -> bool:
     return run_doctor(verbose=verbose)
 
 
+def check(*notebooks: str) -> bool:
+    """``softmax-lab check`` from Python: grade your own saved notebook(s) against the course's solutions, print
+    each exercise's verdict, and return True when every exercise passes. Save the notebook first (Ctrl+S)::
+
+        softmax_lab.check("01_scores_to_probabilities.ipynb")
+    """
+    if not notebooks:
+        raise TypeError('name the notebook to check, e.g. softmax_lab.check("01_scores_to_probabilities.ipynb")')
+    from .grade import check_main
+
+    return check_main([str(n) for n in notebooks]) == 0
+
+
 def __getattr__(name):
     # Heavier pieces load on first use so that `import softmax_lab` stays quick.
     if name == "softmax":

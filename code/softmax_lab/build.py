@@ -2,6 +2,7 @@
 
     softmax-lab build                  # solutions/*.ipynb -> notebooks/*.ipynb (only files that changed)
     softmax-lab build --check          # exit 1 if notebooks/ is stale (CI and tests use this)
+    softmax-lab build --force          # also overwrite learner notebooks that were edited by hand
     softmax-lab build --execute        # first re-run solutions/ in place (kernel softmax-lab), then build
     softmax-lab build 04_three_kernels_to_one.ipynb   # just these chapters (file names or paths)
 
@@ -10,9 +11,13 @@ What a learner notebook is (docs/authoring.md has the conventions):
 * every ``### BEGIN SOLUTION`` .. ``### END SOLUTION`` region becomes its ``# HINT:`` lines plus
   ``raise NotImplementedError(...)`` at the marker's indentation (in markdown: ``YOUR ANSWER HERE``);
 * cells tagged ``rubric:<id>`` are dropped (they are for instructors);
-* outputs and execution counts are cleared; cell ids, tags, metadata and notebook metadata are kept.
+* outputs and execution counts are cleared; cell ids, tags, metadata and notebook metadata are kept;
+* a first cell installs the course when ``softmax_lab`` is missing (hosted notebooks; a no-op under ``make lab``);
+* ``softmax_lab.learner_sha`` in the notebook metadata fingerprints the generated cells, so the build can tell a
+  notebook it wrote from one somebody edited: it never overwrites an edited one without ``--force``.
 
-The output is a pure function of the solution notebook, so ``--check`` compares text byte for byte.
+Learners do not work in notebooks/: ``make lab`` copies it to workspace/ (``softmax_lab.lab``), which nothing here
+touches. The output is a pure function of the solution notebook, so ``--check`` compares text byte for byte.
 """
 from __future__ import annotations
 
@@ -38,6 +43,23 @@ NB_VERSION = 4
 EXERCISE, CHECK, POINTS, QUESTION, ANSWER, RUBRIC = "exercise:", "check:", "points:", "question:", "answer:", "rubric:"
 # Transient cell metadata that nbclient/Jupyter write and that must not reach learners or diffs.
 TRANSIENT_METADATA = ("execution", "ExecuteTime")
+
+
+# The first cell of every learner notebook. Under `make lab` softmax_lab is installed and the cell does nothing;
+# on a hosted notebook service (Colab, Kaggle, ...) it installs the course beside the service's own torch.
+BOOTSTRAP_ID = "softmax-lab-bootstrap"
+BOOTSTRAP = """\
+# Running on a hosted notebook (Colab, Kaggle, ...)? This cell installs the course there; with `make lab` it does
+# nothing. SOFTMAX_LAB_SOURCE: where to install it from (a git URL or a folder); the service's torch is kept.
+import importlib.util, os, subprocess, sys
+if importlib.util.find_spec("softmax_lab") is None:
+    source = os.environ.get("SOFTMAX_LAB_SOURCE", "{source}")
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps", source])
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", {pins}])"""
+# The course's public source; override per class with SOFTMAX_LAB_SOURCE (docs/authoring.md, "Hosted notebooks").
+COURSE_SOURCE = "git+https://github.com/softmax-lab/softmax-lab.git"
+# What a hosted service lacks: everything pinned except torch (kept) and the JupyterLab application itself.
+HOSTED_SKIP = ("torch", "jupyterlab", "ipykernel")
 
 
 class BuildError(Exception):
@@ -155,10 +177,43 @@ def exercise_ids(nb) -> list[str]:
     return [tag_value(c, EXERCISE) for c in nb.cells if tag_value(c, EXERCISE) is not None]
 
 
+def hosted_pins(pyproject: Path | None = None) -> list[str]:
+    """The pins the bootstrap cell installs on a hosted service (from pyproject.toml's dependencies)."""
+    import tomllib
+
+    path = pyproject or Path(__file__).resolve().parents[2] / "pyproject.toml"
+    deps = tomllib.loads(path.read_text(encoding="utf-8"))["project"]["dependencies"]
+    return [d for d in deps if d.split("==")[0].strip().lower() not in HOSTED_SKIP]
+
+
+def bootstrap_cell():
+    pins = ", ".join(repr(p) for p in hosted_pins())
+    cell = nbformat.v4.new_code_cell(BOOTSTRAP.format(source=COURSE_SOURCE, pins=pins))
+    cell.id = BOOTSTRAP_ID
+    cell.metadata["tags"] = ["bootstrap"]
+    return cell
+
+
+def sources_sha(nb) -> str:
+    """Fingerprint of a notebook's cells (type and source): what a learner's edit changes."""
+    cells = [[c.get("cell_type"), c.get("source", "")] for c in nb.get("cells", [])]
+    return hashlib.sha256(json.dumps(cells, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def edited_by_hand(text: str) -> bool:
+    """True when a learner notebook's cells are not the ones the build wrote (or it does not parse)."""
+    try:
+        nb = nbformat.reads(text, as_version=NB_VERSION)
+    except Exception:  # noqa: BLE001  (a notebook that does not parse may be somebody's broken work: keep it)
+        return True
+    recorded = nb.metadata.get("softmax_lab", {}).get("learner_sha")
+    return recorded != sources_sha(nb)
+
+
 def learner_notebook(nb):
     """The learner version of a solution notebook (a new object; ``nb`` is not modified)."""
     out = copy.deepcopy(nb)
-    cells = []
+    cells = [bootstrap_cell()]
     for cell in out.cells:
         if tag_value(cell, RUBRIC) is not None:
             continue
@@ -172,6 +227,7 @@ def learner_notebook(nb):
         cells.append(cell)
     out.cells = cells
     out.metadata.pop("widgets", None)  # saved widget state belongs to the executed solutions only
+    out.metadata.setdefault("softmax_lab", {})["learner_sha"] = sources_sha(out)
     return out
 
 
@@ -196,11 +252,24 @@ def solution_paths(solutions: Path, only: list[str] | None = None) -> list[Path]
     return paths
 
 
+class EditedNotebooks(BuildError):
+    """Learner notebooks that were edited by hand; the build would overwrite them."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        super().__init__(
+            "these learner notebooks were edited by hand and would be overwritten: " + ", ".join(names)
+            + ". Learners: your work belongs in workspace/ (`softmax-lab workspace` copies these edited files there). "
+            "Authors: change solutions/ instead, or pass --force to overwrite.")
+
+
 def build(solutions: Path, notebooks: Path, only: list[str] | None = None, check: bool = False,
-          log=print) -> list[str]:
+          log=print, force: bool = False) -> list[str]:
     """Write (or with ``check``, only compare) learner notebooks. Returns the stale/written file names.
 
     With ``check`` and no ``only``, a learner notebook with no solution counterpart also counts as stale.
+    Without ``force`` it writes nothing at all when it would overwrite a notebook edited by hand
+    (raises EditedNotebooks, naming them).
     """
     paths = solution_paths(solutions, only)
     problems = []
@@ -214,20 +283,27 @@ def build(solutions: Path, notebooks: Path, only: list[str] | None = None, check
             ids[ex] = p.name
     if problems:
         raise BuildError("\n".join(problems))
-    changed = []
+    plan = []
     for p in paths:
         text = dumps(learner_notebook(read(p)))
         target = notebooks / p.name
-        current = target.read_text(encoding="utf-8") if target.exists() else None
-        if current == text:
-            continue
-        changed.append(p.name)
+        current = target.read_text(encoding="utf-8", errors="surrogateescape") if target.exists() else None
+        if current != text:
+            plan.append((p.name, target, text, current))
+    edited = [name for name, _, _, current in plan if current is not None and edited_by_hand(current)]
+    changed = []
+    for name, target, text, current in plan:
+        changed.append(name)
         if check:
-            log(f"stale: notebooks/{p.name} ({'missing' if current is None else 'differs from solutions/'})")
-        else:
+            why = "missing" if current is None else "edited by hand" if name in edited else "differs from solutions/"
+            log(f"stale: notebooks/{name} ({why})")
+    if not check:
+        if edited and not force:
+            raise EditedNotebooks(edited)
+        for name, target, text, _ in plan:
             notebooks.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-            log(f"wrote notebooks/{p.name}")
+            log(f"wrote notebooks/{name}")
     if not only and notebooks.is_dir():
         for orphan in sorted(set(q.name for q in notebooks.glob("*.ipynb")) - set(p.name for p in paths)):
             changed.append(orphan)
@@ -328,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="softmax-lab build", description=__doc__.split("\n\n")[0])
     ap.add_argument("notebooks", nargs="*", help="only these chapters (file names in solutions/)")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if notebooks/ is stale")
+    ap.add_argument("--force", action="store_true",
+                    help="overwrite learner notebooks even when they were edited by hand (their edits are lost)")
     ap.add_argument("--execute", action="store_true",
                     help="re-run the solution notebooks in place (storing outputs) before building")
     ap.add_argument("--timeout", type=int, default=300, help="per-cell timeout for --execute (seconds)")
@@ -344,13 +422,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.execute:
             for p in solution_paths(solutions, args.notebooks):
                 execute(p, timeout=args.timeout)
-        changed = build(solutions, notebooks, only=args.notebooks or None, check=args.check)
+        changed = build(solutions, notebooks, only=args.notebooks or None, check=args.check, force=args.force)
     except BuildError as err:
         print(f"softmax-lab build: {err}", file=sys.stderr)
         return 2
     if args.check:
         if changed:
-            print(f"notebooks/ is stale ({len(changed)} file(s)): run `make notebooks`", file=sys.stderr)
+            print(f"notebooks/ is stale ({len(changed)} file(s)). Authors: run `make notebooks` and commit the result. "
+                  "Learners: nothing to do (you work in workspace/, which this does not look at).", file=sys.stderr)
             return 1
         print("notebooks/ is up to date")
     elif not changed:

@@ -117,8 +117,45 @@ def check_tiny_kernel() -> list[Finding]:
     return [Finding("ok", "a tiny Triton kernel ran and computed the right masked row max (-1000)")]
 
 
+def check_course_command() -> list[Finding]:
+    """`!softmax-lab check ...` in a cell runs whatever `softmax-lab` the server's PATH finds first."""
+    import shutil
+    from pathlib import Path
+
+    mine = Path(sys.executable).parent / "softmax-lab"
+    found = shutil.which("softmax-lab")
+    if found and mine.exists() and Path(found).resolve() == mine.resolve():
+        return [Finding("ok", f"the softmax-lab command is this environment's ({mine})")]
+    api = 'from Python: softmax_lab.check("NN_chapter.ipynb")'
+    if not mine.exists():
+        return [Finding("info", "the softmax-lab command is not installed in this environment",
+                        f"pip install --no-deps -e . in the checkout, or {api}")]
+    return [Finding("info", f"`softmax-lab` on PATH is {found or 'missing'}, not this environment's {mine}",
+                    f"start JupyterLab with `make lab` (it puts .venv/bin first on PATH), or {api}")]
+
+
+def check_workspace() -> list[Finding]:
+    """Chapters the course changed since the learner copied them into workspace/ (make lab)."""
+    from .build import BuildError, repo_root
+    from .lab import changed
+
+    try:
+        root = repo_root()
+    except BuildError:
+        return []
+    if not (root / "workspace").is_dir():
+        return []
+    names = changed(root)
+    if not names:
+        return [Finding("ok", f"your workspace ({root / 'workspace'}) has the current version of every chapter")]
+    return [Finding("info", f"the course changed {name} since you copied it into workspace/",
+                    "softmax-lab workspace --update   (puts the new version beside yours; yours is kept)")
+            for name in names]
+
+
 def findings() -> list[Finding]:
-    return check_versions() + check_device() + check_kernel_registered() + check_tiny_kernel()
+    return (check_versions() + check_device() + check_kernel_registered() + check_course_command()
+            + check_workspace() + check_tiny_kernel())
 
 
 def run_doctor(verbose: bool = True) -> bool:

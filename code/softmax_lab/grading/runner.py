@@ -5,7 +5,8 @@
 * The notebook sits alone in a fresh scratch directory, which is the kernel's working directory; HOME points
   into the scratch directory too. Deleting or overwriting files there harms nothing.
 * Limits: a timeout per cell (nbval interrupts the cell), a wall-clock limit for the whole run, and a memory
-  cap: on the CPU as an address-space limit (``RLIMIT_AS``, so allocations fail with MemoryError), and
+  cap: on the CPU as a data-size limit (``RLIMIT_DATA``: heap and private writable mappings, so allocations
+  fail with MemoryError; not ``RLIMIT_AS``, which PyPI's CUDA build of torch cannot even be imported under), and
   everywhere as a watchdog on the resident memory of the whole process tree. Either limit, or a crash, ends
   only this process tree (the pytest process, the kernel in its own session, and their children).
 * Cell results come back as JSON lines on a pipe the kernel does not inherit (see ``nbval_plugin``).
@@ -79,7 +80,7 @@ def _limit(pid: int, memory_mb: int, rlimit_as: bool) -> None:
         resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))  # a segfault leaves no core file behind
         if rlimit_as and memory_mb > 0:
             cap = memory_mb * 2**20
-            resource.prlimit(pid, resource.RLIMIT_AS, (cap, cap))
+            resource.prlimit(pid, resource.RLIMIT_DATA, (cap, cap))
     except (OSError, AttributeError, ValueError):  # not Linux, or the child is already gone
         pass
 
@@ -179,7 +180,7 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
         "PYTHONDONTWRITEBYTECODE": "1",
         "MPLBACKEND": "Agg",
         # Small thread pools and malloc arenas: several submissions share the CPUs (--jobs), and every thread
-        # arena reserves address space that RLIMIT_AS counts.
+        # arena reserves memory that RLIMIT_DATA counts.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
         "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1"),
         "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),

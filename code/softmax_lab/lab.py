@@ -1,0 +1,195 @@
+"""`make lab` for learners: your own workspace, and JupyterLab opened on chapter 0.
+
+    softmax-lab workspace            # copy the chapters you do not have yet into workspace/ (never overwrites)
+    softmax-lab workspace --update   # a chapter changed since you copied it: put the new version beside yours
+    softmax-lab lab [--port 8888]    # the above, then JupyterLab on workspace/ (what `make lab` runs)
+
+You work in ``workspace/``, which git does not track: nothing (``make notebooks``, ``softmax-lab build``,
+``make test``, ``git pull``) ever writes over a notebook there. ``notebooks/`` holds the course's blank copies.
+``workspace/.softmax-lab.json`` remembers which version of each chapter you were given, so that
+``softmax-lab doctor`` can tell you when the course has changed one since.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+STATE = ".softmax-lab.json"
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _state(workspace: Path) -> dict:
+    try:
+        return json.loads((workspace / STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_state(workspace: Path, state: dict) -> None:
+    tmp = workspace / (STATE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(workspace / STATE)
+
+
+def sync(root: Path, log=print) -> list[str]:
+    """Copy each chapter of ``root/notebooks`` that ``root/workspace`` lacks. Returns the names copied.
+
+    A chapter in notebooks/ that somebody edited by hand (the old way of working) is copied as it is, edits
+    included, so moving to workspace/ loses nothing."""
+    from .build import edited_by_hand
+
+    notebooks, workspace = root / "notebooks", root / "workspace"
+    workspace.mkdir(exist_ok=True)
+    state = _state(workspace)
+    copied = []
+    for src in sorted(notebooks.glob("*.ipynb")):
+        dst = workspace / src.name
+        if dst.exists():
+            continue
+        data = src.read_bytes()
+        dst.write_bytes(data)
+        edited = edited_by_hand(data.decode("utf-8", errors="surrogateescape"))
+        state[src.name] = {"sha": _sha(src)}
+        copied.append(src.name)
+        log(f"workspace/{src.name}: copied" + (" (with the edits found in notebooks/)" if edited else ""))
+    _save_state(workspace, state)
+    return copied
+
+
+def changed(root: Path) -> list[str]:
+    """Chapters whose course version changed since they were copied into (or last offered to) workspace/."""
+    workspace = root / "workspace"
+    if not workspace.is_dir():
+        return []
+    state = _state(workspace)
+    out = []
+    for src in sorted((root / "notebooks").glob("*.ipynb")):
+        given = state.get(src.name, {}).get("sha")
+        if (workspace / src.name).exists() and given is not None and given != _sha(src):
+            out.append(src.name)
+    return out
+
+
+def update(root: Path, log=print) -> list[str]:
+    """Write each changed chapter's new version beside the learner's copy (``NAME.new.ipynb``); the learner's own
+    file stays as it is. Returns the paths written."""
+    workspace = root / "workspace"
+    state = _state(workspace)
+    written = []
+    for name in changed(root):
+        src = root / "notebooks" / name
+        sha = _sha(src)
+        dst = workspace / f"{Path(name).stem}.new-{sha[:8]}.ipynb"
+        if not dst.exists():
+            dst.write_bytes(src.read_bytes())
+        state[name] = {"sha": sha}
+        written.append(dst.name)
+        log(f"workspace/{dst.name}: the new version of {name} (yours is unchanged)")
+    _save_state(workspace, state)
+    return written
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def jupyter_command(root: Path, port: int, open_browser: bool) -> list[str]:
+    """The JupyterLab command `make lab` runs: workspace/ as the root, chapter 0 open, the course kernel only."""
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root / 'workspace'}",
+           "--ServerApp.default_url=/lab/tree/00_setup.ipynb", f"--ServerApp.port={port}",
+           "--ServerApp.port_retries=0",
+           "--KernelSpecManager.ensure_native_kernel=False", "--KernelSpecManager.allowed_kernelspecs=softmax-lab",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    if not open_browser:
+        cmd.append("--no-browser")
+    return cmd
+
+
+def lab_environment() -> dict:
+    """The server's environment: this venv's commands first on PATH, so `!softmax-lab`, `!pip` and the
+    JupyterLab terminal use the course's environment."""
+    env = dict(os.environ)
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
+    env["VIRTUAL_ENV"] = str(Path(sys.executable).parent.parent)
+    return env
+
+
+def has_display() -> bool:
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) or sys.platform == "darwin"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="softmax-lab workspace", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--update", action="store_true",
+                    help="for chapters the course changed since you copied them, put the new version beside yours")
+    ap.add_argument("--root", type=Path, default=None, help="the course checkout (default: found from cwd)")
+    args = ap.parse_args(argv)
+    from .build import BuildError, repo_root
+
+    try:
+        root = args.root or repo_root()
+    except BuildError as err:
+        print(f"softmax-lab workspace: {err}", file=sys.stderr)
+        return 2
+    sync(root)
+    if args.update:
+        update(root)
+    else:
+        for name in changed(root):
+            print(f"workspace/{name}: the course changed this chapter since you copied it; "
+                  "`softmax-lab workspace --update` puts the new version beside yours", file=sys.stderr)
+    return 0
+
+
+def lab_main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="softmax-lab lab", description="Open the course in JupyterLab (make lab).")
+    ap.add_argument("--port", type=int, default=8888)
+    ap.add_argument("--root", type=Path, default=None, help="the course checkout (default: found from cwd)")
+    ap.add_argument("--no-browser", action="store_true", help="only print the address (default without a display)")
+    ap.add_argument("jupyter_args", nargs=argparse.REMAINDER,
+                    help="after --: more JupyterLab options, e.g. -- --ServerApp.ip=0.0.0.0")
+    args = ap.parse_args(argv)
+    from .build import BuildError, repo_root
+
+    try:
+        root = args.root or repo_root()
+    except BuildError as err:
+        print(f"softmax-lab lab: {err}", file=sys.stderr)
+        return 2
+    if not 0 < args.port < 65536:
+        print(f"softmax-lab lab: port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
+        return 2
+    if not port_free(args.port):
+        print(f"softmax-lab lab: port {args.port} is already in use (another JupyterLab?): "
+              f"make lab PORT={args.port + 1}", file=sys.stderr)
+        return 1
+    sync(root)
+    for name in changed(root):
+        print(f"workspace/{name}: the course changed this chapter since you copied it; "
+              "`softmax-lab workspace --update` puts the new version beside yours", file=sys.stderr)
+    cmd = jupyter_command(root, args.port, open_browser=has_display() and not args.no_browser)
+    cmd += [a for a in args.jupyter_args if a != "--"]
+    sys.stdout.flush()
+    os.execvpe(cmd[0], cmd, lab_environment())
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

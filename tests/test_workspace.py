@@ -1,0 +1,131 @@
+"""A learner's work is theirs: workspace/ (softmax_lab.lab) is filled from notebooks/, never overwritten, told
+about course updates; `softmax-lab lab` refuses a busy port and serves workspace/ the way `make lab` does."""
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import softmax_lab
+from softmax_lab import build, checkup, cli, lab
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def course(tmp_path: Path) -> Path:
+    """A small checkout: the real solutions of chapter 0 and 1, built into notebooks/ like `make notebooks`."""
+    root = tmp_path / "course"
+    (root / "solutions").mkdir(parents=True)
+    (root / "Makefile").write_text("# a course checkout\n")
+    for name in ("00_setup.ipynb", "01_scores_to_probabilities.ipynb"):
+        (root / "solutions" / name).write_bytes((ROOT / "solutions" / name).read_bytes())
+    build.build(root / "solutions", root / "notebooks", log=lambda *_: None)
+    return root
+
+
+def answer(path: Path) -> str:
+    """Fill the first exercise the way a learner does in JupyterLab, and save."""
+    nb = nbformat.read(str(path), as_version=4)
+    k = next(i for i, c in enumerate(nb.cells) if "raise NotImplementedError" in c.source)
+    nb.cells[k].source = nb.cells[k].source.replace("raise NotImplementedError", "pass  # my answer; was raise")
+    nbformat.write(nb, str(path))
+    return path.read_text()
+
+
+def test_first_sync_copies_every_chapter_then_never_overwrites(tmp_path):
+    root = course(tmp_path)
+    logs = []
+    assert lab.sync(root, log=logs.append) == ["00_setup.ipynb", "01_scores_to_probabilities.ipynb"]
+    mine = answer(root / "workspace" / "01_scores_to_probabilities.ipynb")
+    # the course changes chapter 1 and is rebuilt: `make notebooks`, then `make lab` again
+    nb = nbformat.read(str(root / "solutions" / "01_scores_to_probabilities.ipynb"), as_version=4)
+    nb.cells[0].source += "\n\nA sentence added by the course."
+    nbformat.write(nb, str(root / "solutions" / "01_scores_to_probabilities.ipynb"))
+    assert build.build(root / "solutions", root / "notebooks", log=lambda *_: None) == ["01_scores_to_probabilities.ipynb"]
+    assert lab.sync(root, log=logs.append) == []
+    assert (root / "workspace" / "01_scores_to_probabilities.ipynb").read_text() == mine
+    # ... and the learner is told, by the workspace command and by the doctor
+    assert lab.changed(root) == ["01_scores_to_probabilities.ipynb"]
+    written = lab.update(root, log=logs.append)
+    assert len(written) == 1 and written[0].startswith("01_scores_to_probabilities.new-")
+    assert "A sentence added by the course." in (root / "workspace" / written[0]).read_text()
+    assert (root / "workspace" / "01_scores_to_probabilities.ipynb").read_text() == mine
+    assert lab.changed(root) == [], "once offered, an update is not reported again"
+
+
+def test_new_chapters_are_added_and_hand_edited_notebooks_are_adopted(tmp_path):
+    root = course(tmp_path)
+    mine = answer(root / "notebooks" / "00_setup.ipynb")  # the old way: editing notebooks/ itself
+    logs = []
+    lab.sync(root, log=logs.append)
+    assert (root / "workspace" / "00_setup.ipynb").read_text() == mine
+    assert any("with the edits found in notebooks/" in line for line in logs)
+    (root / "workspace" / "00_setup.ipynb").unlink()  # a learner deletes a chapter: it comes back blank
+    (root / "notebooks" / "00_setup.ipynb").write_bytes(b"")
+    build.build(root / "solutions", root / "notebooks", log=lambda *_: None, force=True)
+    assert lab.sync(root, log=logs.append) == ["00_setup.ipynb"]
+
+
+def test_workspace_command_and_doctor_report_updates(tmp_path, monkeypatch, capsys):
+    root = course(tmp_path)
+    assert lab.main(["--root", str(root)]) == 0
+    nb = nbformat.read(str(root / "solutions" / "00_setup.ipynb"), as_version=4)
+    nb.cells[0].source += "\n\nUpdated."
+    nbformat.write(nb, str(root / "solutions" / "00_setup.ipynb"))
+    build.build(root / "solutions", root / "notebooks", log=lambda *_: None)
+    capsys.readouterr()
+    assert lab.main(["--root", str(root)]) == 0
+    assert "workspace/00_setup.ipynb: the course changed this chapter" in capsys.readouterr().err
+    monkeypatch.chdir(root / "workspace")
+    found = checkup.check_workspace()
+    assert [f.level for f in found] == ["info"] and "00_setup.ipynb" in found[0].what
+    assert "--update" in found[0].fix
+    assert lab.main(["--root", str(root), "--update"]) == 0
+    assert [f.level for f in checkup.check_workspace()] == ["ok"]
+
+
+def test_lab_refuses_a_busy_port(tmp_path, capsys):
+    root = course(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert lab.lab_main(["--root", str(root), "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert f"port {port} is already in use" in err and f"make lab PORT={port + 1}" in err
+    assert not (root / "workspace").exists(), "nothing is written before the refusal"
+    assert lab.lab_main(["--root", str(root), "--port", "70000"]) == 2
+
+
+def test_jupyter_command_serves_workspace_on_chapter_0_with_the_course_kernel_only(tmp_path):
+    cmd = lab.jupyter_command(tmp_path, 8899, open_browser=False)
+    assert f"--ServerApp.root_dir={tmp_path / 'workspace'}" in cmd
+    assert "--ServerApp.default_url=/lab/tree/00_setup.ipynb" in cmd
+    assert "--KernelSpecManager.allowed_kernelspecs=softmax-lab" in cmd and "--no-browser" in cmd
+    env = lab.lab_environment()
+    assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+
+
+def test_version_flag_and_python_check_api(capsys):
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith(f"softmax-lab {softmax_lab.__version__}")
+    with pytest.raises(TypeError, match="name the notebook"):
+        softmax_lab.check()
+
+
+def test_softmax_lab_command_is_this_environments():
+    # `make lab`'s PATH puts this venv first; the doctor says so (or names the fix when it is not).
+    found = checkup.check_course_command()
+    assert found[0].level in ("ok", "info") and ("this environment" in found[0].what or found[0].fix)
+    proc = subprocess.run([str(Path(sys.executable).parent / "softmax-lab"), "--version"], capture_output=True,
+                          text=True, env=lab.lab_environment())
+    assert proc.returncode == 0 and proc.stdout.startswith("softmax-lab ")
+
+
+def test_make_clean_and_gitignore_keep_the_workspace():
+    assert "/workspace/" in (ROOT / ".gitignore").read_text().split()
+    clean = [ln for ln in (ROOT / "Makefile").read_text().splitlines() if ln.startswith("\trm -rf")]
+    assert clean and all("workspace" not in ln for ln in clean)
+    assert lab.STATE == ".softmax-lab.json"  # docs/authoring.md names it

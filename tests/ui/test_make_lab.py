@@ -1,0 +1,120 @@
+"""`make lab` as a new learner meets it: `softmax-lab lab` (what the Makefile runs) serves workspace/ with chapter 0
+open, offers only the course kernel, shows no news pop-up, and puts the venv first on PATH for `!` commands. A
+learner saves an answer through JupyterLab; rebuilding the course (`make notebooks`) and its stale check (what
+`make test` runs) then pass, and the answer is still on disk.
+
+Run: `make test-ui`. Screenshots: test-output/ui/make-lab-*.png.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import CHROMIUM_ARGS, LabServer, _free_port, _stop  # noqa: F401  (pytest puts tests/ui on sys.path)
+from jlab import OUT, ROOT, Notebook
+
+from softmax_lab import build
+
+pytestmark = pytest.mark.ui
+SETUP = "00_setup.ipynb"
+
+
+@pytest.fixture(scope="module")
+def made_lab(tmp_path_factory):
+    """A fresh course checkout (solutions/, notebooks/) and `softmax-lab lab` serving it, the way `make lab` does,
+    with a PATH that does not have the venv on it and JupyterLab settings that nobody tuned."""
+    root = tmp_path_factory.mktemp("course")
+    for name in ("solutions", "notebooks"):
+        shutil.copytree(ROOT / name, root / name)
+    (root / "Makefile").write_text("# a course checkout\n")
+    home = tmp_path_factory.mktemp("home")
+    token = secrets.token_hex(16)
+    env = dict(os.environ, JUPYTER_TOKEN=token, HOME=str(home), JUPYTER_CONFIG_DIR=str(home / "config"),
+               JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"), PATH="/usr/bin:/bin", PYTHONUNBUFFERED="1")
+    env.pop("VIRTUAL_ENV", None)
+    command = Path(sys.executable).parent / "softmax-lab"
+    port = _free_port()
+    OUT.mkdir(parents=True, exist_ok=True)
+    log = OUT / "make-lab.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([str(command), "lab", "--root", str(root), "--port", str(port), "--no-browser", "--",
+                                 "--ServerApp.ip=127.0.0.1", "--LabApp.expose_app_in_browser=True"],
+                                cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    server = LabServer(root / "workspace", port, token, proc, log)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            server.api("GET", "/api/status")
+            break
+        except (urllib.error.URLError, OSError, ValueError):
+            time.sleep(0.3)
+    else:
+        _stop(proc)
+        pytest.fail(f"`softmax-lab lab` did not serve JupyterLab:\n{server.log_tail()}", pytrace=False)
+    server.course = root
+    try:
+        yield server
+    finally:
+        try:
+            server.api("POST", "/api/shutdown")
+            proc.wait(timeout=15)
+        except (urllib.error.URLError, OSError, subprocess.TimeoutExpired):
+            pass
+        _stop(proc)
+
+
+def test_first_screen_saved_answer_survives_rebuild(browser, made_lab):
+    lab = made_lab
+    workspace = lab.course / "workspace"
+    assert sorted(p.name for p in workspace.glob("*.ipynb")) == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert set(lab.api("GET", "/api/kernelspecs")["kernelspecs"]) == {"softmax-lab"}, "only the course kernel"
+
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, service_workers="block")
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=lab.base)
+    page = context.new_page()
+    try:
+        nb = Notebook(page, lab, SETUP, OUT, "make-lab")
+        # The address `make lab` prints (token only) opens chapter 0.
+        with nb.step("opening the address make lab prints"):
+            page.goto(lab.url("/"), wait_until="domcontentloaded", timeout=60_000)
+        nb.wait_for("""() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+                       return w && w.context && w.context.path === '00_setup.ipynb' && w.context.isReady; }""",
+                    "chapter 0 to open by itself", 90)
+        nb.wait_idle(90, "the course kernel to start")
+        time.sleep(3)  # the news question appears a moment after start-up when it is on
+        toasts = page.locator(".Toastify__toast").all_inner_texts()
+        nb.check(not any("news" in t.lower() for t in toasts), f"a news pop-up is shown: {toasts}")
+        nb.screenshot("make-lab-first-screen")
+
+        # A learner's `!` commands use the course's environment.
+        cells = nb.cells()
+        k = next(i for i, c in enumerate(cells) if c["source"].strip() == "softmax_lab.doctor();")
+        nb.replace_source(k, "!softmax-lab --version\n!which python")
+        nb.run_cells(k, 1, 120)
+        shown = nb.cells()[k]["shown"]
+        nb.check("softmax-lab 0.1.0" in shown and str(Path(sys.executable).parent / "python") in shown,
+                 f"`!softmax-lab --version` / `!which python` in a cell show: {shown!r}")
+        with nb.step("saving with Ctrl+S"):
+            page.keyboard.press("ControlOrMeta+s")
+        nb.wait_for("""() => !window.jupyterapp.shell.currentWidget.context.model.dirty""", "the save", 30)
+        nb.screenshot("make-lab-saved")
+    finally:
+        context.close()
+
+    saved = (workspace / SETUP).read_text()
+    assert "!softmax-lab --version" in saved
+    # `make notebooks` and the stale check `make test` runs: both pass, and the answer is still there.
+    assert build.build(lab.course / "solutions", lab.course / "notebooks", log=lambda *_: None) == []
+    assert build.build(lab.course / "solutions", lab.course / "notebooks", check=True, log=lambda *_: None) == []
+    assert (workspace / SETUP).read_text() == saved
+    assert nbformat.reads(saved, as_version=4).cells[k].source.startswith("!softmax-lab --version")
