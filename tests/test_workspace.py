@@ -1,5 +1,6 @@
 """A learner's work is theirs: workspace/ (softmax_lab.lab) is filled from notebooks/, never overwritten, told
 about course updates; `softmax-lab lab` refuses a busy port and serves workspace/ the way `make lab` does."""
+import json
 import socket
 import subprocess
 import sys
@@ -102,10 +103,23 @@ def test_lab_refuses_a_busy_port(tmp_path, capsys):
 def test_jupyter_command_serves_workspace_on_chapter_0_with_the_course_kernel_only(tmp_path):
     cmd = lab.jupyter_command(tmp_path, 8899, open_browser=False)
     assert f"--ServerApp.root_dir={tmp_path / 'workspace'}" in cmd
-    assert "--ServerApp.default_url=/lab/tree/00_setup.ipynb" in cmd
+    assert "--LabApp.default_url=/lab/tree/00_setup.ipynb" in cmd
     assert "--KernelSpecManager.allowed_kernelspecs=softmax-lab" in cmd and "--no-browser" in cmd
     env = lab.lab_environment()
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+
+
+def test_the_terminal_finds_the_course_command_first(tmp_path):
+    cmd = lab.jupyter_command(Path("/tmp"), 8899, open_browser=False)
+    setting = next(a for a in cmd if a.startswith("--ServerApp.terminado_settings="))
+    shell = json.loads(setting.split("=", 1)[1])["shell_command"]
+    # What JupyterLab's terminal runs, with a PATH that lacks the venv and a ~/.bashrc that puts others first.
+    home = tmp_path
+    (home / ".bashrc").write_text('export PATH="/opt/elsewhere/bin:$PATH"\n')
+    proc = subprocess.run(shell + ["-c", "command -v softmax-lab; command -v python"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(home)}, timeout=30)
+    venv_bin = str(Path(sys.executable).parent)
+    assert proc.stdout.split() == [f"{venv_bin}/softmax-lab", f"{venv_bin}/python"], proc.stdout + proc.stderr
 
 
 def test_version_flag_and_python_check_api(capsys):

@@ -15,6 +15,8 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -107,10 +109,27 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
+def terminal_rc() -> Path:
+    """The start-up file of JupyterLab's terminal: the learner's usual bash setup, then this venv first on PATH
+    (a login shell or ~/.bashrc would otherwise put another python, pip and softmax-lab first)."""
+    venv = Path(sys.executable).parent.parent
+    rc = venv / "etc" / "softmax-lab" / "terminal-bashrc"
+    rc.parent.mkdir(parents=True, exist_ok=True)
+    rc.write_text("# Written by `softmax-lab lab`: JupyterLab's terminal runs bash with this file.\n"
+                  "[ -f /etc/bash.bashrc ] && . /etc/bash.bashrc\n"
+                  "[ -f ~/.bashrc ] && . ~/.bashrc\n"
+                  f"export VIRTUAL_ENV={shlex.quote(str(venv))}\n"
+                  'export PATH="$VIRTUAL_ENV/bin:$PATH"\n', encoding="utf-8")
+    return rc
+
+
 def jupyter_command(root: Path, port: int, open_browser: bool) -> list[str]:
     """The JupyterLab command `make lab` runs: workspace/ as the root, chapter 0 open, the course kernel only."""
-    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root / 'workspace'}",
-           "--ServerApp.default_url=/lab/tree/00_setup.ipynb", f"--ServerApp.port={port}",
+    bash = shutil.which("bash")
+    terminal = ([f"--ServerApp.terminado_settings={json.dumps({'shell_command': [bash, '--rcfile', str(terminal_rc()), '-i']})}"]
+                if bash else [])
+    cmd = [sys.executable, "-m", "jupyterlab", *terminal, f"--ServerApp.root_dir={root / 'workspace'}",
+           "--LabApp.default_url=/lab/tree/00_setup.ipynb", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0",
            "--KernelSpecManager.ensure_native_kernel=False", "--KernelSpecManager.allowed_kernelspecs=softmax-lab",
            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
