@@ -13,7 +13,7 @@ export PYTHON
 
 VENV_PATH  := $(abspath $(BIN)):$(PATH)
 
-.PHONY: lab workspace test test-unit test-notebooks test-ui test-gpu notebooks lock bench doctor clean
+.PHONY: lab workspace site test test-unit test-notebooks test-ui test-gpu notebooks lock bench doctor clean
 
 $(LAB_STAMP): requirements/lab.txt pyproject.toml tools/install.sh
 	tools/install.sh $(VENV) requirements/lab.txt
@@ -63,6 +63,11 @@ test-gpu:
 notebooks: $(LAB_STAMP)
 	$(BIN)/softmax-lab build
 
+# The web edition: solutions/ with stored outputs and no answers, as static HTML in site/ (tests/test_web.py
+# builds and checks it in `make test`).
+site: $(LAB_STAMP)
+	$(BIN)/softmax-lab site
+
 # Authors: re-resolve the lock files from pyproject.toml against PyPI alone (Linux x86-64, Python 3.11+).
 UV_VERSION := 0.13.9
 UV_COMPILE := env -u PIP_FIND_LINKS -u UV_INDEX_URL -u UV_EXTRA_INDEX_URL UV_NO_CONFIG=1 .lock-venv/bin/uv pip compile \
@@ -81,4 +86,4 @@ doctor: $(LAB_STAMP)
 
 # Deletes the environment and test output only; workspace/ (your notebooks) is never touched.
 clean:
-	rm -rf $(VENV) .pytest_cache test-output .lock-venv
+	rm -rf $(VENV) .pytest_cache test-output .lock-venv site

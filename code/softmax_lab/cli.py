@@ -1,4 +1,4 @@
-"""The `softmax-lab` command: lab, workspace, doctor, build, check, grade, bench.
+"""The `softmax-lab` command: lab, workspace, doctor, build, site, check, grade, bench.
 
 Each subcommand lives in its own module with a ``main(argv) -> int``; this file only dispatches.
 """
@@ -14,13 +14,14 @@ COMMANDS = {
     "build": ("softmax_lab.build", "generate learner notebooks/ from solutions/"),
     "check": ("softmax_lab.grade", "validate your own notebook's exercises (learners)"),
     "grade": ("softmax_lab.grade", "grade learners' notebooks into a gradebook (instructors)"),
+    "site": ("softmax_lab.web", "build the web edition into site/ (answers removed) and check its links"),
     "bench": ("softmax_lab.bench", "time every kernel and torch.softmax against copy bandwidth (GPU)"),
 }
 
 
 def usage() -> str:
     lines = ["usage: softmax-lab [--version] COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
     lines += ["", "softmax-lab COMMAND --help shows a command's options."]
     return "\n".join(lines)
 
