@@ -3,23 +3,35 @@
     Stepper([("find the max", "max = 1002"), ("shift", "x - max = [-2, -1, 0]")], title="[1000, 1001, 1002]")
 
 shows one step with "◀ prev" / "next ▶" buttons. Works offline in JupyterLab 4 with ipywidgets 8 (no CDN).
-The rendered step also goes to ``stepper.text`` so tests can read what is shown.
+The rendered step also goes to ``stepper.text`` so tests can read what is shown. With ``picture=f``
+(``f(i)`` a matplotlib Figure of step i, ``f(None)`` of all steps; see ``softmax_lab.pictures``) each step is also
+drawn, and the saved notebook carries a static PNG of all steps beside the widget, so GitHub, nbviewer and the web
+edition show a picture where no widget can run. ``trace_stepper(row)`` and ``online_stepper(row, tile)`` draw your
+own row.
 """
 from __future__ import annotations
 
+import base64
 import html
 
 import ipywidgets as widgets
+
+from . import pictures
 
 
 class Stepper(widgets.VBox):
     """Step through ``steps``: a list of (title, body) pairs; body is plain text (shown monospaced)."""
 
-    def __init__(self, steps: list[tuple[str, str]], title: str = ""):
+    def __init__(self, steps: list[tuple[str, str]], title: str = "", picture=None):
         if not steps:
             raise ValueError("Stepper needs at least one step")
+        if picture is not None and not callable(picture):
+            raise TypeError("picture must be a function: picture(i) -> matplotlib Figure (i = None: all steps)")
         self.steps = list(steps)
         self.index = 0
+        self.picture = picture
+        self._pngs: dict = {}
+        self.image = widgets.Image(format="png") if picture is not None else None
         self.prev_button = widgets.Button(description="◀ prev", layout=widgets.Layout(width="90px"))
         self.next_button = widgets.Button(description="next ▶", layout=widgets.Layout(width="90px"))
         self.counter = widgets.Label()
@@ -28,9 +40,24 @@ class Stepper(widgets.VBox):
         self.next_button.on_click(lambda _: self.go(self.index + 1))
         header = [widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else []
         controls = widgets.HBox([self.prev_button, self.next_button, self.counter])
-        super().__init__(header + [controls, self.view])
+        super().__init__(header + [controls, self.view] + ([self.image] if self.image is not None else []))
         self.add_class("softmax-lab-stepper")
         self.go(0)
+
+    def png(self, i: int | None) -> bytes:
+        """The drawing of step ``i`` (None: every step), as PNG bytes."""
+        if i not in self._pngs:
+            self._pngs[i] = pictures.png(self.picture(i))
+        return self._pngs[i]
+
+    def _repr_mimebundle_(self, **kwargs):
+        # The widget, plus what shows where no widget runs: every step as text, and the drawing of all steps.
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = "\n\n".join(f"Step {k + 1}/{len(self.steps)}: {t}\n{b}"
+                                            for k, (t, b) in enumerate(self.steps))
+        if self.picture is not None:
+            bundle["image/png"] = base64.b64encode(self.png(None)).decode("ascii")
+        return bundle
 
     @property
     def text(self) -> str:
@@ -45,6 +72,29 @@ class Stepper(widgets.VBox):
                            f"<pre style='margin:4px 0'>{html.escape(body)}</pre></div>")
         self.prev_button.disabled = self.index == 0
         self.next_button.disabled = self.index == len(self.steps) - 1
+        if self.image is not None:
+            data = self.png(self.index)
+            self.image.value = data
+            self.image.layout.width = f"{int.from_bytes(data[16:20], 'big')}px"  # natural size (PNG header)
+
+
+def trace_stepper(row, block: int | None = None, pad: float = float("-inf"), title: str = "") -> Stepper:
+    """The stable softmax of your own ``row``, step by step, drawn as lanes (padded to ``block`` lanes)."""
+    block = block or len(row)
+    steps = pictures.trace_steps(row, block, pad)
+    shown = [(name, f"{name} = " + (_fmt(v[0]) if len(v) == 1 else "[" + ", ".join(_fmt(u) for u in v) + "]"))
+             for name, v in steps]
+    return Stepper(shown, title=title or f"softmax of [{', '.join(_fmt(float(v)) for v in row)}]",
+                   picture=lambda i: pictures.trace(row, block, pad, highlight=i))
+
+
+def online_stepper(row, tile: int, title: str = "") -> Stepper:
+    """Online softmax of your own ``row`` in tiles of ``tile``: the running (m, l) drawn after each tile."""
+    states = pictures.online_states(row, tile)
+    steps = [(f"tile {k + 1} = [{', '.join(_fmt(v) for v in t)}]", f"m = {_fmt(m)}, l = {l:.3f}")
+             for k, (t, m, l) in enumerate(states)]
+    return Stepper(steps, title=title or f"online softmax, tiles of {tile}",
+                   picture=lambda i: pictures.online_walk(row, tile, highlight=i))
 
 
 def padding_trace(row, block: int, pad: float) -> list[tuple[str, list[float]]]:
@@ -129,4 +179,7 @@ def padding_stepper(row, block: int = 4, pad: float = float("-inf"), title: str 
         shown = _fmt(values[0]) if len(values) == 1 else "[" + ", ".join(_fmt(v) for v in values) + "]"
         steps.append((name, f"{name} = {shown}"))
     shown_row = "[" + ", ".join(_fmt(v) for v in row) + "]"
-    return Stepper(steps, title=title or f"{shown_row} in a block of {block}, padding lanes read {_fmt(pad)}")
+    drawn = pictures.trace_steps(row, block, pad)
+    drawn[-1] = (drawn[-1][0] + " (stored lanes only)", drawn[-1][1][:len(row)] + [float("nan")] * (block - len(row)))
+    return Stepper(steps, title=title or f"{shown_row} in a block of {block}, padding lanes read {_fmt(pad)}",
+                   picture=lambda i: pictures.lanes(drawn, len(row), i, title=f"{shown_row}, padding reads {_fmt(pad)}"))

@@ -137,6 +137,10 @@ def chapter_screenshot(nb: Notebook, name: str, where: tuple | None) -> Path:
         widget = (nb.steppers().nth(where[0]) if where else
                   nb.page.locator(".jp-Notebook .softmax-lab-stepper, .jp-Notebook .softmax-lab-padding").first)
         widget.evaluate("n => n.scrollIntoView({block: 'center'})")
+        if where:  # the stepper draws the step it shows (softmax_lab.pictures), not only its text
+            drawn = widget.locator("img")
+            nb.check(drawn.count() >= 1 and drawn.first.evaluate("i => i.complete && i.naturalWidth > 100"),
+                     "the stepper shows no drawing of its step")
         return nb.screenshot(name)
 
 
