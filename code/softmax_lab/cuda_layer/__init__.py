@@ -37,6 +37,9 @@ def _numba_already_decided() -> bool | None:
 
 
 _decided = _numba_already_decided()
+# numba warns on stderr when a grid is small ("under-utilization"): the chapter's inputs are tiny on purpose,
+# and stderr text would differ between machines in compared notebook outputs.
+os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 if _decided is None:
     if _WANT_SIM:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -50,6 +53,13 @@ elif _decided != _WANT_SIM:
         + ": restart the kernel and import softmax_lab.cuda_layer before `from numba import cuda`")
 
 from numba import cuda  # noqa: E402  (after the switch, on purpose)
+
+try:
+    from numba.cuda.core import config as _config
+
+    _config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+except (ImportError, AttributeError):  # pragma: no cover
+    pass
 
 SIMULATOR: bool = _WANT_SIM
 """True when kernels run in numba's CUDA simulator (no GPU), False when they run as real CUDA."""

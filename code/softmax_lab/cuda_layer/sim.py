@@ -373,6 +373,7 @@ class _Recorder:
         self.barriers: dict = {}             # (block, tid) -> [line, ...]
         self.epochs: dict = {}               # (block, tid) -> barriers passed
         self.accesses = 0
+        self.block_threads: dict = {}        # block -> threads in it
         self.local = threading.local()
 
     def new_alloc(self, key, arr) -> int:
@@ -394,6 +395,7 @@ class _Recorder:
         t = threading.current_thread()
         block = tuple(t.blockIdx)
         with self.lock:
+            self.block_threads[block] = int(np.prod(t._manager._block_dim))
             self.accesses += 1
             epoch = self.epochs.get((block, t.thread_id), 0)
             cell = self.cells.setdefault((block, alloc, index, epoch), {"r": {}, "w": {}})
@@ -402,13 +404,14 @@ class _Recorder:
     def barrier(self, thread, frame):
         block = tuple(thread.blockIdx)
         with self.lock:
+            self.block_threads[block] = int(np.prod(thread._manager._block_dim))
             k = (block, thread.thread_id)
             self.epochs[k] = self.epochs.get(k, 0) + 1
             self.barriers.setdefault(k, []).append(_caller_key(frame))
 
     def report(self) -> RaceReport:
         hazards = []
-        by_block: dict = {}
+        by_block: dict = {b: {t: [] for t in range(n)} for b, n in self.block_threads.items()}
         for (block, tid), lines in self.barriers.items():
             by_block.setdefault(block, {})[tid] = lines
         barrier_lines: dict = {}
