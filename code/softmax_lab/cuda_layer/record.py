@@ -271,16 +271,77 @@ def probe(which: str) -> None:
     print("probe ncu: done")
 
 
+KNOWN = ["block_softmax_missing_barrier_kernel", "block_softmax_kernel", "shuffle_tail_kernel",
+         "warp_softmax_kernel", "row_serial_kernel", "chunked_row_max_kernel"]
+
+
+def _racecheck_lines(text: str, limit: int = 14) -> list[str]:
+    keep = []
+    for ln in text.splitlines():
+        s = ln.replace("=========", "").strip()
+        if not s or "Warning" in s and "Race" not in s:
+            continue
+        if any(w in s for w in ("Error: Race", "Warning: Race", "Write Thread", "Read Thread", "Current Value",
+                                "RACECHECK SUMMARY", "Race reported", "Write access", "Read access", "hazard")):
+            keep.append(s[:160])
+    summary = [k for k in keep if "SUMMARY" in k]
+    return keep[: limit - len(summary)] + [k for k in summary if k not in keep[: limit - len(summary)]]
+
+
+def _ncu_rows(text: str) -> list[dict]:
+    import csv
+    import io
+
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    per: dict = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        name = row.get("Kernel Name", "")
+        kernel = next((k for k in KNOWN if k in name), name[:40])
+        key = (row.get("ID"), kernel)
+        value = float(str(row.get("Metric Value", "0")).replace(",", "") or 0)
+        unit = row.get("Metric Unit", "")
+        metric = row.get("Metric Name", "")
+        if metric.startswith("dram__bytes_read"):
+            value *= {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}.get(unit, 1e-6)
+        per.setdefault(key, {})[metric] = value
+    out = []
+    for (_, kernel), m in per.items():
+        req = m.get("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", 0)
+        sec = m.get("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", 0)
+        out.append({"kernel": kernel, "requests": int(req), "sectors": int(sec),
+                    "sectors_per_request": sec / req if req else 0.0,
+                    "dram_read_mb": m.get("dram__bytes_read.sum", 0.0)})
+    return out
+
+
+def merge(folder: str, to: str) -> None:
+    """One file for the chapter: DIR/cuda_layer.json + racecheck_*.txt + ncu.csv -> ``to``."""
+    from pathlib import Path
+
+    d = Path(folder)
+    rec = json.loads((d / "cuda_layer.json").read_text())
+    rec["racecheck"] = {w: _racecheck_lines((d / f"racecheck_{w}.txt").read_text(errors="replace"))
+                        for w in ("missing", "fixed") if (d / f"racecheck_{w}.txt").exists()}
+    if (d / "ncu.csv").exists():
+        rec["ncu"] = _ncu_rows((d / "ncu.csv").read_text(errors="replace"))
+    Path(to).write_text(json.dumps(rec, indent=1, default=str) + "\n")
+    print(f"wrote {to}")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(prog="python -m softmax_lab.cuda_layer.record")
-    p.add_argument("what", choices=["all", "probe"])
+    p.add_argument("what", choices=["all", "probe", "merge"])
     p.add_argument("which", nargs="?", default="missing")
     p.add_argument("--out", default=".")
+    p.add_argument("--to", default="code/softmax_lab/data/cuda_layer_h200.json")
     p.add_argument("--steps", default="meta,correctness,numba_asm,triton_asm,timings")
     a = p.parse_args(argv)
     if a.what == "probe":
         probe(a.which)
+        return 0
+    if a.what == "merge":
+        merge(a.which, a.to)
         return 0
     record, path = {}, f"{a.out}/cuda_layer.json"
     for step in a.steps.split(","):
