@@ -4,6 +4,9 @@
     python -m softmax_lab.cuda_layer.record probe missing      # one launch of the barrier-less kernel
     python -m softmax_lab.cuda_layer.record probe fixed        # ... and of the fixed one (compute-sanitizer)
     python -m softmax_lab.cuda_layer.record probe ncu          # each mapping once at 4096x1024 (for ncu)
+    python -m softmax_lab.cuda_layer.record merge DIR          # DIR's outputs -> softmax_lab/data/cuda_layer_h200.json
+
+results/cuda_layer.md has the exact commands (compute-sanitizer, ncu) used on the H200.
 
 ``all`` writes DIR/cuda_layer.json: the device, versions, date and command; every chapter kernel checked
 against the float64 reference as real CUDA; the PTX/SASS of the numba kernels and of the course's fused
@@ -131,11 +134,12 @@ def numba_asm() -> dict:
                     ("block_softmax_missing_barrier_kernel", K.block_softmax_missing_barrier_kernel)]:
         sig = k.signatures[0]
         ptx = k.inspect_asm(sig)
-        rec = {"ptx_counts": _count(ptx, PTX_PATTERNS), "regs": k.get_regs_per_thread(sig)}
-        try:
-            rec["local_bytes"] = k.get_local_mem_per_thread(sig)
-        except Exception:  # noqa: BLE001
-            pass
+        rec = {"ptx_counts": _count(ptx, PTX_PATTERNS)}
+        try:  # without a signature numba returns {signature: value} for every compiled one
+            rec["regs"] = next(iter(k.get_regs_per_thread().values()))
+            rec["local_bytes"] = next(iter(k.get_local_mem_per_thread().values()))
+        except Exception as err:  # noqa: BLE001
+            rec["regs_error"] = f"{type(err).__name__}: {str(err)[:200]}"
         rec["ptx_excerpt"] = (_excerpt(ptx, PTX_PATTERNS["shfl.sync.bfly"], 1, 2)
                               + _excerpt(ptx, PTX_PATTERNS["bar.sync"], 1, 2))
         try:
@@ -275,17 +279,27 @@ KNOWN = ["block_softmax_missing_barrier_kernel", "block_softmax_kernel", "shuffl
          "warp_softmax_kernel", "row_serial_kernel", "chunked_row_max_kernel"]
 
 
-def _racecheck_lines(text: str, limit: int = 14) -> list[str]:
-    keep = []
+_MANGLED = re.compile(r"(?:[\w:]+::)?(\w+)\[abi:[^\]]*\]\(.*\)(?=\+0x)")
+
+
+def _racecheck_lines(text: str) -> list[str]:
+    """The first hazard of each kind (WAR, RAW, WAW) with its threads, and the summary line."""
+    blocks, summary = [], []
     for ln in text.splitlines():
-        s = ln.replace("=========", "").strip()
-        if not s or "Warning" in s and "Race" not in s:
-            continue
-        if any(w in s for w in ("Error: Race", "Warning: Race", "Write Thread", "Read Thread", "Current Value",
-                                "RACECHECK SUMMARY", "Race reported", "Write access", "Read access", "hazard")):
-            keep.append(s[:160])
-    summary = [k for k in keep if "SUMMARY" in k]
-    return keep[: limit - len(summary)] + [k for k in summary if k not in keep[: limit - len(summary)]]
+        s = _MANGLED.sub(r"\1", ln.replace("=========", "")).strip()
+        if s.startswith(("Error:", "Warning:")) and "hazard" in s:
+            blocks.append([s])
+        elif blocks and s.startswith(("Read Thread", "Write Thread", "Current Value")):
+            blocks[-1].append(s)
+        elif "RACECHECK SUMMARY" in s:
+            summary.append(s)
+    out, seen = [], set()
+    for b in blocks:
+        kind = next((k for k in ("WAR", "RAW", "WAW") if k in b[0]), "?")
+        if kind not in seen:
+            seen.add(kind)
+            out += b
+    return out + summary
 
 
 def _ncu_rows(text: str) -> list[dict]:

@@ -112,11 +112,14 @@ def show_ncu() -> None:
               f"{r['dram_read_mb']:>12.1f}")
 
 
-def show_progression() -> None:
-    """The chapter's kernels timed on the H200 (median GPU time), with the copy ceiling beside them."""
+def show_progression(kernels=None) -> None:
+    """The chapter's kernels timed on the H200 (median GPU time), with the copy ceiling beside them;
+    ``kernels``: only these names (e.g. ("row_serial", "block_tree_256", "copy"))."""
     rec = load()
     _print_label(rec)
     rows = rec.get("timings", []) if rec else []
+    if kernels and isinstance(rows, list):
+        rows = [r for r in rows if r.get("kernel") in kernels or r.get("kernel") == "copy"]
     if not rows or isinstance(rows, dict):
         print("(not recorded)")
         return
