@@ -1,0 +1,131 @@
+"""The CUDA layer (chapter 9): real CUDA kernels written in Python with numba-cuda's ``@cuda.jit``.
+
+One kernel source runs two ways, chosen like the rest of the course by ``softmax_lab.DEVICE``:
+
+* on an NVIDIA GPU (``softmax_lab.ON_GPU``): compiled by numba to PTX and run as real CUDA;
+* on the CPU: in numba's CUDA simulator, which runs every CUDA thread of a block as a Python thread, with
+  shared memory, ``cuda.syncthreads()`` and atomics. The simulator lacks warp shuffles: ``sim.py`` adds them
+  (a small shim used only there).
+
+Numba reads ``NUMBA_ENABLE_CUDASIM`` once, when ``numba.cuda`` is first imported, so import this module
+(or ``softmax_lab.cuda_layer``) *before* ``from numba import cuda``. Importing it after numba has already
+picked the other mode raises a clear error instead of running the wrong one.
+
+``sim.py`` also runs any kernel in the simulator on a GPU machine, for the deterministic checks that only the
+simulator can do: the shared-memory race recorder and the address recorder (``memory.py``).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..device import ON_GPU
+
+_WANT_SIM = not ON_GPU
+
+
+def _numba_already_decided() -> bool | None:
+    """True/False when numba.cuda was imported already in simulator/real mode; None when not imported."""
+    mod = sys.modules.get("numba.cuda")
+    if mod is None:
+        return None
+    try:
+        from numba.cuda.core import config
+    except ImportError:  # pragma: no cover - older layouts
+        from numba import config
+    return bool(config.ENABLE_CUDASIM)
+
+
+_decided = _numba_already_decided()
+# numba warns on stderr when a grid is small ("under-utilization"): the chapter's inputs are tiny on purpose,
+# and stderr text would differ between machines in compared notebook outputs.
+os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+if _decided is None:
+    if _WANT_SIM:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    else:
+        os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+elif _decided != _WANT_SIM:
+    raise RuntimeError(
+        "numba.cuda was imported before softmax_lab.cuda_layer, in "
+        + ("simulator" if _decided else "real-CUDA") + " mode, but softmax_lab runs on "
+        + ("the CPU (simulator needed)" if _WANT_SIM else "the GPU (real CUDA needed)")
+        + ": restart the kernel and import softmax_lab.cuda_layer before `from numba import cuda`")
+
+from numba import cuda  # noqa: E402  (after the switch, on purpose)
+
+try:
+    from numba.cuda.core import config as _config
+
+    _config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+except (ImportError, AttributeError):  # pragma: no cover
+    pass
+
+SIMULATOR: bool = _WANT_SIM
+"""True when kernels run in numba's CUDA simulator (no GPU), False when they run as real CUDA."""
+
+from . import sim  # noqa: E402,F401  (installs the shuffle shim and the faster block scheduler)
+from .memory import count_sectors, warp_loads  # noqa: E402,F401
+from .sim import RaceReport, record_races, simulated  # noqa: E402,F401
+
+
+def versions() -> str:
+    import numba
+
+    try:
+        from importlib.metadata import version
+
+        nc = version("numba-cuda")
+    except Exception:  # noqa: BLE001 - any metadata problem: say unknown
+        nc = "unknown"
+    return f"numba {numba.__version__}, numba-cuda {nc}"
+
+
+def describe() -> str:
+    """One line: where @cuda.jit kernels run, e.g. 'real CUDA on NVIDIA H200 (numba ...)'."""
+    if SIMULATOR:
+        return f"numba's CUDA simulator on the CPU ({versions()})"
+    try:
+        name = cuda.get_current_device().name
+        name = name.decode() if isinstance(name, bytes) else str(name)
+    except Exception as err:  # noqa: BLE001 - report, never crash the doctor
+        return f"real CUDA, but numba cannot open the GPU: {type(err).__name__}: {str(err)[:200]}"
+    return f"real CUDA on {name} ({versions()})"
+
+
+def doctor_findings():
+    """Findings for ``softmax-lab doctor``: real CUDA or simulator, and a tiny @cuda.jit kernel run.
+
+    Returns ``checkup.Finding`` objects (imported lazily so that this module does not need checkup).
+    """
+    from ..checkup import Finding
+
+    found = []
+    try:
+        where = describe()
+    except Exception as err:  # noqa: BLE001
+        return [Finding("FAIL", f"numba-cuda is not usable: {type(err).__name__}: {err}",
+                        'pip install "numba-cuda==0.30.4"')]
+    level = "info" if SIMULATOR else "ok"
+    found.append(Finding(level, f"chapter 9's @cuda.jit kernels run in: {where}"))
+    try:
+        import numpy as np
+
+        from .kernels import row_serial_softmax
+        import torch
+
+        from ..device import DEVICE
+
+        x = torch.tensor([[-1002.0, -1001.0, -1000.0]], device=DEVICE)
+        y = row_serial_softmax(x)
+        want = np.array([0.09003057, 0.24472847, 0.66524096])
+        if not np.allclose(y.cpu().numpy()[0], want, atol=1e-6):
+            found.append(Finding("FAIL", f"a tiny @cuda.jit kernel computed {y.cpu().tolist()}",
+                                 "reinstall numba-cuda==0.30.4; on a GPU, check that numba finds the CUDA driver"))
+        else:
+            found.append(Finding("ok", "a tiny @cuda.jit softmax kernel ran and matched"))
+    except Exception as err:  # noqa: BLE001 - the doctor must not crash
+        found.append(Finding("FAIL", f"a tiny @cuda.jit kernel failed: {type(err).__name__}: {str(err)[:300]}",
+                             "reinstall numba-cuda==0.30.4 (pip); on a GPU, numba needs the CUDA driver "
+                             "(and cuda-bindings)"))
+    return found
