@@ -153,9 +153,20 @@ def check_workspace() -> list[Finding]:
             for name in names]
 
 
+def check_cuda_layer() -> list[Finding]:
+    """Chapter 9's CUDA kernels: real CUDA (numba-cuda on a GPU) or numba's CUDA simulator on the CPU."""
+    try:
+        from .cuda_layer import doctor_findings
+
+        return doctor_findings()
+    except Exception as err:  # noqa: BLE001 - the doctor reports, it does not crash
+        return [Finding("FAIL", f"chapter 9's CUDA layer cannot load: {type(err).__name__}: {str(err)[:200]}",
+                        'pip install "numba-cuda==0.30.4"')]
+
+
 def findings() -> list[Finding]:
     return (check_versions() + check_device() + check_kernel_registered() + check_course_command()
-            + check_workspace() + check_tiny_kernel())
+            + check_workspace() + check_cuda_layer() + check_tiny_kernel())
 
 
 def run_doctor(verbose: bool = True) -> bool:
