@@ -75,3 +75,13 @@ def test_padding_and_online_steppers_draw_too():
     assert "not stored" in texts(pad.picture(5))
     online = widgets.online_stepper([1, 2, 3, 0], 2)
     assert online.text == "Step 1/2: tile 1 = [1, 2]\nm = 2, l = 1.368"
+
+
+def test_padding_explorer_draws_the_chosen_padding_and_keeps_a_static_picture():
+    ex = widgets.PaddingExplorer([-1002.0, -1001.0, -1000.0], block=4)
+    minus_inf = ex.image.value
+    ex.set_padding("0")
+    assert ex.image.value != minus_inf and ex.image.value == ex.png("0")
+    bundle = ex._repr_mimebundle_()
+    assert "padding = -inf" in bundle["text/plain"] and "padding = 0" in bundle["text/plain"]
+    assert ex.toggle.value == "0", "rendering the static picture does not change what the learner chose"

@@ -139,11 +139,32 @@ class PaddingExplorer(widgets.VBox):
         self.block = block
         self.toggle = widgets.ToggleButtons(options=list(self.PADS), value="-inf", description="padding:")
         self.view = widgets.HTML()
+        self.image = widgets.Image(format="png")
         self.toggle.observe(lambda change: self._render(), names="value")
         header = [widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else []
-        super().__init__(header + [self.toggle, self.view])
+        super().__init__(header + [self.toggle, self.view, self.image])
         self.add_class("softmax-lab-padding")
+        self._pngs: dict = {}
         self._render()
+
+    def png(self, name: str) -> bytes:
+        """The lanes drawn with padding ``name`` ('-inf' or '0')."""
+        if name not in self._pngs:
+            self._pngs[name] = pictures.png(pictures.trace(self.row, self.block, self.PADS[name]))
+        return self._pngs[name]
+
+    def _repr_mimebundle_(self, **kwargs):
+        # Where no widget runs (GitHub, nbviewer, the web edition): both paddings as text, and the -inf drawing.
+        bundle = super()._repr_mimebundle_(**kwargs)
+        current = self.toggle.value
+        texts = []
+        for name in self.PADS:
+            self.toggle.value = name
+            texts.append(self.text)
+        self.toggle.value = current
+        bundle["text/plain"] = "\n\n".join(texts)
+        bundle["image/png"] = base64.b64encode(self.png("-inf")).decode("ascii")
+        return bundle
 
     def set_padding(self, name: str) -> None:
         self.toggle.value = name
@@ -170,6 +191,9 @@ class PaddingExplorer(widgets.VBox):
             rows.append(f"<tr><th style='text-align:left'>{html.escape(name)}</th>{''.join(cells)}</tr>")
         self.view.value = ("<table class='softmax-lab-padding-table'>" + "".join(rows) + "</table>"
                            "<small>red: padding lanes (never stored, but they take part in max and sum)</small>")
+        data = self.png(self.toggle.value)
+        self.image.value = data
+        self.image.layout.width = f"{int.from_bytes(data[16:20], 'big')}px"
 
 
 def padding_stepper(row, block: int = 4, pad: float = float("-inf"), title: str = "") -> Stepper:
