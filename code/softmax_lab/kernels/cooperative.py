@@ -1,0 +1,231 @@
+"""Cooperative softmax: a long row shared by a group of programs that keep their pieces on chip.
+
+A row too long for one program's registers (65536 fp32 = 256 KB; a multiprocessor has 256 KB of registers
+in all) is cut into G chunks of BLOCK elements, one program each. Every program
+
+1. loads its chunk once and keeps ``e = exp(x - m_c)`` in registers (``m_c``: the chunk's max);
+2. publishes its chunk's pair ``(m_c, l_c = Σ e)`` in a small table in global memory, then counts itself
+   in on its row's counter (an atomic add);
+3. waits until the counter says all G programs of its row have published, and combines the row's pairs:
+   ``M = max m_c``, ``L = Σ l_c·exp(m_c - M)``;
+4. writes ``y = e·exp(m_c - M) / L`` straight from registers.
+
+One read and one write per element, like the fused kernel; online and split-row read the row twice
+(3 units of traffic for 2: about 67% of copy speed when the second read misses the L2 cache).
+
+**Waiting is safe only if every partner can run.** A GPU starts programs as room frees up, in no promised
+order. If programs waited for partners chosen by ``program_id``, the GPU could fill up with programs whose
+partners have not started, and wait forever. So each program first takes a *ticket* (an atomic counter) and
+uses it, not ``program_id``, to pick its (row, chunk): tickets go out in the order programs really start.
+Then only the newest row can have partners still to start, and they start as soon as one program finishes,
+provided a whole group fits on the GPU at once (G <= programs resident at once; the launcher checks).
+
+**The CPU interpreter runs programs one after another**, so the first would wait for ever for the second.
+There (and with ``one_launch=False``) the launcher runs the same kernel twice: a first launch where every
+program only publishes, a second where every program reloads its chunk and finishes; its wait passes at once.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import cdiv, next_power_of_2, prepare
+
+
+@triton.jit
+def take_ticket(ticket_ptr, ONE_LAUNCH: tl.constexpr):
+    """Which piece of work this program does: a ticket in start order (one launch), else program_id."""
+    if ONE_LAUNCH:
+        return tl.atomic_add(ticket_ptr, 1, sem="relaxed")
+    return tl.program_id(0)
+
+
+@triton.jit
+def publish(slot_ptr, a, b):
+    """Store the pair (a, b) of float32 as one 64-bit word: partners see all of it or nothing. b must not
+    be 0.0, since a word of 0 means "not published yet"."""
+    word = (a.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (b.to(tl.int32, bitcast=True).to(tl.int64)
+                                                                & 0xFFFFFFFF)
+    tl.store(slot_ptr, word)
+
+
+@triton.jit
+def wait_for_row(slots_ptr, n_chunks, CHUNKS: tl.constexpr):
+    """Read the row's n_chunks words until every partner has published; return their pairs (a, b)."""
+    c = tl.arange(0, CHUNKS)
+    words = tl.load(slots_ptr + c, mask=c < n_chunks, other=1, volatile=True)  # volatile: not from L1
+    while tl.sum((words == 0).to(tl.int32), axis=0) > 0:
+        words = tl.load(slots_ptr + c, mask=c < n_chunks, other=1, volatile=True)
+    a = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    b = words.to(tl.int32).to(tl.float32, bitcast=True)
+    return a, b
+
+
+@triton.jit
+def cooperative_softmax_kernel(out_ptr, in_ptr, slot_ptr, in_row_stride, out_row_stride, n_cols, n_chunks,
+                               BLOCK: tl.constexpr, TILES: tl.constexpr, CHUNKS: tl.constexpr,
+                               KEEP_EXP: tl.constexpr, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+    t = take_ticket(slot_ptr, PUBLISH and FINISH)  # slot 0 counts tickets; then one slot per (row, chunk)
+    row = (t // n_chunks).to(tl.int64)  # int64: row * stride can pass 2**31
+    in_row = in_ptr + row * in_row_stride
+    out_row = out_ptr + row * out_row_stride
+    first = (t % n_chunks) * (TILES * BLOCK)  # a chunk is TILES tiles of BLOCK elements
+    offs = tl.arange(0, BLOCK)
+    # 1. The chunk's (m, l). TILES > 1 (very long rows): the first tiles stream through, as in online
+    #    softmax, and are read again at step 4, from the L2 cache by then. The last tile is read once and
+    #    stays in registers: as e = exp(x - m) (KEEP_EXP), or as x (fp16/bf16 x takes half the registers).
+    m = tl.full([], float("-inf"), tl.float32)
+    l = tl.full([], 0.0, tl.float32)
+    for i in range(TILES - 1):
+        tile = first + i * BLOCK + offs
+        xt = tl.load(in_row + tile, mask=tile < n_cols, other=float("-inf"),
+                     eviction_policy="evict_last").to(tl.float32)
+        m_new = tl.maximum(m, tl.max(xt, axis=0))
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # all -inf so far: shift by 0, not -inf
+        l = l * tl.exp(m - shift) + tl.sum(tl.exp(xt - shift), axis=0)
+        m = m_new
+    cols = first + (TILES - 1) * BLOCK + offs
+    x = tl.load(in_row + cols, mask=cols < n_cols, other=float("-inf"))
+    m_new = tl.maximum(m, tl.max(x.to(tl.float32), axis=0))
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    e = tl.exp(x.to(tl.float32) - shift)
+    l = l * tl.exp(m - shift) + tl.sum(e, axis=0)
+    m = m_new
+    slots = slot_ptr + 1 + row * n_chunks
+    # 2. Publish (m, l + 1): l >= 1, or l = 0 (all -inf), so l + 1 is never 0.0, the "not yet" word.
+    if PUBLISH:
+        publish(slots + t % n_chunks, m, l + 1.0)
+    if FINISH:
+        # 3. Wait for the row's other pairs and combine them.
+        m_c, l_c = wait_for_row(slots, n_chunks, CHUNKS)
+        c = tl.arange(0, CHUNKS)
+        m_c = tl.where(c < n_chunks, m_c, float("-inf"))
+        row_max = tl.max(m_c, axis=0)  # a row that is -inf everywhere gives NaN, like torch.softmax
+        inv_total = 1.0 / tl.sum(tl.where(c < n_chunks, (l_c - 1.0) * tl.exp(m_c - row_max), 0.0), axis=0)
+        # 4. Normalise: the streamed tiles read again, the last tile from registers; write once.
+        for i in range(TILES - 1):
+            tile = first + i * BLOCK + offs
+            xt = tl.load(in_row + tile, mask=tile < n_cols, other=float("-inf"),
+                         eviction_policy="evict_first").to(tl.float32)
+            yt = tl.exp(xt - row_max) * inv_total
+            tl.store(out_row + tile, yt.to(out_ptr.dtype.element_ty), mask=tile < n_cols)
+        if KEEP_EXP:
+            y = e * (tl.exp(m - row_max) * inv_total)
+        else:
+            y = tl.exp(x.to(tl.float32) - row_max) * inv_total
+        tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+@triton.jit
+def cooperative_backward_kernel(dx_ptr, y_ptr, dy_ptr, slot_ptr, y_row_stride, dy_row_stride, dx_row_stride,
+                                n_cols, n_chunks, BLOCK: tl.constexpr, CHUNKS: tl.constexpr,
+                                PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+    # The same pattern for dx = y·(dy - Σ dy·y): each program keeps its chunks of y and dy in registers,
+    # publishes its share of Σ dy·y (paired with 1.0, never 0), waits for the row's other shares, writes dx.
+    t = take_ticket(slot_ptr, PUBLISH and FINISH)
+    row = (t // n_chunks).to(tl.int64)
+    chunk = t % n_chunks
+    cols = chunk * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    slots = slot_ptr + 1 + row * n_chunks
+    if PUBLISH:
+        publish(slots + chunk, tl.sum(dy * y, axis=0), tl.full([], 1.0, tl.float32))
+    if FINISH:
+        shares, _ = wait_for_row(slots, n_chunks, CHUNKS)
+        c = tl.arange(0, CHUNKS)
+        dot = tl.sum(tl.where(c < n_chunks, shares, 0.0), axis=0)
+        tl.store(dx_ptr + row * dx_row_stride + cols, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+# Programs of one compiled kernel that fit on one multiprocessor at once, by (kernel name, BLOCK, warps, dtypes).
+_RESIDENT: dict = {}
+
+
+def resident_programs(kernel, args, grid, device, **knobs) -> int:
+    """How many programs of ``kernel`` (compiled for these arguments) the GPU holds at once, from its
+    registers, threads and shared memory per program (the CUDA occupancy rule)."""
+    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else str(kernel), device.index,
+           tuple(a.dtype if isinstance(a, torch.Tensor) else None for a in args), tuple(sorted(knobs.items())))
+    if key not in _RESIDENT:
+        compiled = kernel.warmup(*args, grid=grid, **knobs)
+        compiled._init_handles()
+        props = torch.cuda.get_device_properties(device)
+        warps = compiled.metadata.num_warps
+        regs_per_warp = -(-max(compiled.n_regs, 1) * 32 // 256) * 256  # registers are given out in 256s
+        by_regs = (props.regs_per_multiprocessor // regs_per_warp) // warps
+        by_threads = props.max_threads_per_multi_processor // (32 * warps)
+        smem = compiled.metadata.shared + 1024  # + 1 KB the driver keeps per program
+        by_smem = props.shared_memory_per_multiprocessor // smem
+        _RESIDENT[key] = min(by_regs, by_threads, by_smem, 32) * props.multi_processor_count
+    return _RESIDENT[key]
+
+
+def default_block(n_cols: int, element_size: int) -> int:
+    """32 KB of input per program (8192 fp32 or 16384 fp16/bf16), or the whole row when it is shorter."""
+    return min(next_power_of_2(n_cols), 32768 // element_size)
+
+
+def default_warps(block: int) -> int:
+    return max(1, min(16, block // 1024))  # 32 elements per thread
+
+
+def _launch(kernel, grid, args, n_chunks, one_launch, device, **knobs):
+    """One launch when the GPU can hold a whole group (else two; always two in the CPU interpreter)."""
+    if one_launch is None:
+        one_launch = device.type == "cuda" and n_chunks <= resident_programs(
+            kernel, args, grid, device, PUBLISH=True, FINISH=True, **knobs)
+    elif one_launch and device.type != "cuda":
+        raise ValueError("one_launch=True needs a GPU: the CPU interpreter runs programs one after another, "
+                         "so the first would wait for ever for its partners")
+    elif one_launch and n_chunks > resident_programs(kernel, args, grid, device, PUBLISH=True, FINISH=True,
+                                                     **knobs):
+        raise ValueError(f"one_launch=True with {n_chunks} programs per row, more than the GPU holds at once: "
+                         "they would wait for ever; use a larger BLOCK or one_launch=None")
+    if one_launch:
+        kernel[grid](*args, PUBLISH=True, FINISH=True, **knobs)
+    else:
+        kernel[grid](*args, PUBLISH=True, FINISH=False, **knobs)
+        kernel[grid](*args, PUBLISH=False, FINISH=True, **knobs)
+
+
+def cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
+                        num_warps: int | None = None, tiles: int = 1, keep_exp: bool | None = None,
+                        one_launch: bool | None = None) -> torch.Tensor:
+    """Softmax over the last dim of 2-D ``x``, each row shared by ``cdiv(n_cols, BLOCK)`` cooperating
+    programs that read it once. Knobs: ``BLOCK`` (elements per tile, power of two), ``num_warps``,
+    ``tiles`` (tiles per program: all but the last are read twice, the second time from L2),
+    ``keep_exp`` (keep exp(x - m) in registers rather than x; default: for float32), ``one_launch``
+    (default: on a GPU when a row's group fits on it at once; False: the two-launch path that the CPU
+    interpreter always takes)."""
+    x, y = prepare(x, out)
+    n_rows, n_cols = x.shape
+    if x.numel() == 0:
+        return y
+    BLOCK = BLOCK or default_block(n_cols, x.element_size())
+    n_chunks = cdiv(n_cols, BLOCK * tiles)
+    if n_rows * n_chunks >= 2**31:
+        raise ValueError(f"cooperative_softmax takes fewer than 2**31 programs; {n_rows} rows of {n_chunks} "
+                         "chunks is more: use a larger BLOCK")
+    slots = torch.zeros(1 + n_rows * n_chunks, dtype=torch.int64, device=x.device)  # 0: nothing published
+    args = (y, x, slots, x.stride(0), y.stride(0), n_cols, n_chunks)
+    _launch(cooperative_softmax_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, x.device, BLOCK=BLOCK,
+            TILES=tiles, CHUNKS=next_power_of_2(n_chunks), num_warps=num_warps or default_warps(BLOCK),
+            KEEP_EXP=x.element_size() == 4 if keep_exp is None else keep_exp)
+    return y
+
+
+def cooperative_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, BLOCK: int | None = None,
+                         num_warps: int | None = None, one_launch: bool | None = None) -> torch.Tensor:
+    """dx = y·(dy - Σ dy·y) with each row shared by cooperating programs (checked 2-D inputs with
+    contiguous rows; ``softmax_backward`` calls this for long rows)."""
+    n_rows, n_cols = y.shape
+    BLOCK = BLOCK or min(next_power_of_2(n_cols), 16384 // y.element_size())  # y and dy: 2 x 16 KB
+    n_chunks = cdiv(n_cols, BLOCK)
+    slots = torch.zeros(1 + n_rows * n_chunks, dtype=torch.int64, device=y.device)
+    args = (dx, y, dy, slots, y.stride(0), dy.stride(0), dx.stride(0), n_cols, n_chunks)
+    _launch(cooperative_backward_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, y.device, BLOCK=BLOCK,
+            CHUNKS=next_power_of_2(n_chunks), num_warps=num_warps or default_warps(BLOCK))
+    return dx
