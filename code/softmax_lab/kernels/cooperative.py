@@ -38,7 +38,7 @@ def take_ticket(ticket_ptr, ONE_LAUNCH: tl.constexpr):
     """Which piece of work this program does: a ticket in start order (one launch), else program_id."""
     if ONE_LAUNCH:
         return tl.atomic_add(ticket_ptr, 1, sem="relaxed")
-    return tl.program_id(0)
+    return tl.program_id(0).to(tl.int64)
 
 
 @triton.jit
@@ -70,7 +70,7 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, slot_ptr, in_row_stride, out_row
     row = (t // n_chunks).to(tl.int64)  # int64: row * stride can pass 2**31
     in_row = in_ptr + row * in_row_stride
     out_row = out_ptr + row * out_row_stride
-    first = (t % n_chunks) * (TILES * BLOCK)  # a chunk is TILES tiles of BLOCK elements
+    first = tl.multiple_of((t % n_chunks) * (TILES * BLOCK), BLOCK)  # TILES tiles of BLOCK elements each
     offs = tl.arange(0, BLOCK)
     # 1. The chunk's (m, l). TILES > 1 (very long rows): the first tiles stream through, as in online
     #    softmax, and are read again at step 4, from the L2 cache by then. The last tile is read once and
