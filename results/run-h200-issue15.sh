@@ -44,5 +44,9 @@ PY
 else
   timeout 200 python3 -m pytest tests/test_kernels.py tests/test_softmax_api.py tests/test_long_rows.py tests/test_gpu.py \
       -m "gpu or not gpu" -q -n 8 2>&1 | tail -40 > "$OUT/h200-issue15-tests.log"; tail -5 "$OUT/h200-issue15-tests.log"
-  timeout 420 python3 -m softmax_lab.cli bench --out "$OUT" --name h200-issue15 --rep 50 2>&1 | tee "$OUT/h200-issue15-bench.log" | grep -v "^bench"
+  timeout 330 python3 -m softmax_lab.cli bench --out "$OUT" --name h200-issue15 --rep 50 --no-kernels 2>&1 \
+      | tee "$OUT/h200-issue15-bench.log" | grep -v "^bench"
+  timeout 100 python3 -m softmax_lab.cli bench --out "$OUT" --name h200-issue15-tiles --sweep --sweep-only cooperative \
+      --rep 20 --no-eager --no-peers --no-kernels --no-check --no-backward --only 256x262144,16x1048576,8x4194304 \
+      2>&1 | grep -v "^|" | tail -8
 fi

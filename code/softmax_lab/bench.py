@@ -134,7 +134,9 @@ def peers():
     """Other softmax implementations to time when they are importable: {name: fn(x) -> softmax(x, -1)}.
     torch.compile's is always there; Liger-Kernel and QuACK only when installed."""
     out = {}
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    for name in ("recompile_limit", "cache_size_limit"):  # one compile per shape: allow many
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 64))
     out["torch.compile"] = torch.compile(lambda t: torch.softmax(t, -1), dynamic=False)
     try:
         from liger_kernel.ops.softmax import LigerSoftmaxFunction
@@ -184,12 +186,11 @@ def _forward_candidates(n_rows, n_cols, dtype):
                 if programs is None or programs < n_rows:
                     out.append(("online", dict(BLOCK=tile, num_warps=warps, programs=programs)))
     size = torch.empty((), dtype=dtype).element_size()
-    if block >= 8192:  # cooperative: tile and warps; for fp16/bf16 what stays in registers; tiles per program
+    if block >= 8192:  # cooperative: tile and warps; tiles per program for very long rows
         for tile, warps in ((2048, 2), (4096, 4), (4096, 8), (8192, 4), (8192, 8), (16384, 8), (16384, 16),
                             (32768, 16)):
             if tile < block and (size == 2 or tile <= 16384):
-                for keep_exp in ((True, False) if size == 2 else (True,)):
-                    out.append(("cooperative", dict(BLOCK=tile, num_warps=warps, keep_exp=keep_exp)))
+                out.append(("cooperative", dict(BLOCK=tile, num_warps=warps)))
                 if block >= 262144 and tile in (4096, 8192):
                     for tiles in (2, 4):
                         out.append(("cooperative", dict(BLOCK=tile, num_warps=warps, tiles=tiles)))

@@ -35,7 +35,8 @@ TABLE = {
 # Longer rows: cooperative softmax (kernels/cooperative.py): each row shared by cdiv(N, BLOCK) programs that
 # keep their chunk in registers, so the row is read once. BLOCK and warps per element size, from the H200
 # sweep (results/README.md).
-COOPERATIVE = {4: dict(BLOCK=8192, num_warps=8), 2: dict(BLOCK=16384, num_warps=16)}
+COOPERATIVE = {4: [(262144, dict(BLOCK=8192, num_warps=4)), (None, dict(BLOCK=8192, num_warps=8))],
+               2: [(None, dict(BLOCK=4096, num_warps=4))]}
 LAUNCHERS = {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax}
 
 
@@ -45,7 +46,9 @@ def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     for max_cols, name, knobs in TABLE[size]:
         if n_cols <= max_cols:
             return name, LAUNCHERS[name], dict(knobs)
-    return "cooperative", cooperative_softmax, dict(COOPERATIVE[size])
+    for max_cols, knobs in COOPERATIVE[size]:
+        if max_cols is None or n_cols <= max_cols:
+            return "cooperative", cooperative_softmax, dict(knobs)
 
 
 def _check(x: torch.Tensor, mask: torch.Tensor | None) -> None:

@@ -23,6 +23,10 @@ provided a whole group fits on the GPU at once (G <= programs resident at once; 
 **The CPU interpreter runs programs one after another**, so the first would wait for ever for the second.
 There (and with ``one_launch=False``) the launcher runs the same kernel twice: a first launch where every
 program only publishes, a second where every program reloads its chunk and finishes; its wait passes at once.
+
+**Rows longer than the GPU's registers** (16 rows of 1M fp32 = 64 MB, against 132 x 256 KB of registers): with
+``tiles > 1`` each program streams ``tiles - 1`` tiles before its last one, and reads them again after the
+wait, hoping they are still in the L2 cache.
 """
 from __future__ import annotations
 
@@ -34,47 +38,40 @@ from ._launch import cdiv, next_power_of_2, prepare
 
 
 @triton.jit
-def take_ticket(ticket_ptr, ONE_LAUNCH: tl.constexpr):
+def take_ticket(count_ptr, ONE_LAUNCH: tl.constexpr):
     """Which piece of work this program does: a ticket in start order (one launch), else program_id."""
     if ONE_LAUNCH:
-        return tl.atomic_add(ticket_ptr, 1, sem="relaxed")
-    return tl.program_id(0).to(tl.int64)
+        return tl.atomic_add(count_ptr, 1, sem="relaxed")
+    return tl.program_id(0)
 
 
 @triton.jit
-def publish(slot_ptr, a, b):
-    """Store the pair (a, b) of float32 as one 64-bit word: partners see all of it or nothing. b must not
-    be 0.0, since a word of 0 means "not published yet"."""
-    word = (a.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (b.to(tl.int32, bitcast=True).to(tl.int64)
-                                                                & 0xFFFFFFFF)
-    tl.store(slot_ptr, word)
+def count_in_and_wait(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+    """Count this program in on its row's counter (after its pair is stored), then wait for all partners."""
+    if PUBLISH:
+        tl.debug_barrier()  # every thread's stores are done before the counter says so
+        seen = tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
+    else:
+        seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")
+    if FINISH:
+        while seen < n_chunks:
+            seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")  # acquire: then their pairs are visible
 
 
 @triton.jit
-def wait_for_row(slots_ptr, n_chunks, CHUNKS: tl.constexpr):
-    """Read the row's n_chunks words until every partner has published; return their pairs (a, b)."""
-    c = tl.arange(0, CHUNKS)
-    words = tl.load(slots_ptr + c, mask=c < n_chunks, other=1, volatile=True)  # volatile: not from L1
-    while tl.sum((words == 0).to(tl.int32), axis=0) > 0:
-        words = tl.load(slots_ptr + c, mask=c < n_chunks, other=1, volatile=True)
-    a = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
-    b = words.to(tl.int32).to(tl.float32, bitcast=True)
-    return a, b
-
-
-@triton.jit
-def cooperative_softmax_kernel(out_ptr, in_ptr, slot_ptr, in_row_stride, out_row_stride, n_cols, n_chunks,
-                               BLOCK: tl.constexpr, TILES: tl.constexpr, CHUNKS: tl.constexpr,
-                               KEEP_EXP: tl.constexpr, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
-    t = take_ticket(slot_ptr, PUBLISH and FINISH)  # slot 0 counts tickets; then one slot per (row, chunk)
+def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride, out_row_stride, n_cols,
+                               n_chunks, BLOCK: tl.constexpr, TILES: tl.constexpr, CHUNKS: tl.constexpr,
+                               PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+    t = take_ticket(count_ptr, PUBLISH and FINISH)
     row = (t // n_chunks).to(tl.int64)  # int64: row * stride can pass 2**31
+    chunk = t % n_chunks
     in_row = in_ptr + row * in_row_stride
     out_row = out_ptr + row * out_row_stride
-    first = tl.multiple_of((t % n_chunks) * (TILES * BLOCK), BLOCK)  # TILES tiles of BLOCK elements each
+    first = tl.multiple_of(chunk * (TILES * BLOCK), BLOCK)  # a chunk is TILES tiles of BLOCK elements
     offs = tl.arange(0, BLOCK)
-    # 1. The chunk's (m, l). TILES > 1 (very long rows): the first tiles stream through, as in online
-    #    softmax, and are read again at step 4, from the L2 cache by then. The last tile is read once and
-    #    stays in registers: as e = exp(x - m) (KEEP_EXP), or as x (fp16/bf16 x takes half the registers).
+    # 1. The chunk's (m, l). Its last tile is read once and stays in registers as e = exp(x - m). With
+    #    TILES > 1 (very long rows) the first tiles stream through as in online softmax, and are read again
+    #    at step 4 (from the L2 cache by then, with luck).
     m = tl.full([], float("-inf"), tl.float32)
     l = tl.full([], 0.0, tl.float32)
     for i in range(TILES - 1):
@@ -86,57 +83,55 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, slot_ptr, in_row_stride, out_row
         l = l * tl.exp(m - shift) + tl.sum(tl.exp(xt - shift), axis=0)
         m = m_new
     cols = first + (TILES - 1) * BLOCK + offs
-    x = tl.load(in_row + cols, mask=cols < n_cols, other=float("-inf"))
-    m_new = tl.maximum(m, tl.max(x.to(tl.float32), axis=0))
-    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-    e = tl.exp(x.to(tl.float32) - shift)
+    x = tl.load(in_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+    m_new = tl.maximum(m, tl.max(x, axis=0))
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # an all -inf chunk: e = 0, l = 0 (not NaN)
+    e = tl.exp(x - shift)
     l = l * tl.exp(m - shift) + tl.sum(e, axis=0)
     m = m_new
-    slots = slot_ptr + 1 + row * n_chunks
-    # 2. Publish (m, l + 1): l >= 1, or l = 0 (all -inf), so l + 1 is never 0.0, the "not yet" word.
+    # 2. Publish (m, l) and count in; 3. wait for the partners and combine the row's pairs.
+    pair = pair_ptr + 2 * (row * n_chunks + chunk)
     if PUBLISH:
-        publish(slots + t % n_chunks, m, l + 1.0)
+        tl.store(pair, m)
+        tl.store(pair + 1, l)
+    count_in_and_wait(count_ptr + 1 + row, n_chunks, PUBLISH, FINISH)
     if FINISH:
-        # 3. Wait for the row's other pairs and combine them.
-        m_c, l_c = wait_for_row(slots, n_chunks, CHUNKS)
         c = tl.arange(0, CHUNKS)
-        m_c = tl.where(c < n_chunks, m_c, float("-inf"))
+        pairs = pair_ptr + 2 * (row * n_chunks + c)
+        m_c = tl.load(pairs, mask=c < n_chunks, other=float("-inf"), volatile=True)  # volatile: not from L1
+        l_c = tl.load(pairs + 1, mask=c < n_chunks, other=0.0, volatile=True)
         row_max = tl.max(m_c, axis=0)  # a row that is -inf everywhere gives NaN, like torch.softmax
-        inv_total = 1.0 / tl.sum(tl.where(c < n_chunks, (l_c - 1.0) * tl.exp(m_c - row_max), 0.0), axis=0)
-        # 4. Normalise: the streamed tiles read again, the last tile from registers; write once.
+        inv_total = 1.0 / tl.sum(l_c * tl.exp(m_c - row_max), axis=0)
+        # 4. Normalise and write once: the streamed tiles read again, the last one from registers.
         for i in range(TILES - 1):
             tile = first + i * BLOCK + offs
             xt = tl.load(in_row + tile, mask=tile < n_cols, other=float("-inf"),
                          eviction_policy="evict_first").to(tl.float32)
             yt = tl.exp(xt - row_max) * inv_total
             tl.store(out_row + tile, yt.to(out_ptr.dtype.element_ty), mask=tile < n_cols)
-        if KEEP_EXP:
-            y = e * (tl.exp(m - row_max) * inv_total)
-        else:
-            y = tl.exp(x.to(tl.float32) - row_max) * inv_total
+        y = e * (tl.exp(m - row_max) * inv_total)
         tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
 
 
 @triton.jit
-def cooperative_backward_kernel(dx_ptr, y_ptr, dy_ptr, slot_ptr, y_row_stride, dy_row_stride, dx_row_stride,
-                                n_cols, n_chunks, BLOCK: tl.constexpr, CHUNKS: tl.constexpr,
+def cooperative_backward_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, count_ptr, y_row_stride, dy_row_stride,
+                                dx_row_stride, n_cols, n_chunks, BLOCK: tl.constexpr, CHUNKS: tl.constexpr,
                                 PUBLISH: tl.constexpr, FINISH: tl.constexpr):
     # The same pattern for dx = y·(dy - Σ dy·y): each program keeps its chunks of y and dy in registers,
-    # publishes its share of Σ dy·y (paired with 1.0, never 0), waits for the row's other shares, writes dx.
-    t = take_ticket(slot_ptr, PUBLISH and FINISH)
+    # publishes its share of Σ dy·y, waits for the row's other shares, and writes its chunk of dx.
+    t = take_ticket(count_ptr, PUBLISH and FINISH)
     row = (t // n_chunks).to(tl.int64)
     chunk = t % n_chunks
-    cols = chunk * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.multiple_of(chunk * BLOCK, BLOCK) + tl.arange(0, BLOCK)
     mask = cols < n_cols
     y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    slots = slot_ptr + 1 + row * n_chunks
     if PUBLISH:
-        publish(slots + chunk, tl.sum(dy * y, axis=0), tl.full([], 1.0, tl.float32))
+        tl.store(dot_ptr + row * n_chunks + chunk, tl.sum(dy * y, axis=0))
+    count_in_and_wait(count_ptr + 1 + row, n_chunks, PUBLISH, FINISH)
     if FINISH:
-        shares, _ = wait_for_row(slots, n_chunks, CHUNKS)
         c = tl.arange(0, CHUNKS)
-        dot = tl.sum(tl.where(c < n_chunks, shares, 0.0), axis=0)
+        dot = tl.sum(tl.load(dot_ptr + row * n_chunks + c, mask=c < n_chunks, other=0.0, volatile=True), axis=0)
         tl.store(dx_ptr + row * dx_row_stride + cols, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
 
 
@@ -192,14 +187,12 @@ def _launch(kernel, grid, args, n_chunks, one_launch, device, **knobs):
 
 
 def cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
-                        num_warps: int | None = None, tiles: int = 1, keep_exp: bool | None = None,
-                        one_launch: bool | None = None) -> torch.Tensor:
-    """Softmax over the last dim of 2-D ``x``, each row shared by ``cdiv(n_cols, BLOCK)`` cooperating
-    programs that read it once. Knobs: ``BLOCK`` (elements per tile, power of two), ``num_warps``,
-    ``tiles`` (tiles per program: all but the last are read twice, the second time from L2),
-    ``keep_exp`` (keep exp(x - m) in registers rather than x; default: for float32), ``one_launch``
-    (default: on a GPU when a row's group fits on it at once; False: the two-launch path that the CPU
-    interpreter always takes)."""
+                        num_warps: int | None = None, tiles: int = 1, one_launch: bool | None = None) -> torch.Tensor:
+    """Softmax over the last dim of 2-D ``x``, each row shared by ``cdiv(n_cols, BLOCK * tiles)``
+    cooperating programs. Knobs: ``BLOCK`` (elements per tile, power of two), ``num_warps``, ``tiles``
+    (tiles per program; all but the last are read twice, the second time from L2 if it still holds them),
+    ``one_launch`` (default: on a GPU when a row's group fits on it at once; False: the two-launch path
+    that the CPU interpreter always takes)."""
     x, y = prepare(x, out)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
@@ -209,11 +202,11 @@ def cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK:
     if n_rows * n_chunks >= 2**31:
         raise ValueError(f"cooperative_softmax takes fewer than 2**31 programs; {n_rows} rows of {n_chunks} "
                          "chunks is more: use a larger BLOCK")
-    slots = torch.zeros(1 + n_rows * n_chunks, dtype=torch.int64, device=x.device)  # 0: nothing published
-    args = (y, x, slots, x.stride(0), y.stride(0), n_cols, n_chunks)
+    pairs = torch.empty(2 * n_rows * n_chunks, dtype=torch.float32, device=x.device)
+    counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)  # the ticket, then one per row
+    args = (y, x, pairs, counts, x.stride(0), y.stride(0), n_cols, n_chunks)
     _launch(cooperative_softmax_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, x.device, BLOCK=BLOCK,
-            TILES=tiles, CHUNKS=next_power_of_2(n_chunks), num_warps=num_warps or default_warps(BLOCK),
-            KEEP_EXP=x.element_size() == 4 if keep_exp is None else keep_exp)
+            TILES=tiles, CHUNKS=next_power_of_2(n_chunks), num_warps=num_warps or default_warps(BLOCK))
     return y
 
 
@@ -224,8 +217,9 @@ def cooperative_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, BL
     n_rows, n_cols = y.shape
     BLOCK = BLOCK or min(next_power_of_2(n_cols), 16384 // y.element_size())  # y and dy: 2 x 16 KB
     n_chunks = cdiv(n_cols, BLOCK)
-    slots = torch.zeros(1 + n_rows * n_chunks, dtype=torch.int64, device=y.device)
-    args = (dx, y, dy, slots, y.stride(0), dy.stride(0), dx.stride(0), n_cols, n_chunks)
+    dot = torch.empty(n_rows * n_chunks, dtype=torch.float32, device=y.device)
+    counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=y.device)
+    args = (dx, y, dy, dot, counts, y.stride(0), dy.stride(0), dx.stride(0), n_cols, n_chunks)
     _launch(cooperative_backward_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, y.device, BLOCK=BLOCK,
             CHUNKS=next_power_of_2(n_chunks), num_warps=num_warps or default_warps(BLOCK))
     return dx
