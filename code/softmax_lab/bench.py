@@ -371,19 +371,22 @@ def plot(records, path) -> bool:
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.5), sharey=True)
     for ax, (kind, key, title) in zip(axes, panels):
         for j, impl in enumerate(impls):
-            rs = sorted((r for r in records if r["kind"] == kind and r["impl"] == impl and key in r),
-                        key=lambda r: (r["cols"], r["dtype"]))
-            if not rs:
-                continue
-            color = f"C{j}"
-            ax.plot([r["cols"] for r in rs], [r[key] for r in rs], color=color, lw=1, alpha=0.5)
-            for r in rs:
-                ax.scatter(r["cols"], r[key], color=color, marker=markers.get(r["dtype"], "o"), s=25,
-                           label=impl if r is rs[0] else None)
+            # one line for fp32 (solid) and one for fp16/bf16 (dashed); markers tell the dtype
+            for wide, style in ((True, "-"), (False, "--")):
+                rs = sorted((r for r in records if r["kind"] == kind and r["impl"] == impl and key in r
+                             and (r["dtype"] == "float32") == wide), key=lambda r: (r["cols"], r["dtype"]))
+                if not rs:
+                    continue
+                ax.plot([r["cols"] for r in rs], [r[key] for r in rs], color=f"C{j}", ls=style, lw=1, alpha=0.6)
+                for r in rs:
+                    ax.scatter(r["cols"], r[key], color=f"C{j}", marker=markers.get(r["dtype"], "o"), s=25,
+                               label=impl if wide and r is rs[0] or (not wide and r is rs[0] and not any(
+                                   q["dtype"] == "float32" for q in records if q["impl"] == impl
+                                   and q["kind"] == kind and key in q)) else None)
         ax.axhline(100, color="gray", lw=1)
         ax.axhline(67, color="gray", ls=":", lw=1)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("row length N (markers: o fp32, s fp16, ^ bf16)")
+        ax.set_xlabel("row length N (o fp32, solid; s fp16, ^ bf16, dashed)")
         ax.set_title(title)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("% of device-to-device copy (same bytes, same timer)")
