@@ -329,7 +329,8 @@ def table(records, impls=("copy", "torch.softmax", "torch.compile", "liger", "qu
             eager = (f"{r['eager_ms'] * 1e3:.1f} | {r.get('eager_pct_copy', 0):.1f} | "
                      f"{r.get('eager_vs_torch', 0):.2f}x" if "eager_ms" in r else "- | - | -")
             lines.append(f"| {r['kind']} | {r['rows']}x{r['cols']} | {r['dtype']} | {r['impl']} | "
-                         f"{r.get('choice', '')} | {r['ms'] * 1e3:.1f} | {r['gbps']:.0f} | {r.get('pct_copy', 0):.1f} | "
+                         f"{r.get('choice', '')} | {r['ms'] * 1e3:.1f} | {r['gbps']:.0f} | "
+                         f"{r.get('pct_copy', 0):.1f} | "
                          f"{r.get('vs_torch', 0):.2f}x | {eager} | {r.get('checked', '')} |")
         elif r["impl"] in impls:
             lines.append(f"| {r['kind']} | {r['rows']}x{r['cols']} | {r['dtype']} | {r['impl']} | | "
@@ -412,7 +413,8 @@ def main(argv=None) -> int:
     p.add_argument("--rep", type=int, default=100, help="ms of timed repeats per measurement (do_bench rep)")
     p.add_argument("--timer", choices=["graph", "plain"], default="graph",
                    help="graph: do_bench_cudagraph (GPU time only; default); plain: do_bench from Python")
-    p.add_argument("--sweep-only", default="", help="with --sweep: only these kernels' settings, e.g. cooperative,fused")
+    p.add_argument("--sweep-only", default="",
+                   help="with --sweep: only these kernels' settings, e.g. cooperative,fused")
     p.add_argument("--no-eager", action="store_true", help="skip the second timer (a Python-launched loop)")
     p.add_argument("--no-peers", action="store_true", help="skip torch.compile, Liger-Kernel and QuACK")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks around each timing")
