@@ -5,7 +5,8 @@ import torch
 
 import softmax_lab
 from softmax_lab import kernels, softmax
-from softmax_lab.kernels import ALL, masked_softmax, softmax_backward
+from softmax_lab.kernels import ALL, cooperative_backward, cooperative_softmax, masked_softmax, softmax_backward
+from softmax_lab.kernels.cooperative import cooperative_softmax_kernel, resident_programs
 from softmax_lab.reference import masked_softmax_ref, softmax_backward_ref
 from softmax_lab.testing import assert_softmax_correct, check_softmax, tolerance
 
@@ -44,8 +45,10 @@ def test_kernels_at_gpu_sizes(name, shape):
 # The benchmark's shapes, through the dispatcher.
 BENCH_SHAPES = [((4096, 1024), torch.float32), ((65536, 512), torch.float16), ((65536, 512), torch.bfloat16),
                 ((32768, 1000), torch.float32), ((65536, 128), torch.float32), ((32768, 2048), torch.float16),
-                ((16384, 4096), torch.float32), ((4096, 16384), torch.float32), ((1024, 65536), torch.float32),
-                ((256, 262144), torch.float32), ((16, 1048576), torch.float32)]
+                ((16384, 4096), torch.float32), ((8192, 8192), torch.bfloat16), ((4096, 16384), torch.float32),
+                ((2048, 32768), torch.bfloat16), ((1024, 65536), torch.float32), ((1024, 65536), torch.bfloat16),
+                ((4096, 131072), torch.bfloat16), ((256, 262144), torch.float32), ((16, 1048576), torch.float32),
+                ((8, 4194304), torch.float32)]
 
 
 @pytest.mark.parametrize("shape,dtype", BENCH_SHAPES, ids=lambda v: str(v))
@@ -119,3 +122,77 @@ def test_kernel_limits_raise():
         if limit:
             with pytest.raises(ValueError):
                 ALL[name](torch.empty((1, limit + 1), device="cuda"))
+
+
+# ---- cooperative kernels (rows shared by programs that wait for each other): the one-launch path ----------
+
+
+@pytest.mark.parametrize("shape", [(1024, 65536), (300, 100_000), (7, (1 << 20) + 3), (3, 1 << 22), (5000, 33000)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cooperative_at_gpu_sizes(shape, dtype):
+    x = _randn(shape, dtype)
+    n = shape[1]
+    x[0, : n // 2] = float("-inf")          # a long -inf run: whole chunks of -inf
+    x[-1, n // 3: 2 * n // 3] = float("-inf")
+    if shape[0] > 2:
+        x[1] = float("-inf")                 # a fully -inf row gives NaN, like torch.softmax
+    y = torch.full_like(x, float("nan"))
+    cooperative_softmax(x, out=y)
+    rows = [r for r in range(shape[0]) if r != 1 or shape[0] <= 2]
+    _check_rows(y, x, rows[:64] + rows[-64:])
+    if shape[0] > 2:
+        assert torch.isnan(y[1]).all()
+    y2 = cooperative_softmax(x, one_launch=False)  # the two-launch path gives the same result
+    torch.testing.assert_close(y2, y, atol=0, rtol=0, equal_nan=True)
+    for knobs in (dict(tiles=2), dict(BLOCK=4096, num_warps=4)):  # tiles read twice; smaller programs
+        y3 = cooperative_softmax(x, **knobs)
+        _check_rows(y3, x, rows[:64] + rows[-64:])
+
+
+def test_cooperative_knobs_and_strides():
+    big = _randn((600, 70000))
+    for x in (big, big[:, 100:65636], big[::3, :66000]):
+        for knobs in (dict(BLOCK=2048, num_warps=2), dict(BLOCK=4096, num_warps=4), dict(BLOCK=16384, num_warps=16),
+                      dict(BLOCK=4096, num_warps=4, tiles=4), dict(BLOCK=8192, tiles=2)):
+            assert check_softmax(lambda t, out=None: cooperative_softmax(t, out=out, **knobs), x) == ""
+
+
+def test_cooperative_one_launch_guard():
+    x = _randn((1, 1 << 23))
+    pairs = torch.empty(2 * 8192, device="cuda")
+    counts = torch.zeros(2, dtype=torch.int32, device="cuda")
+    args = (x, x, pairs, counts, x.stride(0), x.stride(0), x.shape[1], 8192)
+    held = resident_programs(cooperative_softmax_kernel, args, (1,), x.device, PUBLISH=True, FINISH=True,
+                             BLOCK=1024, TILES=1, CHUNKS=8192, num_warps=4)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert sms <= held <= 16 * sms  # 4 warps a program: at most 2048 / 128 = 16 programs per SM
+    with pytest.raises(ValueError, match="wait for ever"):
+        cooperative_softmax(x, BLOCK=1024, num_warps=4, one_launch=True)  # 8192 programs per row
+    _check_rows(cooperative_softmax(x, BLOCK=1024, num_warps=4), x, slice(None))  # falls back to two launches
+
+
+def test_cooperative_more_than_2_31_elements():
+    # 32769 rows of 65536 fp16 = 2.15e9 elements: row * stride passes 2**31.
+    n_rows = (1 << 15) + 1
+    x = torch.empty((n_rows, 65536), dtype=torch.float16, device="cuda")
+    x.normal_(0, 3)
+    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
+    y = softmax(x)
+    _check_rows(y, x, rows)
+    dy = torch.randn_like(y)
+    dx = softmax_backward(y, dy)
+    torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows], dy[rows]), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("shape", [(1024, 65536), (16, 1 << 20), (5, 300_001)])
+def test_cooperative_backward_gpu(shape):
+    for dtype in DTYPES:
+        y = torch.softmax(_randn(shape), -1).to(dtype)
+        dy = _randn(shape, dtype)
+        atol, rtol = tolerance(dtype)
+        dx = torch.full_like(y, float("nan"))
+        cooperative_backward(y, dy, dx)
+        ref_rows = [0, shape[0] // 2, shape[0] - 1]
+        torch.testing.assert_close(dx[ref_rows].double(), softmax_backward_ref(y[ref_rows], dy[ref_rows]),
+                                   atol=atol * 10, rtol=rtol)
+        assert not torch.isnan(dx).any()

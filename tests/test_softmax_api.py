@@ -74,13 +74,13 @@ def test_every_dispatch_path_is_correct():
     # Row lengths that take each branch of the tuning table (CPU: tiny row counts).
     seen = set()
     sms = torch.cuda.get_device_properties(0).multi_processor_count if DEV.type == "cuda" else 4
-    many = sms + 1  # enough rows for the online branch
+    many = sms + 1  # more rows than SMs (the branch that once chose online softmax)
     for shape in [(3, 7), (5, 128), (3, 1000), (2, 3000), (2, 5000), (2, 40000), (many, 70000), (1, 140000)]:
         name = softmax.choose(*shape, torch.float32)[0]
         seen.add(name)
         x = randn(shape, device=DEV)
         _close(softmax(x), softmax_ref(x), x.dtype)
-    assert seen == {"multirow", "fused", "online", "split_row"}
+    assert seen == {"multirow", "fused", "cooperative"}
 
 
 def test_errors():

@@ -1,14 +1,20 @@
-"""``softmax-lab bench``: time every kernel, ``softmax_lab.softmax`` and ``torch.softmax`` on the GPU.
+"""``softmax-lab bench``: time every kernel, ``softmax_lab.softmax``, ``torch.softmax`` and peers on the GPU.
 
-Each timing is a median from ``triton.testing`` (``do_bench_cudagraph`` by default: the calls are replayed
-from a CUDA graph, so Python's launch overhead is not timed; ``--timer plain`` uses ``do_bench``). Every call
-gets the next of several input (and output) buffers, together bigger than the L2 cache, so no call is served
-by the cache. Bandwidth counts the
-bytes read once plus written once (backward: y and dy read, dx written), and is compared with a
-device-to-device copy of the same bytes timed the same way: the ceiling for a memory-bound kernel.
+Two timers for every implementation and shape, both medians:
 
-Writes a JSON file (device, versions, date, command, every timing) and a PNG plot; prints a table.
-``--sweep`` instead times the dispatcher's candidate settings (rows per program, warps, tiles, chunks).
+* **GPU time** (``ms``): ``triton.testing.do_bench_cudagraph``; the calls are replayed from a CUDA graph, so
+  Python's launch overhead is not timed (``--timer plain`` uses ``do_bench`` instead);
+* **eager time** (``eager_ms``): a Python loop of back-to-back calls, as an eager PyTorch model makes them.
+
+Every call gets the next of several input (and output) buffers, together bigger than the L2 cache, so no
+call is served by the cache. Bandwidth counts the bytes read once plus written once (backward: y and dy read,
+dx written), and is compared with a device-to-device copy of the same bytes timed the same way: the ceiling
+for a memory-bound kernel. Peers: ``torch.compile``'s softmax always, Liger-Kernel and QuACK when installed.
+Each result is checked against a float64 softmax before and after it is timed.
+
+Writes a JSON file (device, versions, date, command, every timing) and a PNG plot of % of copy against row
+length; prints a table. ``--sweep`` also times the dispatcher's candidate settings (rows per program, warps,
+tiles, chunks, cooperative blocks).
 """
 from __future__ import annotations
 
@@ -28,10 +34,11 @@ from softmax_lab import kernels
 from softmax_lab.kernels import ALL, softmax_backward
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
-# (rows, cols, dtype): the shapes of issue 3.
+# (rows, cols, dtype): the shapes of issues 3 and 15.
 SHAPES = [(4096, 1024, F32), (65536, 512, F16), (65536, 512, BF16), (32768, 1000, F32), (65536, 128, F32),
-          (32768, 2048, F16), (16384, 4096, F32), (4096, 16384, F32), (1024, 65536, F32), (256, 262144, F32),
-          (16, 1048576, F32)]
+          (32768, 2048, F16), (16384, 4096, F32), (8192, 8192, BF16), (4096, 16384, F32), (2048, 32768, BF16),
+          (1024, 65536, F32), (1024, 65536, BF16), (4096, 131072, BF16), (256, 262144, F32), (16, 1048576, F32),
+          (8, 4194304, F32)]
 BACKWARD_SHAPES = [(4096, 1024, F32), (65536, 512, F16), (16384, 4096, F32), (1024, 65536, F32),
                    (16, 1048576, F32)]
 # --sweep adds these, to tune the dispatcher between the shapes above.
@@ -39,7 +46,8 @@ SWEEP_EXTRA = [(65536, 256, F32), (65536, 512, F32), (65536, 128, F16), (65536, 
                (16384, 2048, F32), (32768, 8192, F32), (2048, 32768, F32), (64, 262144, F32)]
 QUICK_SHAPES = [(4096, 1024, F32), (65536, 128, F32), (16, 1048576, F32)]
 DTYPE_NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16"}
-ROTATE_BYTES = 400 * 2**20  # inputs+outputs cycled per timing: several times the 50-60 MB L2
+ROTATE_BYTES = 400 * 2**20  # inputs+outputs cycled per timing: several times the 60 MiB L2
+EAGER_MS = 20  # Python-launched loop: about this many ms of calls per repeat
 
 
 def _progress(items, desc):
@@ -82,6 +90,69 @@ def _time(fn, n_buffers, rep_ms, timer="graph"):
     return triton.testing.do_bench(call, warmup=max(5, rep_ms // 4), rep=rep_ms, return_mode="median")
 
 
+def _time_eager(fn, n_buffers, gpu_ms, repeats=5):
+    """Median ms per call of a Python loop of back-to-back calls (what an eager PyTorch model does): each
+    call pays its Python/launch cost, overlapped with the GPU's work on the calls before it."""
+    calls = max(10, min(2000, math.ceil(EAGER_MS / max(gpu_ms, 1e-3))))
+    for i in range(3):
+        fn(i % n_buffers)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(calls):
+            fn(i % n_buffers)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return sorted(times)[len(times) // 2]
+
+
+def _check(y, x, kind="forward", dy=None):
+    """'' when y matches a float64 softmax (backward: its gradient) on a few rows, else what is wrong."""
+    from softmax_lab.testing import tolerance
+
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        return f"wrong result: {type(y).__name__} {getattr(y, 'shape', '')}"
+    rows = sorted({0, x.shape[0] // 2, x.shape[0] - 1})
+    atol, rtol = tolerance(x.dtype)
+    if kind == "forward":
+        ref = torch.softmax(x[rows].double(), -1)
+    else:  # x is y here: dx = y (dy - sum dy y)
+        yd, dyd = x[rows].double(), dy[rows].double()
+        ref = yd * (dyd - (dyd * yd).sum(-1, keepdim=True))
+        atol *= 10
+    try:
+        torch.testing.assert_close(y[rows].double(), ref, atol=atol, rtol=rtol)
+    except AssertionError as err:
+        return "wrong result: " + str(err).splitlines()[0][:200]
+    return ""
+
+
+def peers():
+    """Other softmax implementations to time when they are importable: {name: fn(x) -> softmax(x, -1)}.
+    torch.compile's is always there; Liger-Kernel and QuACK only when installed."""
+    out = {}
+    for name in ("recompile_limit", "cache_size_limit"):  # one compile per shape: allow many
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 64))
+    out["torch.compile"] = torch.compile(lambda t: torch.softmax(t, -1), dynamic=False)
+    try:
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+
+        out["liger"] = LigerSoftmaxFunction.apply
+    except Exception:  # not installed (it is not on the course's GPU machine)
+        pass
+    try:
+        from quack.softmax import softmax as quack_softmax
+
+        out["quack"] = quack_softmax
+    except Exception:
+        pass
+    return out
+
+
 def _kernel_fits(name, n_rows, n_cols):
     """Skip what a kernel cannot take, or would take minutes for (naive is O(N²); row-serial is one lane)."""
     limit = kernels.MAX_COLS[name]
@@ -114,6 +185,15 @@ def _forward_candidates(n_rows, n_cols, dtype):
             for programs in (None, sms):
                 if programs is None or programs < n_rows:
                     out.append(("online", dict(BLOCK=tile, num_warps=warps, programs=programs)))
+    size = torch.empty((), dtype=dtype).element_size()
+    if block >= 8192:  # cooperative: tile and warps; tiles per program for very long rows
+        for tile, warps in ((2048, 2), (4096, 4), (4096, 8), (8192, 4), (8192, 8), (16384, 8), (16384, 16),
+                            (32768, 16)):
+            if tile < block and (size == 2 or tile <= 16384):
+                out.append(("cooperative", dict(BLOCK=tile, num_warps=warps)))
+                if block >= 262144 and tile in (4096, 8192):
+                    for tiles in (2, 4):
+                        out.append(("cooperative", dict(BLOCK=tile, num_warps=warps, tiles=tiles)))
     if block >= 65536:
         row_bytes = n_cols * torch.empty((), dtype=dtype).element_size()
         for group_mb in (None, 16, 32):
@@ -127,9 +207,30 @@ def _forward_candidates(n_rows, n_cols, dtype):
     return out
 
 
-def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph"):
-    from softmax_lab import softmax
+def _backward_candidates(n_rows, n_cols):
+    """(launcher, knobs) settings that --sweep times for one backward shape."""
+    block = 1 << (n_cols - 1).bit_length()
+    out = []
+    for rows_tile, warps in ((2048, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)):
+        if block <= 16384 and rows_tile >= block:
+            out.append(("backward", dict(ROWS=rows_tile // block, num_warps=warps)))
+    if block > 16384:
+        for tile, warps in ((2048, 2), (2048, 4), (4096, 4), (4096, 8), (8192, 8), (8192, 16)):
+            out.append(("cooperative_backward", dict(BLOCK=tile, num_warps=warps)))
+    return out
 
+
+def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eager=False, with_peers=False,
+        check=True, sweep_only=()):
+    """Time every shape; returns a list of records (one per implementation and shape).
+
+    Each record has ``ms`` (GPU time, CUDA graph; see ``_time``) and, with ``eager``, ``eager_ms`` (a
+    Python-launched loop, ``_time_eager``). With ``check``, every implementation's result is compared with a
+    float64 softmax before and after it is timed (``checked``: "ok" or what was wrong)."""
+    from softmax_lab import softmax
+    from softmax_lab.kernels import cooperative_backward, cooperative_softmax
+
+    others = peers() if with_peers else {}
     records = []
     tasks = [("forward", s) for s in shapes] + [("backward", s) for s in backward_shapes]
     for kind, (n_rows, n_cols, dtype) in _progress(tasks, "bench"):
@@ -139,74 +240,101 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph"):
         xs = _buffers((n_rows, n_cols), dtype, n_buf)
         outs = [torch.empty_like(xs[0]) for _ in range(n_buf)]
         base = dict(kind=kind, rows=n_rows, cols=n_cols, dtype=DTYPE_NAMES[dtype], bytes=moved, buffers=n_buf)
+        if kind == "backward":
+            ys = [torch.softmax(x.float(), -1).to(dtype) for x in xs]
+            xs = None
+            dys = _buffers((n_rows, n_cols), dtype, n_buf)
 
-        def add(impl, fn, knobs=None):
+        def verdict(fn, i):
+            if not check:
+                return ""
+            y = fn(i)
+            return _check(y, xs[i]) if kind == "forward" else _check(y, ys[i], "backward", dys[i])
+
+        def add(impl, fn, knobs=None, correct=True):
+            rec = dict(base, impl=impl, knobs=knobs)
             try:
-                ms = _time(fn, n_buf, rep_ms, timer)
-                records.append(dict(base, impl=impl, knobs=knobs, ms=ms, gbps=moved / ms / 1e6))
+                bad = verdict(fn, 0) if correct else ""
+                rec["ms"] = _time(fn, n_buf, rep_ms, timer)
+                rec["gbps"] = moved / rec["ms"] / 1e6
+                if eager:
+                    rec["eager_ms"] = _time_eager(fn, n_buf, rec["ms"])
+                    rec["eager_gbps"] = moved / rec["eager_ms"] / 1e6
+                bad = bad or (verdict(fn, n_buf - 1) if correct else "")
+                rec["checked"] = bad or ("ok" if correct and check else "not checked")
             except Exception as err:  # a setting that does not compile or fit: record it, keep going
-                records.append(dict(base, impl=impl, knobs=knobs, error=f"{type(err).__name__}: {err}"[:300]))
+                rec["error"] = f"{type(err).__name__}: {err}"[:300]
+            records.append(rec)
+            return rec
 
         if kind == "forward":
-            add("copy", lambda i: outs[i].copy_(xs[i]))
+            add("copy", lambda i: outs[i].copy_(xs[i]), correct=False)
             add("torch.softmax", lambda i: torch.softmax(xs[i], -1))
-            add("softmax_lab.softmax", lambda i: softmax(xs[i]))
-            records[-1]["choice"] = softmax.choose(n_rows, n_cols, dtype)[0]
+            add("softmax_lab.softmax", lambda i: softmax(xs[i]))["choice"] = softmax.choose(n_rows, n_cols, dtype)[0]
+            for name, f in others.items():
+                add(name, lambda i, f=f: f(xs[i]))
             if with_kernels:
-                for name, f in ALL.items():
-                    if _kernel_fits(name, n_rows, n_cols):
+                for name, f in dict(ALL, cooperative=cooperative_softmax).items():
+                    if name == "cooperative" or _kernel_fits(name, n_rows, n_cols):
                         add(name, lambda i, f=f: f(xs[i], out=outs[i]))
             if sweep:
                 for name, knobs in _forward_candidates(n_rows, n_cols, dtype):
-                    add(f"sweep:{name}", lambda i, f=ALL[name], k=knobs: f(xs[i], out=outs[i], **k), knobs)
+                    if sweep_only and name not in sweep_only:
+                        continue
+                    f = cooperative_softmax if name == "cooperative" else ALL[name]
+                    add(f"sweep:{name}", lambda i, f=f, k=knobs: f(xs[i], out=outs[i], **k), knobs)
         else:
-            ys = [torch.softmax(x.float(), -1).to(dtype) for x in xs]
-            del xs
-            dys = _buffers((n_rows, n_cols), dtype, n_buf)
             # a copy of the same bytes: read 2 tensors, write 1
-            add("copy", lambda i: torch.add(ys[i], dys[i], out=outs[i]))
+            add("copy", lambda i: torch.add(ys[i], dys[i], out=outs[i]), correct=False)
             add("torch.softmax", lambda i: torch._softmax_backward_data(dys[i], ys[i], -1, dtype))
             add("softmax_lab.softmax", lambda i: softmax_backward(ys[i], dys[i], out=outs[i]))
             if sweep:
-                block = 1 << (n_cols - 1).bit_length()
-                for rows_tile, warps in ((2048, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)):
-                    if block <= 16384 and rows_tile >= block:
-                        k = dict(ROWS=rows_tile // block, num_warps=warps)
-                        add("sweep:backward", lambda i, k=k: softmax_backward(ys[i], dys[i], out=outs[i], **k), k)
-                sms = torch.cuda.get_device_properties(0).multi_processor_count
-                for tile, warps in ((4096, 8), (4096, 16), (8192, 16)):
-                    for per_sm in (1, 2, 4):
-                        if block > 16384:
-                            k = dict(BLOCK=tile, num_warps=warps, chunks=math.ceil(per_sm * sms / n_rows))
-                            add("sweep:backward", lambda i, k=k: softmax_backward(ys[i], dys[i], out=outs[i], **k), k)
-            del ys, dys
-        del outs
+                for name, k in _backward_candidates(n_rows, n_cols):
+                    if sweep_only and name not in sweep_only:
+                        continue
+                    if name == "backward":
+                        f = lambda i, k=k: softmax_backward(ys[i], dys[i], out=outs[i], **k)  # noqa: E731
+                    else:
+                        f = lambda i, k=k: cooperative_backward(ys[i], dys[i], outs[i], **k)  # noqa: E731
+                    add(f"sweep:{name}", f, k)
+        xs = ys = dys = outs = None
         torch.cuda.empty_cache()
     _relative(records)
     return records
 
 
 def _relative(records):
-    """Add % of copy bandwidth and the speed ratio to torch (torch time / this time) to every record."""
+    """Add % of copy bandwidth and the speed ratio to torch (torch time / this time) to every record, for
+    GPU time (``pct_copy``, ``vs_torch``) and eager time (``eager_pct_copy``, ``eager_vs_torch``)."""
+    groups = {}
     for r in records:
-        same = [o for o in records if o["kind"] == r["kind"] and o["rows"] == r["rows"] and o["cols"] == r["cols"]
-                and o["dtype"] == r["dtype"] and "ms" in o]
-        copy = next((o for o in same if o["impl"] == "copy"), None)
-        torch_ = next((o for o in same if o["impl"] == "torch.softmax"), None)
-        if "ms" in r and copy:
-            r["pct_copy"] = 100 * copy["ms"] / r["ms"]
-        if "ms" in r and torch_:
-            r["vs_torch"] = torch_["ms"] / r["ms"]
+        groups.setdefault((r["kind"], r["rows"], r["cols"], r["dtype"]), []).append(r)
+    for same in groups.values():
+        copy = next((o for o in same if o["impl"] == "copy" and "ms" in o), None)
+        torch_ = next((o for o in same if o["impl"] == "torch.softmax" and "ms" in o), None)
+        for r in same:
+            for t, pct, vs in (("ms", "pct_copy", "vs_torch"), ("eager_ms", "eager_pct_copy", "eager_vs_torch")):
+                if t in r and copy and t in copy:
+                    r[pct] = 100 * copy[t] / r[t]
+                if t in r and torch_ and t in torch_:
+                    r[vs] = torch_[t] / r[t]
 
 
-def table(records, impls=("copy", "torch.softmax", "softmax_lab.softmax")) -> str:
-    lines = ["| pass | shape | dtype | impl | kernel | ms | GB/s | % of copy | vs torch |",
-             "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
+def table(records, impls=("copy", "torch.softmax", "torch.compile", "liger", "quack", "softmax_lab.softmax")) -> str:
+    lines = ["| pass | shape | dtype | impl | kernel | GPU µs | GB/s | % of copy | vs torch | eager µs | "
+             "eager % of copy | eager vs torch | checked |",
+             "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in records:
         if r["impl"] in impls and "ms" in r:
+            eager = (f"{r['eager_ms'] * 1e3:.1f} | {r.get('eager_pct_copy', 0):.1f} | "
+                     f"{r.get('eager_vs_torch', 0):.2f}x" if "eager_ms" in r else "- | - | -")
             lines.append(f"| {r['kind']} | {r['rows']}x{r['cols']} | {r['dtype']} | {r['impl']} | "
-                         f"{r.get('choice', '')} | {r['ms']:.4f} | {r['gbps']:.0f} | {r.get('pct_copy', 0):.1f} | "
-                         f"{r.get('vs_torch', 0):.2f}x |")
+                         f"{r.get('choice', '')} | {r['ms'] * 1e3:.1f} | {r['gbps']:.0f} | "
+                         f"{r.get('pct_copy', 0):.1f} | "
+                         f"{r.get('vs_torch', 0):.2f}x | {eager} | {r.get('checked', '')} |")
+        elif r["impl"] in impls:
+            lines.append(f"| {r['kind']} | {r['rows']}x{r['cols']} | {r['dtype']} | {r['impl']} | | "
+                         f"error: {r.get('error', '?')[:60]} | | | | | | | |")
     return "\n".join(lines)
 
 
@@ -225,38 +353,51 @@ def best_settings(records) -> str:
 
 
 def plot(records, path) -> bool:
+    """% of copy against row length, one line per implementation: forward GPU time, forward eager time
+    (launched from Python), backward GPU time."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is missing: no plot (make it later from the JSON with softmax_lab.bench.plot)")
+        print("matplotlib is missing: no plot (make it later from the JSON with softmax_lab.bench.plot_json)")
         return False
-    impls = ["torch.softmax", "softmax_lab.softmax"]
-    fig, axes = plt.subplots(1, 2, figsize=(15, 5.5), gridspec_kw=dict(width_ratios=[3, 1.3]))
-    for ax, kind in zip(axes, ("forward", "backward")):
-        rows = [r for r in records if r["kind"] == kind and r["impl"] == "copy"]
-        labels = [f"{r['rows']}x{r['cols']}\n{r['dtype']}" for r in rows]
+    impls = [i for i in ("torch.softmax", "torch.compile", "liger", "quack", "softmax_lab.softmax")
+             if any(r["impl"] == i for r in records)]
+    markers = {"float32": "o", "float16": "s", "bfloat16": "^"}
+    panels = [("forward", "pct_copy", "forward, GPU time (CUDA graph)"),
+              ("forward", "eager_pct_copy", "forward, eager (Python loop)"),
+              ("backward", "pct_copy", "backward, GPU time (CUDA graph)")]
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5), sharey=True)
+    for ax, (kind, key, title) in zip(axes, panels):
         for j, impl in enumerate(impls):
-            vals = []
-            for c in rows:
-                m = [r for r in records if r["kind"] == kind and r["impl"] == impl and r["rows"] == c["rows"]
-                     and r["cols"] == c["cols"] and r["dtype"] == c["dtype"] and "pct_copy" in r]
-                vals.append(m[0]["pct_copy"] if m else 0)
-            xs = [i + (j - 0.5) * 0.4 for i in range(len(rows))]
-            ax.bar(xs, vals, width=0.4, label=impl if kind == "forward" else None)
-        ax.axhline(90, color="gray", ls="--", lw=1)
-        ax.set_xticks(range(len(rows)), labels, fontsize=7, rotation=45, ha="right")
-        top = max([r.get("pct_copy", 0) for r in records if r["kind"] == kind and r["impl"] in impls] + [100])
-        ax.set_ylim(0, top + 10)
-        ax.set_ylabel("% of device-to-device copy bandwidth")
-        ax.set_title(f"softmax {kind}")
-    axes[0].legend(loc="lower left")
-    meta = records[0].get("_device", "")
-    fig.suptitle(f"Softmax Lab on {meta}: read once + write once, median timings, rotating buffers")
+            # one line for fp32 (solid) and one for fp16/bf16 (dashed); markers tell the dtype
+            for wide, style in ((True, "-"), (False, "--")):
+                rs = sorted((r for r in records if r["kind"] == kind and r["impl"] == impl and key in r
+                             and (r["dtype"] == "float32") == wide), key=lambda r: (r["cols"], r["dtype"]))
+                if not rs:
+                    continue
+                ax.plot([r["cols"] for r in rs], [r[key] for r in rs], color=f"C{j}", ls=style, lw=1, alpha=0.6)
+                for r in rs:
+                    ax.scatter(r["cols"], r[key], color=f"C{j}", marker=markers.get(r["dtype"], "o"), s=25,
+                               label=impl if wide and r is rs[0] or (not wide and r is rs[0] and not any(
+                                   q["dtype"] == "float32" for q in records if q["impl"] == impl
+                                   and q["kind"] == kind and key in q)) else None)
+        ax.axhline(100, color="gray", lw=1)
+        ax.axhline(67, color="gray", ls=":", lw=1)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("row length N (o fp32, solid; s fp16, ^ bf16, dashed)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("% of device-to-device copy (same bytes, same timer)")
+    axes[0].set_ylim(0, 125)
+    axes[0].legend(loc="lower left", fontsize=8)
+    meta = records[0].get("_device", "") if records else ""
+    fig.suptitle(f"Softmax on {meta}: read once + write once, medians, rotating buffers past the L2 cache "
+                 "(dotted: 67%, the two-read cap)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     return True
 
 
@@ -272,6 +413,11 @@ def main(argv=None) -> int:
     p.add_argument("--rep", type=int, default=100, help="ms of timed repeats per measurement (do_bench rep)")
     p.add_argument("--timer", choices=["graph", "plain"], default="graph",
                    help="graph: do_bench_cudagraph (GPU time only; default); plain: do_bench from Python")
+    p.add_argument("--sweep-only", default="",
+                   help="with --sweep: only these kernels' settings, e.g. cooperative,fused")
+    p.add_argument("--no-eager", action="store_true", help="skip the second timer (a Python-launched loop)")
+    p.add_argument("--no-peers", action="store_true", help="skip torch.compile, Liger-Kernel and QuACK")
+    p.add_argument("--no-check", action="store_true", help="skip the correctness checks around each timing")
     args = p.parse_args(argv)
     if not softmax_lab.ON_GPU:
         print("softmax-lab bench needs a CUDA GPU (the CPU interpreter is far too slow to time).")
@@ -285,7 +431,9 @@ def main(argv=None) -> int:
     import triton
 
     started = time.time()
-    records = run(shapes, back, args.rep, args.sweep, not args.no_kernels, args.timer)
+    records = run(shapes, back, args.rep, args.sweep, not args.no_kernels, args.timer, eager=not args.no_eager,
+                  with_peers=not args.no_peers, check=not args.no_check,
+                  sweep_only=tuple(n for n in args.sweep_only.split(",") if n))
     device = torch.cuda.get_device_name()
     props = torch.cuda.get_device_properties(0)
     meta = dict(device=device, sms=props.multi_processor_count, l2_bytes=getattr(props, "L2_cache_size", None),
@@ -295,7 +443,11 @@ def main(argv=None) -> int:
                 seconds=round(time.time() - started, 1),
                 timing=f"median of triton.testing.{'do_bench_cudagraph' if args.timer == 'graph' else 'do_bench'}, "
                        f"rotating through buffers of {ROTATE_BYTES >> 20} MiB or more in all",
-                bytes="read once + written once (backward: y, dy read; dx written)")
+                bytes="read once + written once (backward: y, dy read; dx written)",
+                eager=None if args.no_eager else f"median of 5 repeats of a Python loop of back-to-back calls "
+                                                 f"(about {EAGER_MS} ms of calls each), CUDA events",
+                peers=sorted({r["impl"] for r in records} & {"torch.compile", "liger", "quack"}),
+                correctness="each result compared with a float64 softmax on 3 rows, before and after timing")
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, args.name)
     with open(stem + ".json", "w") as fh:

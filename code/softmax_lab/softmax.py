@@ -17,9 +17,8 @@ from __future__ import annotations
 import torch
 
 from .device import DEVICE
-from .kernels import (SoftmaxFunction, fused_softmax, masked_softmax, multirow_softmax, online_softmax,
-                      split_row_softmax)
-from .kernels._launch import FLOAT_DTYPES, num_sms
+from .kernels import SoftmaxFunction, cooperative_softmax, fused_softmax, masked_softmax, multirow_softmax
+from .kernels._launch import FLOAT_DTYPES
 
 # The tuning table, from sweeps on an H200 (results/README.md): for each element size in bytes, the first
 # row whose max row length fits gives (kernel, knobs). ROWS is rows per program; None means "one row each".
@@ -33,13 +32,12 @@ TABLE = {
         (4096, "fused", dict(num_warps=8)), (8192, "fused", dict(num_warps=16)),
         (32768, "fused", dict(num_warps=32))],
 }
-# Longer rows: online softmax (one program per row, 32 warps, big tiles) when there are at least as many
-# rows as multiprocessors; otherwise split-row with about four programs per multiprocessor.
-ONLINE_MIN_ROWS_PER_SM = 1
-SPLIT = dict(BLOCK=4096, num_warps=8)
-SPLIT_PROGRAMS_PER_SM = 4
-LAUNCHERS = {"multirow": multirow_softmax, "fused": fused_softmax, "online": online_softmax,
-             "split_row": split_row_softmax}
+# Longer rows: cooperative softmax (kernels/cooperative.py): each row shared by cdiv(N, BLOCK) programs that
+# keep their chunk in registers, so the row is read once. BLOCK and warps per element size, from the H200
+# sweep (results/README.md).
+COOPERATIVE = {4: [(262144, dict(BLOCK=8192, num_warps=4)), (None, dict(BLOCK=8192, num_warps=8))],
+               2: [(None, dict(BLOCK=4096, num_warps=4))]}
+LAUNCHERS = {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax}
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
@@ -48,11 +46,9 @@ def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     for max_cols, name, knobs in TABLE[size]:
         if n_cols <= max_cols:
             return name, LAUNCHERS[name], dict(knobs)
-    sms = num_sms(DEVICE)
-    if n_rows >= ONLINE_MIN_ROWS_PER_SM * sms:
-        return "online", online_softmax, dict(BLOCK=16384 if n_cols <= 131072 else 8192, num_warps=32)
-    chunks = -(-SPLIT_PROGRAMS_PER_SM * sms // n_rows)
-    return "split_row", split_row_softmax, dict(SPLIT, chunks=chunks)
+    for max_cols, knobs in COOPERATIVE[size]:
+        if max_cols is None or n_cols <= max_cols:
+            return "cooperative", cooperative_softmax, dict(knobs)
 
 
 def _check(x: torch.Tensor, mask: torch.Tensor | None) -> None:

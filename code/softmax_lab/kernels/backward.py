@@ -5,14 +5,17 @@ With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
     dx = y · (dy - Σ dy·y)
 
 (the Jacobian of softmax is diag(y) - y yᵀ). ``softmax_backward_kernel`` holds ROWS whole rows in one
-[ROWS, BLOCK] tile (rows up to ``MAX_TILE_COLS``). Longer rows are cut into chunks, as in split-row softmax:
-``chunk_dot_kernel`` writes each chunk's share of Σ dy·y, ``chunk_apply_kernel`` adds the shares and writes dx.
+[ROWS, BLOCK] tile (rows up to ``MAX_TILE_COLS``). Longer rows are shared by cooperating programs that keep
+their chunks of y and dy in registers (``cooperative.py``): one read of each, one write. Asking for ``chunks``
+picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel`` writes each chunk's
+share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and writes dx.
 """
 import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2, num_sms
+from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
+from .cooperative import cooperative_backward
 
 MAX_TILE_COLS = 16384
 
@@ -71,7 +74,8 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
     """dx for softmax over the last dim of 2-D ``y`` (the forward output) and ``dy`` (its gradient).
 
     Rows up to ``MAX_TILE_COLS`` (and ``BLOCK`` >= row length): one launch, ``ROWS`` rows per program.
-    Longer rows: two launches over ``chunks`` pieces per row (default: enough programs to fill the GPU)."""
+    Longer rows: cooperating programs of ``BLOCK`` elements each (``cooperative_backward``); with ``chunks``,
+    the two-launch path over ``chunks`` pieces per row instead."""
     check_input(y, "y")
     check_input(dy, "dy")
     if dy.shape != y.shape:
@@ -89,10 +93,9 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
             dx, y, dy, *strides, dx.stride(0), n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK,
             num_warps=num_warps or default_num_warps(ROWS * BLOCK))
         return dx
+    if chunks is None:
+        return cooperative_backward(y, dy, dx, BLOCK=BLOCK, num_warps=num_warps)
     BLOCK = BLOCK or 8192
-    if chunks is None:  # about one program per multiprocessor (H200 sweep: results/README.md)
-        sms = num_sms(y.device)
-        chunks = cdiv(sms, n_rows)
     chunks = max(1, min(chunks, cdiv(n_cols, BLOCK)))
     chunk_size = cdiv(cdiv(n_cols, chunks), BLOCK) * BLOCK  # whole tiles per chunk
     chunks = cdiv(n_cols, chunk_size)
