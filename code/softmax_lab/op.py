@@ -27,7 +27,7 @@ import torch
 import torch.autograd.forward_ad as forward_ad
 from torch import Tensor
 
-from .device import DEVICE
+from .device import DEVICE, ON_GPU
 from .dispatch import choose, softmax_2d
 from .kernels._launch import FLOAT_DTYPES
 from .kernels.backward import softmax_backward as backward_2d
@@ -40,16 +40,17 @@ from .kernels.masked import masked_softmax as masked_kernel
 
 def _as_rows(t: Tensor, dim: int) -> Tensor:
     """``t`` with ``dim`` moved last, as a 2-D [rows, n] tensor whose rows are contiguous."""
-    t = t.movedim(dim, -1) if dim != t.dim() - 1 else t
-    t2 = t.reshape(-1, t.shape[-1])
-    return t2.contiguous() if t2.shape[1] > 1 and t2.stride(1) != 1 else t2
+    if t.dim() != 2 or dim != 1:  # (a 2-D input along dim 1 needs no new view: views cost microseconds)
+        t = t.movedim(dim, -1) if dim != t.dim() - 1 else t
+        t = t.reshape(-1, t.shape[-1])
+    return t.contiguous() if t.shape[1] > 1 and t.stride(1) != 1 else t
 
 
 def _from_rows(y2: Tensor, shape, dim: int) -> Tensor:
     """Undo ``_as_rows`` for a fresh output: shape it like the input, contiguous."""
     last = len(shape) - 1
     if dim == last:
-        return y2.view(shape)
+        return y2 if last == 1 else y2.view(shape)
     moved = list(shape)
     moved.append(moved.pop(dim))
     return y2.view(moved).movedim(-1, dim).contiguous()
@@ -144,32 +145,31 @@ def _(info, in_dims, x, mask, dim):
 
 # ---------------------------------------------------------------------------------------------------------
 # Routing: the fastest correct path for each call.
-
-def _plain(*tensors: Tensor) -> bool:
-    """True for a plain eager call on ordinary tensors: nothing (transform, mode, tracer) needs to see the op."""
-    return (all(type(t) is Tensor for t in tensors) and not torch._C._are_functorch_transforms_active()
-            and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._is_torch_function_mode_enabled()
-            and torch._C._get_tracing_state() is None)
+PLAIN, FUNCTION, OP = 0, 1, 2
 
 
-def _needs_autograd(*tensors: Tensor) -> bool:
-    """Reverse mode (some input requires grad), forward mode (a dual level is open) or a torch.func transform."""
-    return ((torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or forward_ad._current_level >= 0
-            or torch._C._are_functorch_transforms_active())
-
-
-def _tracing() -> bool:
-    return torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None
+def _route(*tensors: Tensor) -> int:
+    """OP when a tracer must see the operator (torch.compile, export, jit.trace, a dispatch or function mode,
+    a tensor subclass such as FakeTensor); FUNCTION when autograd, forward AD or a torch.func transform is
+    involved (the autograd.Function below); PLAIN for a plain eager call: launch the kernels directly."""
+    if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
+        return OP
+    if (torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0
+            or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))):
+        return FUNCTION
+    if (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
+            or any(type(t) is not Tensor for t in tensors)):
+        return OP
+    return PLAIN
 
 
 def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
     """Differentiable ``dx = y·(dy - Σ dy·y)`` along ``dim`` (y: a softmax output, dy: its gradient)."""
     dim = _dim(dim, y.dim())
-    if _tracing():
-        return softmax_backward_op(y, dy, dim)
-    if _needs_autograd(y, dy):
-        return _BackwardFunction.apply(y, dy, dim)
-    return _backward_impl(y, dy, dim) if _plain(y, dy) else softmax_backward_op(y, dy, dim)
+    route = _route(y, dy)
+    if route == PLAIN:
+        return _backward_impl(y, dy, dim)
+    return _BackwardFunction.apply(y, dy, dim) if route == FUNCTION else softmax_backward_op(y, dy, dim)
 
 
 def _dot(a: Tensor, b: Tensor, dim: int) -> Tensor:
@@ -202,7 +202,7 @@ class _SoftmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(x, dim):
-        return _softmax_impl(x, dim) if _plain(x) else softmax_op(x, dim)
+        return _softmax_impl(x, dim) if _route(x) == PLAIN else softmax_op(x, dim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -226,7 +226,7 @@ class _BackwardFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(y, dy, dim):
-        return _backward_impl(y, dy, dim) if _plain(y, dy) else softmax_backward_op(y, dy, dim)
+        return _backward_impl(y, dy, dim) if _route(y, dy) == PLAIN else softmax_backward_op(y, dy, dim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -251,7 +251,7 @@ class _MaskedSoftmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(x, mask, dim):
-        return _masked_impl(x, mask, dim) if _plain(x, mask) else masked_softmax_op(x, mask, dim)
+        return _masked_impl(x, mask, dim) if _route(x, mask) == PLAIN else masked_softmax_op(x, mask, dim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -329,14 +329,14 @@ def _dim(dim, ndim: int) -> int:
 def _check(x, mask, dtype) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"softmax(): argument 'input' must be a torch.Tensor, got {type(x).__name__}")
-    if dtype is not None and not isinstance(dtype, torch.dtype):
-        raise TypeError(f"softmax(): argument 'dtype' must be a torch.dtype or None, got {type(dtype).__name__}")
     want = x.dtype if dtype is None else dtype
-    if not want.is_floating_point:
-        raise TypeError(f"softmax needs a floating-point tensor, got {want}: convert it first, e.g. x.float()")
     if want not in FLOAT_DTYPES:
+        if not isinstance(want, torch.dtype):
+            raise TypeError(f"softmax(): argument 'dtype' must be a torch.dtype or None, got {type(want).__name__}")
+        if not want.is_floating_point:
+            raise TypeError(f"softmax needs a floating-point tensor, got {want}: convert it first, e.g. x.float()")
         raise TypeError(f"softmax_lab kernels take float16, bfloat16 or float32 (float32 arithmetic), got {want}")
-    if x.device.type != DEVICE.type:
+    if not (x.is_cuda if ON_GPU else x.is_cpu):
         raise ValueError(f"x is on {x.device} but kernels run on {DEVICE.type}: use x.to(softmax_lab.DEVICE)")
     if mask is not None:
         if not isinstance(mask, Tensor):
@@ -369,16 +369,14 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
     x = input if dtype is None or input.dtype == dtype else input.to(dtype)
     dim = _dim(dim, x.dim())
     if mask is None:
-        if _tracing():
-            return softmax_op(x, dim)
-        if _needs_autograd(x):
-            return _SoftmaxFunction.apply(x, dim)
-        return _softmax_impl(x, dim) if _plain(x) else softmax_op(x, dim)
-    if _tracing():
-        return masked_softmax_op(x, mask, dim)
-    if _needs_autograd(x, mask):
-        return _MaskedSoftmaxFunction.apply(x, mask, dim)
-    return _masked_impl(x, mask, dim) if _plain(x, mask) else masked_softmax_op(x, mask, dim)
+        route = _route(x)
+        if route == PLAIN:
+            return _softmax_impl(x, dim)
+        return _SoftmaxFunction.apply(x, dim) if route == FUNCTION else softmax_op(x, dim)
+    route = _route(x, mask)
+    if route == PLAIN:
+        return _masked_impl(x, mask, dim)
+    return _MaskedSoftmaxFunction.apply(x, mask, dim) if route == FUNCTION else masked_softmax_op(x, mask, dim)
 
 
 softmax.choose = choose  # softmax_lab.softmax.choose(n_rows, n_cols, dtype): what the dispatcher would run
