@@ -1,6 +1,6 @@
 """Issue 12 on the GPU: eager per-call cost of softmax_lab.softmax, and a compiled attention block against eager.
 
-    python results/run-h200-operator.py --label after > operator-after.json
+    python results/run-h200-operator.py --label after --attention --out operator-after.json
 
 Per-call cost: the host time of one call when calls are issued back to back (N calls, one synchronize,
 divided by N), on inputs small enough that the GPU finishes each kernel before the next launch comes: what
@@ -21,6 +21,7 @@ from softmax_lab import kernels
 p = argparse.ArgumentParser()
 p.add_argument("--label", default="")
 p.add_argument("--attention", action="store_true", help="also time the compiled attention block")
+p.add_argument("--out", required=True, help="JSON file, rewritten after every record")
 args = p.parse_args()
 dev = torch.device("cuda")
 sm = softmax_lab.softmax
@@ -41,6 +42,13 @@ def per_call_us(fn, n=2000, repeats=3):
 
 
 records = []
+HEADER = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
+              date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+
+
+def save():
+    with open(args.out, "w") as f:
+        json.dump(dict(HEADER, records=records), f, indent=1)
 for shape in [(4, 128), (64, 1000), (1, 4096)]:
     x = torch.randn(shape, device=dev)
     x3 = x.view(1, *shape)
@@ -66,6 +74,8 @@ for shape in [(4, 128), (64, 1000), (1, 4096)]:
         cases["torch.ops.softmax_lab.softmax (dispatcher)"] = lambda: op(x, 1)
     for impl, fn in cases.items():
         records.append(dict(label=args.label, shape=list(shape), impl=impl, us_per_call=round(per_call_us(fn), 2)))
+        print(records[-1], flush=True)
+    save()
 
 if args.attention:
     class Attention(torch.nn.Module):
@@ -111,6 +121,6 @@ if args.attention:
             eager_fb = lambda: block(xg, causal).float().sum().backward()  # noqa: E731
             records[-1]["eager_fwd_bwd_ms"] = round(triton.testing.do_bench(eager_fb, rep=100), 4)
             records[-1]["compiled_fwd_bwd_ms"] = round(triton.testing.do_bench(compiled_fb, rep=100), 4)
+            print(records[-1], flush=True)
+            save()
 
-print(json.dumps(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
-                      date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), records=records), indent=1))
