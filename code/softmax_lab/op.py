@@ -145,17 +145,18 @@ def _(info, in_dims, x, mask, dim):
 
 # ---------------------------------------------------------------------------------------------------------
 # Routing: the fastest correct path for each call.
-PLAIN, FUNCTION, OP = 0, 1, 2
+PLAIN, FUNCTION, FUNCTORCH, OP = 0, 1, 2, 3
 
 
 def _route(*tensors: Tensor) -> int:
     """OP when a tracer must see the operator (torch.compile, export, jit.trace, a dispatch or function mode,
-    a tensor subclass such as FakeTensor); FUNCTION when autograd, forward AD or a torch.func transform is
-    involved (the autograd.Function below); PLAIN for a plain eager call: launch the kernels directly."""
+    a tensor subclass such as FakeTensor); FUNCTORCH under a torch.func transform and FUNCTION for autograd or
+    forward AD (the autograd.Functions below); PLAIN for a plain eager call: launch the kernels directly."""
     if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
         return OP
-    if (torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0
-            or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))):
+    if torch._C._are_functorch_transforms_active():
+        return FUNCTORCH
+    if forward_ad._current_level >= 0 or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
         return FUNCTION
     if (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
             or any(type(t) is not Tensor for t in tensors)):
@@ -169,7 +170,9 @@ def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
     route = _route(y, dy)
     if route == PLAIN:
         return _backward_impl(y, dy, dim)
-    return _BackwardFunction.apply(y, dy, dim) if route == FUNCTION else softmax_backward_op(y, dy, dim)
+    if route == OP:
+        return softmax_backward_op(y, dy, dim)
+    return (_Backward if route == FUNCTION else _BackwardForFunc).apply(y, dy, dim)
 
 
 def _dot(a: Tensor, b: Tensor, dim: int) -> Tensor:
@@ -197,19 +200,11 @@ def _backward_tangent(y, dy, y_t, dy_t, dim):
     return parts[0] if len(parts) == 1 else parts[0] + parts[1]
 
 
-class _SoftmaxFunction(torch.autograd.Function):
-    generate_vmap_rule = True  # vmap runs forward/backward/jvp under vmap: the operators' vmap rules batch them
+# Each operator has two autograd.Functions with the same backward and jvp rules: a ctx-style one for plain
+# autograd and forward AD (cheap to call), and a setup_context-style one, which torch.func transforms need
+# (autograd.Function.apply binds its arguments with inspect.signature for that style: about 10 µs a call).
 
-    @staticmethod
-    def forward(x, dim):
-        return _softmax_impl(x, dim) if _route(x) == PLAIN else softmax_op(x, dim)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.dim = inputs[1]
-        ctx.save_for_backward(output)
-        ctx.save_for_forward(output)
-
+class _SoftmaxRules:
     @staticmethod
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
@@ -221,19 +216,33 @@ class _SoftmaxFunction(torch.autograd.Function):
         return softmax_backward(y, x_t, ctx.dim)  # J ẋ, and J is symmetric
 
 
-class _BackwardFunction(torch.autograd.Function):
-    generate_vmap_rule = True
+def _save(ctx, dim, *tensors):
+    ctx.dim = dim
+    ctx.save_for_backward(*tensors)
+    ctx.save_for_forward(*tensors)
+
+
+class _Softmax(_SoftmaxRules, torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        y = _softmax_impl(x, dim) if _route(x) == PLAIN else softmax_op(x, dim)
+        _save(ctx, dim, y)
+        return y
+
+
+class _SoftmaxForFunc(_SoftmaxRules, torch.autograd.Function):
+    generate_vmap_rule = True  # vmap runs forward/backward/jvp under vmap: the operators' vmap rules batch them
 
     @staticmethod
-    def forward(y, dy, dim):
-        return _backward_impl(y, dy, dim) if _route(y, dy) == PLAIN else softmax_backward_op(y, dy, dim)
+    def forward(x, dim):
+        return softmax_op(x, dim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        y, dy, ctx.dim = inputs
-        ctx.save_for_backward(y, dy)
-        ctx.save_for_forward(y, dy)
+        _save(ctx, inputs[1], output)
 
+
+class _BackwardRules:
     @staticmethod
     def backward(ctx, g):
         y, dy = ctx.saved_tensors
@@ -246,20 +255,26 @@ class _BackwardFunction(torch.autograd.Function):
         return _backward_tangent(y, dy, y_t, dy_t, ctx.dim)
 
 
-class _MaskedSoftmaxFunction(torch.autograd.Function):
+class _Backward(_BackwardRules, torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y, dy, dim):
+        _save(ctx, dim, y, dy)
+        return _backward_impl(y, dy, dim) if _route(y, dy) == PLAIN else softmax_backward_op(y, dy, dim)
+
+
+class _BackwardForFunc(_BackwardRules, torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x, mask, dim):
-        return _masked_impl(x, mask, dim) if _route(x, mask) == PLAIN else masked_softmax_op(x, mask, dim)
+    def forward(y, dy, dim):
+        return softmax_backward_op(y, dy, dim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        _, mask, ctx.dim = inputs
-        ctx.mask_shape, ctx.mask_dtype = mask.shape, mask.dtype
-        ctx.save_for_backward(output)
-        ctx.save_for_forward(output)
+        _save(ctx, inputs[2], inputs[0], inputs[1])
 
+
+class _MaskedRules:
     @staticmethod
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
@@ -275,6 +290,31 @@ class _MaskedSoftmaxFunction(torch.autograd.Function):
         if mask_t is not None:
             t = mask_t.to(y.dtype).expand(y.shape) + (0 if t is None else t)
         return softmax_backward(y, t, ctx.dim)
+
+
+def _save_masked(ctx, mask, dim, y):
+    ctx.mask_shape, ctx.mask_dtype = mask.shape, mask.dtype
+    _save(ctx, dim, y)
+
+
+class _Masked(_MaskedRules, torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mask, dim):
+        y = _masked_impl(x, mask, dim) if _route(x, mask) == PLAIN else masked_softmax_op(x, mask, dim)
+        _save_masked(ctx, mask, dim, y)
+        return y
+
+
+class _MaskedForFunc(_MaskedRules, torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, mask, dim):
+        return masked_softmax_op(x, mask, dim)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _save_masked(ctx, inputs[1], inputs[2], output)
 
 
 # Autograd formulas for the operators themselves (what torch.compile and torch.export use).
@@ -305,7 +345,7 @@ def _setup_masked(ctx, inputs, output):
 
 
 def _masked_op_backward(ctx, dy):
-    return _MaskedSoftmaxFunction.backward(ctx, dy)
+    return _MaskedRules.backward(ctx, dy)
 
 
 softmax_op.register_autograd(_softmax_op_backward, setup_context=_setup_softmax)
@@ -372,11 +412,15 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
         route = _route(x)
         if route == PLAIN:
             return _softmax_impl(x, dim)
-        return _SoftmaxFunction.apply(x, dim) if route == FUNCTION else softmax_op(x, dim)
+        if route == OP:
+            return softmax_op(x, dim)
+        return (_Softmax if route == FUNCTION else _SoftmaxForFunc).apply(x, dim)
     route = _route(x, mask)
     if route == PLAIN:
         return _masked_impl(x, mask, dim)
-    return _MaskedSoftmaxFunction.apply(x, mask, dim) if route == FUNCTION else masked_softmax_op(x, mask, dim)
+    if route == OP:
+        return masked_softmax_op(x, mask, dim)
+    return (_Masked if route == FUNCTION else _MaskedForFunc).apply(x, mask, dim)
 
 
 softmax.choose = choose  # softmax_lab.softmax.choose(n_rows, n_cols, dtype): what the dispatcher would run
