@@ -50,10 +50,10 @@ def _from_rows(y2: Tensor, shape, dim: int) -> Tensor:
     """Undo ``_as_rows`` for a fresh output: shape it like the input, contiguous."""
     last = len(shape) - 1
     if dim == last:
-        return y2 if last == 1 else y2.view(shape)
+        return y2 if last == 1 else y2.view(*shape)  # (view(*ints) is several µs cheaper than view(Size))
     moved = list(shape)
     moved.append(moved.pop(dim))
-    return y2.view(moved).movedim(-1, dim).contiguous()
+    return y2.view(*moved).movedim(-1, dim).contiguous()
 
 
 def _softmax_impl(x: Tensor, dim: int) -> Tensor:
@@ -148,18 +148,20 @@ def _(info, in_dims, x, mask, dim):
 PLAIN, FUNCTION, FUNCTORCH, OP = 0, 1, 2, 3
 
 
-def _route(*tensors: Tensor) -> int:
+def _route(a: Tensor, b: Tensor | None = None) -> int:
     """OP when a tracer must see the operator (torch.compile, export, jit.trace, a dispatch or function mode,
     a tensor subclass such as FakeTensor); FUNCTORCH under a torch.func transform and FUNCTION for autograd or
-    forward AD (the autograd.Functions below); PLAIN for a plain eager call: launch the kernels directly."""
+    forward AD (the autograd.Functions below); PLAIN for a plain eager call: launch the kernels directly.
+    (Written out for one or two tensors: this runs on every call.)"""
     if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
         return OP
     if torch._C._are_functorch_transforms_active():
         return FUNCTORCH
-    if forward_ad._current_level >= 0 or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+    if forward_ad._current_level >= 0 or (torch.is_grad_enabled() and (
+            a.requires_grad or (b is not None and b.requires_grad))):
         return FUNCTION
     if (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
-            or any(type(t) is not Tensor for t in tensors)):
+            or type(a) is not Tensor or (b is not None and type(b) is not Tensor)):
         return OP
     return PLAIN
 
