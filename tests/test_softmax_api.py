@@ -1,4 +1,6 @@
-"""softmax_lab.softmax, the dispatcher: shapes, dims, dtypes, strides, masks, errors, autograd."""
+"""softmax_lab.softmax: shapes, dims, dtypes, strides, masks, errors, autograd; torch.softmax's signature."""
+import importlib
+import inspect
 import warnings
 
 import pytest
@@ -23,6 +25,68 @@ def _close(y, ref, dtype):
 def test_is_the_function():
     assert callable(softmax) and softmax_lab.softmax is softmax
     assert softmax.choose(4, 128, torch.float32)[0] == "multirow"
+    assert softmax_lab.dispatch.choose is softmax.choose
+
+
+def test_no_module_hides_the_function():
+    # `import softmax_lab.softmax` used to rebind softmax_lab.softmax to the dispatcher module.
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("softmax_lab.softmax")
+    assert callable(softmax_lab.softmax) and softmax_lab.softmax is softmax
+    x = randn((2, 5), device=DEV)
+    _close(softmax_lab.softmax(x, -1), softmax_ref(x), x.dtype)
+
+
+def test_signature_is_torchs():
+    params = inspect.signature(softmax).parameters
+    assert list(params) == ["input", "dim", "dtype", "mask"]
+    assert params["mask"].kind is inspect.Parameter.KEYWORD_ONLY and params["dtype"].default is None
+    x = randn((3, 6), device=DEV)
+    with pytest.raises(TypeError):
+        softmax(x, -1, None, torch.ones(6, dtype=torch.bool, device=DEV))  # mask is keyword-only
+    _close(softmax(input=x, dim=0), softmax_ref(x, dim=0), x.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_dtype_casts_first(dtype):
+    x = randn((4, 70), torch.float16, DEV, scale=5.0)
+    y = softmax(x, -1, dtype)
+    assert y.dtype == dtype
+    # cast first, then softmax (accumulating in float32): what torch.softmax(x, -1, dtype=dtype) means
+    _close(y, softmax_ref(x.to(dtype)), dtype)
+    y = softmax(x, 0, dtype=dtype, mask=torch.ones(70, dtype=torch.bool, device=DEV))
+    assert y.dtype == dtype
+    _close(y, softmax_ref(x.to(dtype), dim=0), dtype)
+    with pytest.raises(TypeError, match="float64"):
+        softmax(x, -1, torch.float64)
+    with pytest.raises(TypeError, match="floating"):
+        softmax(x, -1, torch.int32)
+    with pytest.raises(TypeError, match="dtype"):
+        softmax(x, -1, "float32")
+
+
+def test_outputs_are_contiguous():
+    big = randn((6, 50), device=DEV)
+    for x, dim in [(randn((5, 7), device=DEV), 0), (big.t(), 0), (big.t(), 1), (big[:, ::2], -1),
+                   (randn((2, 3, 4), device=DEV), 1)]:
+        y = softmax(x, dim)
+        assert y.is_contiguous()
+        _close(y.view(-1), softmax_ref(x, dim=dim).contiguous().view(-1), x.dtype)
+    y = softmax(big.t(), 0, mask=torch.ones(50, 1, dtype=torch.bool, device=DEV))
+    assert y.is_contiguous()
+
+
+def test_dim_errors_are_worded_like_torch():
+    for shape, dim in [((2, 3), 2), ((2, 3), -3), ((), 1), ((4,), -2)]:
+        x = torch.ones(shape, device=DEV)
+        with pytest.raises(IndexError) as torch_error:
+            torch.softmax(x, dim)
+        with pytest.raises(IndexError) as ours:
+            softmax(x, dim)
+        assert str(ours.value) == str(torch_error.value)
+    for bad in (None, 1.5, "0"):
+        with pytest.raises(TypeError, match="'dim'.*must be int"):
+            softmax(torch.ones(2, 3, device=DEV), bad)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -31,13 +31,12 @@ def check(*notebooks: str) -> bool:
 
 def __getattr__(name):
     # Heavier pieces load on first use so that `import softmax_lab` stays quick.
-    if name == "softmax":
-        from .softmax import softmax as fn
+    if name == "softmax":  # the operator (softmax_lab/op.py); no submodule is named `softmax`, so nothing hides it
+        from .op import softmax as fn
 
-        # Importing the submodule just bound the name `softmax` here to the module; rebind it to the function.
         globals()["softmax"] = fn
         return fn
-    if name in ("kernels", "reference", "testing", "checks"):
+    if name in ("kernels", "reference", "testing", "checks", "dispatch", "op"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

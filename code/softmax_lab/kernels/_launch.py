@@ -1,4 +1,8 @@
-"""Small helpers every launcher shares: input checks and the output buffer. No kernels here."""
+"""Small helpers every launcher shares: input checks, knob checks and the output buffer. No kernels here.
+
+The launchers are raw kernel launches: they record no gradient, so they refuse inputs that require grad
+(``softmax_lab.softmax`` is the differentiable operator). ``out=`` is checked the way ATen checks it.
+"""
 from __future__ import annotations
 
 import torch
@@ -21,6 +25,39 @@ def check_input(x: torch.Tensor, name: str = "x") -> None:
     if x.device.type != DEVICE.type:
         raise ValueError(f"{name} is on {x.device} but kernels run on {DEVICE.type}: "
                          "move it with .to(softmax_lab.DEVICE)")
+    check_no_grad(x, name)
+
+
+def check_no_grad(x: torch.Tensor, name: str = "x") -> None:
+    """A raw launch would return a result with no grad_fn: gradients would silently stop here. Refuse."""
+    if x.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError(f"{name} requires grad, but a kernel launcher records no gradient: use "
+                           "softmax_lab.softmax(x, dim) (a differentiable operator), or pass x.detach()")
+
+
+# Knobs used as tl.arange sizes must be powers of two; Triton's largest block has 2**20 elements.
+POWER_OF_TWO_KNOBS = ("BLOCK", "ROWS", "num_warps")
+MAX_BLOCK = 1 << 20
+
+
+def check_knobs(**knobs) -> None:
+    """Raise for a knob the kernels cannot take (None means "the default"; 0 is not a default)."""
+    for name, value in knobs.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int (or None for the default), got {type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"{name} must be a positive integer (None for the default), got {value}")
+        if name in POWER_OF_TWO_KNOBS and value & (value - 1):
+            raise ValueError(f"{name} must be a power of two (it sizes a tl.arange), got {value}")
+        if name == "num_warps" and value > 32:
+            raise ValueError(f"num_warps must be at most 32 (1024 threads per program), got {value}")
+        if name == "BLOCK" and value > MAX_BLOCK:
+            raise ValueError(f"BLOCK must be at most {MAX_BLOCK} (Triton's largest block), got {value}")
+    rows, block = knobs.get("ROWS"), knobs.get("BLOCK")
+    if rows and block and rows * block > MAX_BLOCK:
+        raise ValueError(f"ROWS * BLOCK = {rows * block} is more than Triton's largest block ({MAX_BLOCK})")
 
 
 def rows_view(x: torch.Tensor) -> torch.Tensor:
@@ -28,27 +65,57 @@ def rows_view(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(1) == 1 or x.shape[1] <= 1 else x.contiguous()
 
 
-def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out") -> torch.Tensor:
-    """The caller's ``out`` (checked), or a new tensor like ``x``."""
+def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out", in_place: bool = True) -> torch.Tensor:
+    """The caller's ``out`` (checked), or a new tensor like ``x``. ``in_place``: the kernel may write over
+    ``x`` itself (``out`` is ``x``: same memory, same strides); any other overlap is refused."""
     if out is None:
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(out).__name__}")
     if tuple(out.shape) != tuple(x.shape) or out.dtype != x.dtype or out.device != x.device:
         raise ValueError(f"{name} must match the input: shape {tuple(x.shape)}, {x.dtype} on {x.device}; "
                          f"got shape {tuple(out.shape)}, {out.dtype} on {out.device}")
+    if out.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError(f"{name} requires grad, but functions with out=... arguments don't support "
+                           "automatic differentiation")
     if out.shape[1] > 1 and out.stride(1) != 1:
         raise ValueError(f"{name} must have contiguous rows (stride 1 along the last dim)")
+    n_rows, n_cols = out.shape  # rows of out are contiguous now: they overlap when the row stride is too small
+    if n_rows > 1 and n_cols > 0 and out.stride(0) < max(n_cols, 1):  # e.g. an expand()ed tensor, stride 0
+        raise ValueError(f"{name} has internal overlap (several elements share one memory location, e.g. "
+                         "after expand()): the kernel would write them in an undefined order; pass a tensor "
+                         "with its own memory, e.g. torch.empty_like(x)")
+    if overlaps(out, x) and not (in_place and out.data_ptr() == x.data_ptr() and out.stride() == x.stride()):
+        allowed = "only out=x itself (same memory, same strides) is allowed" if in_place else \
+            "this kernel reads whole rows while other programs write them, so out must not share memory with x"
+        raise ValueError(f"{name} overlaps the input in memory ({allowed}): pass a separate tensor")
     return out
 
 
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when ``a`` and ``b`` may share memory (their byte ranges in one storage intersect)."""
+    if a.numel() == 0 or b.numel() == 0 or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+
+    def byte_range(t):
+        last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+    (a0, a1), (b0, b1) = byte_range(a), byte_range(b)
+    return a0 < b1 and b0 < a1
+
+
 def prepare(x: torch.Tensor, out: torch.Tensor | None, max_cols: int | None = None, kernel: str = "",
-            instead: str = "") -> tuple[torch.Tensor, torch.Tensor]:
-    """What every launcher does first: check ``x`` (and its row length against ``max_cols``), make its rows
-    contiguous, and get the output. Returns ``(x, y)``."""
+            instead: str = "", in_place: bool = True, **knobs) -> tuple[torch.Tensor, torch.Tensor]:
+    """What every launcher does first: check ``x`` (and its row length against ``max_cols``) and the tuning
+    ``knobs``, make the rows of ``x`` contiguous, and get the output (``in_place``: see ``output_for``).
+    Returns ``(x, y)``."""
     check_input(x)
+    check_knobs(**knobs)
     if max_cols is not None:
         check_row_length(x.shape[1], max_cols, kernel, instead)
     x = rows_view(x)
-    return x, output_for(x, out)
+    return x, output_for(x, out, in_place=in_place)
 
 
 def check_row_length(n_cols: int, max_cols: int, kernel: str, instead: str) -> None:

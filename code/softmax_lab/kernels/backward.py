@@ -110,22 +110,32 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
 
 class SoftmaxFunction(torch.autograd.Function):
     """``SoftmaxFunction.apply(x, forward)``: y = forward(x) (any softmax over the last dim that keeps x's
-    shape, e.g. ``fused_softmax``); the backward pass runs ``softmax_backward`` on the kernel side.
+    shape, e.g. ``fused_softmax``); the backward pass runs the backward kernel.
 
     Example: ``y = SoftmaxFunction.apply(x, fused_softmax); y.sum().backward()``.
+
+    The backward is itself differentiable (``softmax_lab.op.softmax_backward``), so double backward and
+    Hessian-vector products are right; forward mode (``jvp``) uses the same kernel, since the Jacobian is
+    symmetric. ``torch.func`` transforms and ``torch.compile`` need ``softmax_lab.softmax`` (the operator).
     """
 
     @staticmethod
     def forward(ctx, x, forward):
         y = forward(x)
         ctx.save_for_backward(y)
+        ctx.save_for_forward(y)
         return y
 
     @staticmethod
     def backward(ctx, dy):
+        from ..op import softmax_backward as differentiable_backward  # op.py imports this module
+
         (y,) = ctx.saved_tensors
-        n = y.shape[-1]
-        y2 = y.reshape(-1, n)
-        dy2 = dy.reshape(-1, n)
-        dx = softmax_backward(y2, dy2)
-        return dx.view(y.shape), None
+        return differentiable_backward(y, dy, -1), None
+
+    @staticmethod
+    def jvp(ctx, x_t, _):
+        from ..op import softmax_backward as differentiable_backward
+
+        (y,) = ctx.saved_tensors
+        return differentiable_backward(y, x_t, -1)  # ẏ = J ẋ = y·(ẋ - Σ y·ẋ)

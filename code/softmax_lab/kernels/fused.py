@@ -37,7 +37,8 @@ def fused_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int |
                   num_warps: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, one program per row. Knobs: ``BLOCK`` (power of two >= row
     length), ``num_warps`` (threads per program / 32)."""
-    x, y = prepare(x, out, MAX_COLS, "fused_softmax", "online_softmax or split_row_softmax")
+    x, y = prepare(x, out, MAX_COLS, "fused_softmax", "online_softmax or split_row_softmax",
+                   BLOCK=BLOCK, num_warps=num_warps)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import FLOAT_DTYPES, check_row_length, default_num_warps, cdiv, next_power_of_2
+from ._launch import FLOAT_DTYPES, check_knobs, check_no_grad, check_row_length, default_num_warps, next_power_of_2
 
 MAX_COLS = 65536
 NO_MASK, BOOL_MASK, ADD_MASK = 0, 1, 2
@@ -62,7 +62,8 @@ def _as_4d(t: torch.Tensor) -> torch.Tensor:
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, num_warps: int | None = None):
     """Softmax over the last dim of ``scores`` (any shape, usually [B, H, S_q, S_k]) under an SDPA-style
     ``mask`` (bool: True = takes part; float: added). Fully masked rows give zeros. Returns a contiguous
-    tensor shaped like ``scores``, in its dtype."""
+    tensor shaped like ``scores``, in its dtype. A raw launch: it records no gradient, so it refuses inputs
+    that require grad (``softmax_lab.softmax(scores, -1, mask=mask)`` is the differentiable operator)."""
     from ..device import DEVICE
 
     if not isinstance(scores, torch.Tensor) or scores.dtype not in FLOAT_DTYPES:
@@ -72,6 +73,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, num_w
         raise ValueError(f"scores are on {scores.device} but kernels run on {DEVICE.type}")
     if scores.dim() == 0:
         raise ValueError("scores must have at least one dimension")
+    check_no_grad(scores, "scores")
+    check_knobs(num_warps=num_warps)
     kind = NO_MASK
     if mask is not None:
         if not isinstance(mask, torch.Tensor):
@@ -84,6 +87,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, num_w
             kind = ADD_MASK
         else:
             raise TypeError(f"mask must be bool (True = takes part) or floating point (added), got {mask.dtype}")
+        check_no_grad(mask, "mask")
         try:
             mask = mask.expand(scores.shape)  # broadcast like SDPA; stride 0, no copy
         except RuntimeError:

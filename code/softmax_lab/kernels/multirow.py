@@ -39,7 +39,8 @@ def multirow_softmax(x: torch.Tensor, out: torch.Tensor | None = None, ROWS: int
                      BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, ``ROWS`` rows per program (a power of two; default
     ``TILE // BLOCK``). Knobs: ``ROWS``, ``BLOCK`` (power of two >= row length), ``num_warps``."""
-    x, y = prepare(x, out, MAX_COLS, "multirow_softmax", "online_softmax or split_row_softmax")
+    x, y = prepare(x, out, MAX_COLS, "multirow_softmax", "online_softmax or split_row_softmax",
+                   ROWS=ROWS, BLOCK=BLOCK, num_warps=num_warps)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y

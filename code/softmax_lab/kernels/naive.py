@@ -45,7 +45,8 @@ def naive_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
 def naive_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
                   num_warps: int = 4) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` with one program per element. ``BLOCK``: tile of the row walks."""
-    x, y = prepare(x, out, MAX_COLS, "naive_softmax", "fused_softmax or online_softmax")
+    x, y = prepare(x, out, MAX_COLS, "naive_softmax", "fused_softmax or online_softmax", in_place=False,
+                   BLOCK=BLOCK, num_warps=num_warps)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y

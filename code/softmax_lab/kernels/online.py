@@ -60,7 +60,7 @@ def online_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int 
                    num_warps: int | None = None, programs: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` for rows of any length. Knobs: ``BLOCK`` (tile, power of two),
     ``num_warps``, ``programs`` (how many programs share the rows; default one per row)."""
-    x, y = prepare(x, out)
+    x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps, programs=programs)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y

@@ -35,7 +35,7 @@ def row_serial_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_
 
 def row_serial_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps: int = 1) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, one program per row, one element at a time."""
-    x, y = prepare(x, out)
+    x, y = prepare(x, out, num_warps=num_warps)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y

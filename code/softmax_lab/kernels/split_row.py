@@ -70,7 +70,7 @@ def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: 
     fill the GPU, about 4 per multiprocessor). Knobs: ``chunks``, ``BLOCK`` (tile), ``num_warps``, and
     ``rows_per_launch``: do the two launches for this many rows at a time (default: all rows), so that launch 2
     can find the rows launch 1 just read in the L2 cache."""
-    x, y = prepare(x, out)
+    x, y = prepare(x, out, chunks=chunks, BLOCK=BLOCK, num_warps=num_warps, rows_per_launch=rows_per_launch)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y

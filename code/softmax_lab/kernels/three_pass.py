@@ -62,7 +62,7 @@ def three_pass_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: 
                        num_warps: int | None = None, return_buffer: bool = False):
     """Softmax over the last dim of 2-D ``x`` in three launches. With ``return_buffer=True`` returns
     ``(y, buffer)`` so you can look at the float32 exponentials buffer (``buffer.nbytes``)."""
-    x, y = prepare(x, out)
+    x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps)
     n_rows, n_cols = x.shape
     buf = torch.empty((n_rows, n_cols), dtype=torch.float32, device=x.device)
     if x.numel() > 0:

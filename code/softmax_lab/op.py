@@ -1,0 +1,428 @@
+"""``softmax_lab.softmax(input, dim=-1, dtype=None, *, mask=None)``: the course's kernels as a PyTorch operator.
+
+Three custom operators are registered with ``torch.library`` (namespace ``softmax_lab``):
+
+* ``softmax(Tensor x, int dim) -> Tensor``: softmax along ``dim`` on the dispatcher's kernel (``dispatch.py``);
+* ``softmax_backward(Tensor y, Tensor dy, int dim) -> Tensor``: ``dx = y·(dy - Σ dy·y)``, the backward kernel;
+* ``masked_softmax(Tensor x, Tensor mask, int dim) -> Tensor``: the SDPA-style masked kernel (bool mask: True
+  takes part; float mask: added; fully masked rows give zeros).
+
+Each has a fake (meta) implementation, so FakeTensor, ``torch.compile(fullgraph=True)`` and ``torch.export``
+see one node per call (the Triton kernels stay opaque: ``custom_op``, not ``triton_op``, because on the CPU the
+kernels run in Triton's interpreter, which cannot be traced), a vmap rule (the vmapped dim is folded into
+the leading dims) and an autograd formula.
+
+Gradients are right to any order: the backward is itself a differentiable operator (its own backward and
+forward-mode rules are written below), so double backward, Hessian-vector products and Hessians are exact.
+Forward mode uses the same kernel, since the Jacobian diag(y) - y yᵀ is symmetric: ``ẏ = y·(ẋ - Σ y·ẋ)``.
+
+In eager mode ``softmax`` routes each call the cheapest correct way: a plain call (no grad, no transform, no
+tracing) launches the kernel directly, skipping the dispatcher (``results/operator.md``: per-call cost);
+calls that need autograd, forward AD or ``torch.func`` go through an ``autograd.Function`` that calls the
+operators; ``torch.compile``/``torch.export``/``torch.jit.trace`` see the operators themselves.
+"""
+from __future__ import annotations
+
+import torch
+import torch.autograd.forward_ad as forward_ad
+from torch import Tensor
+
+from .device import DEVICE, ON_GPU
+from .dispatch import choose, softmax_2d
+from .kernels._launch import FLOAT_DTYPES
+from .kernels.backward import softmax_backward as backward_2d
+from .kernels.masked import masked_softmax as masked_kernel
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Implementations on real tensors: move `dim` last, fold the leading dims into rows, launch, move it back.
+# Outputs are contiguous tensors shaped like the input (the fake implementations promise exactly that).
+
+def _as_rows(t: Tensor, dim: int) -> Tensor:
+    """``t`` with ``dim`` moved last, as a 2-D [rows, n] tensor whose rows are contiguous."""
+    if t.dim() != 2 or dim != 1:  # (a 2-D input along dim 1 needs no new view: views cost microseconds)
+        t = t.movedim(dim, -1) if dim != t.dim() - 1 else t
+        t = t.reshape(-1, t.shape[-1])
+    return t.contiguous() if t.shape[1] > 1 and t.stride(1) != 1 else t
+
+
+def _from_rows(y2: Tensor, shape, dim: int) -> Tensor:
+    """Undo ``_as_rows`` for a fresh output: shape it like the input, contiguous."""
+    last = len(shape) - 1
+    if dim == last:
+        return y2 if last == 1 else y2.view(*shape)  # (view(*ints) is several µs cheaper than view(Size))
+    moved = list(shape)
+    moved.append(moved.pop(dim))
+    return y2.view(*moved).movedim(-1, dim).contiguous()
+
+
+def _softmax_impl(x: Tensor, dim: int) -> Tensor:
+    if x.dim() == 0:
+        return _softmax_impl(x.reshape(1), 0).reshape(())
+    if x.numel() == 0:
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    return _from_rows(softmax_2d(_as_rows(x, dim)), x.shape, dim)
+
+
+def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
+    if y.dim() == 0:
+        return _backward_impl(y.reshape(1), dy.reshape(1), 0).reshape(())
+    if y.numel() == 0:
+        return torch.empty(y.shape, dtype=y.dtype, device=y.device)
+    return _from_rows(backward_2d(_as_rows(y, dim), _as_rows(dy.to(y.dtype), dim)), y.shape, dim)
+
+
+def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
+    if x.dim() == 0:
+        return _masked_impl(x.reshape(1), mask.reshape(1), 0).reshape(())
+    mask = mask.expand(x.shape)  # stride 0 along broadcast dims, no copy
+    last = x.dim() - 1
+    if dim == last:
+        return masked_kernel(x, mask)
+    return masked_kernel(x.movedim(dim, last), mask.movedim(dim, last)).movedim(last, dim).contiguous()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The operators, their fake implementations and vmap rules.
+
+@torch.library.custom_op("softmax_lab::softmax", mutates_args=())
+def softmax_op(x: Tensor, dim: int) -> Tensor:
+    """Softmax of ``x`` along ``dim`` (0 <= dim < x.dim(), or 0 for a 0-d x); a new contiguous tensor."""
+    return _softmax_impl(x, dim)
+
+
+@torch.library.custom_op("softmax_lab::softmax_backward", mutates_args=())
+def softmax_backward_op(y: Tensor, dy: Tensor, dim: int) -> Tensor:
+    """dx = y·(dy - Σ dy·y) along ``dim``, for y = softmax(x) and the incoming gradient dy."""
+    return _backward_impl(y, dy, dim)
+
+
+@torch.library.custom_op("softmax_lab::masked_softmax", mutates_args=())
+def masked_softmax_op(x: Tensor, mask: Tensor, dim: int) -> Tensor:
+    """Softmax of ``x`` along ``dim`` under ``mask`` (bool: True takes part; float: added; broadcast to x)."""
+    return _masked_impl(x, mask, dim)
+
+
+@softmax_op.register_fake
+def _(x, dim):
+    return x.new_empty(x.shape)
+
+
+@softmax_backward_op.register_fake
+def _(y, dy, dim):
+    return y.new_empty(y.shape)
+
+
+@masked_softmax_op.register_fake
+def _(x, mask, dim):
+    return x.new_empty(x.shape)
+
+
+def _batch_first(t: Tensor, bdim: int | None, size: int) -> Tensor:
+    return t.movedim(bdim, 0) if bdim is not None else t.unsqueeze(0).expand(size, *t.shape)
+
+
+@softmax_op.register_vmap
+def _(info, in_dims, x, dim):
+    # A row-wise op: the vmapped dim becomes one more leading dim, and `dim` moves one to the right.
+    return softmax_op(_batch_first(x, in_dims[0], info.batch_size), dim + 1), 0
+
+
+@softmax_backward_op.register_vmap
+def _(info, in_dims, y, dy, dim):
+    n = info.batch_size
+    return softmax_backward_op(_batch_first(y, in_dims[0], n), _batch_first(dy, in_dims[1], n), dim + 1), 0
+
+
+@masked_softmax_op.register_vmap
+def _(info, in_dims, x, mask, dim):
+    x = _batch_first(x, in_dims[0], info.batch_size)
+    if in_dims[1] is not None:  # line the mask's batch dim up with x's (masks broadcast from the right)
+        mask = mask.movedim(in_dims[1], 0)
+        mask = mask.reshape(mask.shape[0], *[1] * (x.dim() - mask.dim()), *mask.shape[1:])
+    return masked_softmax_op(x, mask, dim + 1), 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Routing: the fastest correct path for each call.
+PLAIN, FUNCTION, FUNCTORCH, OP = 0, 1, 2, 3
+
+
+def _route(a: Tensor, b: Tensor | None = None) -> int:
+    """OP when a tracer must see the operator (torch.compile, export, jit.trace, a dispatch or function mode,
+    a tensor subclass such as FakeTensor); FUNCTORCH under a torch.func transform and FUNCTION for autograd or
+    forward AD (the autograd.Functions below); PLAIN for a plain eager call: launch the kernels directly.
+    (Written out for one or two tensors: this runs on every call.)"""
+    if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
+        return OP
+    if torch._C._are_functorch_transforms_active():
+        return FUNCTORCH
+    if forward_ad._current_level >= 0 or (torch.is_grad_enabled() and (
+            a.requires_grad or (b is not None and b.requires_grad))):
+        return FUNCTION
+    if (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
+            or type(a) is not Tensor or (b is not None and type(b) is not Tensor)):
+        return OP
+    return PLAIN
+
+
+def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
+    """Differentiable ``dx = y·(dy - Σ dy·y)`` along ``dim`` (y: a softmax output, dy: its gradient)."""
+    dim = _dim(dim, y.dim())
+    route = _route(y, dy)
+    if route == PLAIN:
+        return _backward_impl(y, dy, dim)
+    if route == OP:
+        return softmax_backward_op(y, dy, dim)
+    return (_Backward if route == FUNCTION else _BackwardForFunc).apply(y, dy, dim)
+
+
+def _dot(a: Tensor, b: Tensor, dim: int) -> Tensor:
+    return (a.float() * b.float()).sum(dim, keepdim=True)
+
+
+def _backward_grads(y, dy, g, dim, need_y, need_dy):
+    """Gradients of dx = y·(dy - s), s = Σ dy·y, given g = ∂L/∂dx: ∂L/∂dy = y·(g - Σ g·y) (the same
+    symmetric Jacobian), ∂L/∂y = g·(dy - s) - dy·Σ g·y. Written with differentiable ops (any order)."""
+    grad_y = grad_dy = None
+    if need_y:
+        grad_y = (g.float() * (dy.float() - _dot(dy, y, dim)) - dy.float() * _dot(g, y, dim)).to(y.dtype)
+    if need_dy:
+        grad_dy = softmax_backward(y, g, dim).to(dy.dtype)
+    return grad_y, grad_dy
+
+
+def _backward_tangent(y, dy, y_t, dy_t, dim):
+    """Forward mode of dx = y·(dy - s), s = Σ dy·y: ẋ = y·(ḋy - Σ ḋy·y) + ẏ·(dy - s) - y·Σ dy·ẏ."""
+    parts = []
+    if dy_t is not None:
+        parts.append(softmax_backward(y, dy_t, dim))
+    if y_t is not None:
+        parts.append((y_t.float() * (dy.float() - _dot(dy, y, dim)) - y.float() * _dot(dy, y_t, dim)).to(y.dtype))
+    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+# Each operator has two autograd.Functions with the same backward and jvp rules: a ctx-style one for plain
+# autograd and forward AD (cheap to call), and a setup_context-style one, which torch.func transforms need
+# (autograd.Function.apply binds its arguments with inspect.signature for that style: about 10 µs a call).
+
+class _SoftmaxRules:
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return softmax_backward(y, dy, ctx.dim), None
+
+    @staticmethod
+    def jvp(ctx, x_t, _):
+        (y,) = ctx.saved_tensors
+        return softmax_backward(y, x_t, ctx.dim)  # J ẋ, and J is symmetric
+
+
+def _save(ctx, dim, *tensors):
+    ctx.dim = dim
+    ctx.save_for_backward(*tensors)
+    ctx.save_for_forward(*tensors)
+
+
+class _Softmax(_SoftmaxRules, torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        y = _softmax_impl(x, dim) if _route(x) == PLAIN else softmax_op(x, dim)
+        _save(ctx, dim, y)
+        return y
+
+
+class _SoftmaxForFunc(_SoftmaxRules, torch.autograd.Function):
+    generate_vmap_rule = True  # vmap runs forward/backward/jvp under vmap: the operators' vmap rules batch them
+
+    @staticmethod
+    def forward(x, dim):
+        return softmax_op(x, dim)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _save(ctx, inputs[1], output)
+
+
+class _BackwardRules:
+    @staticmethod
+    def backward(ctx, g):
+        y, dy = ctx.saved_tensors
+        grad_y, grad_dy = _backward_grads(y, dy, g, ctx.dim, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+        return grad_y, grad_dy, None
+
+    @staticmethod
+    def jvp(ctx, y_t, dy_t, _):
+        y, dy = ctx.saved_tensors
+        return _backward_tangent(y, dy, y_t, dy_t, ctx.dim)
+
+
+class _Backward(_BackwardRules, torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y, dy, dim):
+        _save(ctx, dim, y, dy)
+        return _backward_impl(y, dy, dim) if _route(y, dy) == PLAIN else softmax_backward_op(y, dy, dim)
+
+
+class _BackwardForFunc(_BackwardRules, torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(y, dy, dim):
+        return softmax_backward_op(y, dy, dim)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _save(ctx, inputs[2], inputs[0], inputs[1])
+
+
+class _MaskedRules:
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        dx = softmax_backward(y, dy, ctx.dim)  # masked entries have y = 0, so dx = 0 there
+        # A float mask is added to the scores: its gradient is dx, summed over the dims it was broadcast along.
+        dmask = dx.sum_to_size(ctx.mask_shape).to(ctx.mask_dtype) if ctx.needs_input_grad[1] else None
+        return (dx if ctx.needs_input_grad[0] else None), dmask, None
+
+    @staticmethod
+    def jvp(ctx, x_t, mask_t, _):
+        (y,) = ctx.saved_tensors
+        t = x_t
+        if mask_t is not None:
+            t = mask_t.to(y.dtype).expand(y.shape) + (0 if t is None else t)
+        return softmax_backward(y, t, ctx.dim)
+
+
+def _save_masked(ctx, mask, dim, y):
+    ctx.mask_shape, ctx.mask_dtype = mask.shape, mask.dtype
+    _save(ctx, dim, y)
+
+
+class _Masked(_MaskedRules, torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mask, dim):
+        y = _masked_impl(x, mask, dim) if _route(x, mask) == PLAIN else masked_softmax_op(x, mask, dim)
+        _save_masked(ctx, mask, dim, y)
+        return y
+
+
+class _MaskedForFunc(_MaskedRules, torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, mask, dim):
+        return masked_softmax_op(x, mask, dim)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _save_masked(ctx, inputs[1], inputs[2], output)
+
+
+# Autograd formulas for the operators themselves (what torch.compile and torch.export use).
+def _setup_softmax(ctx, inputs, output):
+    ctx.dim = inputs[1]
+    ctx.save_for_backward(output)
+
+
+def _softmax_op_backward(ctx, dy):
+    (y,) = ctx.saved_tensors
+    return softmax_backward(y, dy, ctx.dim), None
+
+
+def _setup_backward(ctx, inputs, output):
+    y, dy, ctx.dim = inputs
+    ctx.save_for_backward(y, dy)
+
+
+def _backward_op_backward(ctx, g):
+    y, dy = ctx.saved_tensors
+    return (*_backward_grads(y, dy, g, ctx.dim, ctx.needs_input_grad[0], ctx.needs_input_grad[1]), None)
+
+
+def _setup_masked(ctx, inputs, output):
+    _, mask, ctx.dim = inputs
+    ctx.mask_shape, ctx.mask_dtype = mask.shape, mask.dtype
+    ctx.save_for_backward(output)
+
+
+def _masked_op_backward(ctx, dy):
+    return _MaskedRules.backward(ctx, dy)
+
+
+softmax_op.register_autograd(_softmax_op_backward, setup_context=_setup_softmax)
+softmax_backward_op.register_autograd(_backward_op_backward, setup_context=_setup_backward)
+masked_softmax_op.register_autograd(_masked_op_backward, setup_context=_setup_masked)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The public function, with torch.softmax's signature.
+
+def _dim(dim, ndim: int) -> int:
+    """``dim`` made non-negative, with torch's errors."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"softmax(): argument 'dim' (position 2) must be int, not {type(dim).__name__}")
+    span = max(ndim, 1)  # a 0-d tensor takes dim 0 or -1, like torch
+    if not -span <= dim < span:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-span}, {span - 1}], but got {dim})")
+    return dim + span if dim < 0 else dim
+
+
+def _check(x, mask, dtype) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"softmax(): argument 'input' must be a torch.Tensor, got {type(x).__name__}")
+    want = x.dtype if dtype is None else dtype
+    if want not in FLOAT_DTYPES:
+        if not isinstance(want, torch.dtype):
+            raise TypeError(f"softmax(): argument 'dtype' must be a torch.dtype or None, got {type(want).__name__}")
+        if not want.is_floating_point:
+            raise TypeError(f"softmax needs a floating-point tensor, got {want}: convert it first, e.g. x.float()")
+        raise TypeError(f"softmax_lab kernels take float16, bfloat16 or float32 (float32 arithmetic), got {want}")
+    if not (x.is_cuda if ON_GPU else x.is_cpu):
+        raise ValueError(f"x is on {x.device} but kernels run on {DEVICE.type}: use x.to(softmax_lab.DEVICE)")
+    if mask is not None:
+        if not isinstance(mask, Tensor):
+            raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+        if mask.device != x.device:
+            raise ValueError(f"mask is on {mask.device} but x is on {x.device}")
+        if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+            raise TypeError(f"mask must be bool (True = takes part) or floating point (added), got {mask.dtype}")
+        try:
+            shape = torch.broadcast_shapes(mask.shape, x.shape)
+        except RuntimeError:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to x of shape "
+                             f"{tuple(x.shape)}") from None
+        if shape != x.shape:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} would broadcast x of shape {tuple(x.shape)} "
+                             "to a bigger shape")
+
+
+def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, mask: Tensor | None = None) -> Tensor:
+    """Softmax of ``input`` along ``dim``, like ``torch.softmax``, on the fastest kernel for its shape.
+
+    ``dtype``: cast the input to it first (e.g. float16 in, float32 out); the kernels take float16, bfloat16
+    and float32 and always compute in float32. The result is a new contiguous tensor. NaN and ±inf follow
+    ``torch.softmax`` (a row with NaN or +inf gives NaN; an all -inf row gives NaN), except with ``mask``
+    (SDPA convention: bool True = takes part, float = added; broadcast to ``input``): rows where everything
+    is masked give zeros. Differentiable to any order, in reverse and forward mode, under ``torch.func``,
+    ``torch.compile(fullgraph=True)`` and ``torch.export``; a float mask gets a gradient too.
+    """
+    _check(input, mask, dtype)
+    x = input if dtype is None or input.dtype == dtype else input.to(dtype)
+    dim = _dim(dim, x.dim())
+    if mask is None:
+        route = _route(x)
+        if route == PLAIN:
+            return _softmax_impl(x, dim)
+        if route == OP:
+            return softmax_op(x, dim)
+        return (_Softmax if route == FUNCTION else _SoftmaxForFunc).apply(x, dim)
+    route = _route(x, mask)
+    if route == PLAIN:
+        return _masked_impl(x, mask, dim)
+    if route == OP:
+        return masked_softmax_op(x, mask, dim)
+    return (_Masked if route == FUNCTION else _MaskedForFunc).apply(x, mask, dim)
+
+
+softmax.choose = choose  # softmax_lab.softmax.choose(n_rows, n_cols, dtype): what the dispatcher would run

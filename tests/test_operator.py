@@ -1,0 +1,425 @@
+"""softmax_lab.softmax as a PyTorch operator (issue 12): torch.library registration, torch.compile, export,
+FakeTensor, CUDA graphs, autograd to any order (float64 references), forward AD, vmap, and the raw launchers'
+refusals (inputs that require grad, unsafe out=, bad knobs).
+
+Everything runs on the CPU (Triton's interpreter) with tiny shapes; the CUDA-graph test needs a GPU.
+"""
+import math
+import warnings
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+
+import softmax_lab
+from softmax_lab import kernels
+from softmax_lab.testing import randn
+
+DEV = softmax_lab.DEVICE
+
+
+def sm(*args, **kw):
+    return softmax_lab.softmax(*args, **kw)
+
+
+def ref(x, dim=-1):
+    return torch.softmax(x.double(), dim)
+
+
+def close(a, b, atol=1e-6, rtol=1e-5):
+    torch.testing.assert_close(a.double().cpu(), b.double().cpu(), atol=atol, rtol=rtol)
+
+
+def ops():
+    return torch.ops.softmax_lab
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1. Registration: fake implementations, torch.compile, export, FakeTensor, CUDA graphs
+
+def test_the_operators_pass_opcheck():
+    # torch.library.opcheck: schema, fake (meta) implementation vs the real one, autograd registration, and
+    # AOTAutograd tracing with dynamic shapes.
+    x = randn((3, 9), device=DEV, seed=1).requires_grad_()
+    y = sm(x.detach())
+    dy = randn((3, 9), device=DEV, seed=2)
+    float_mask = randn((9,), device=DEV, seed=3).requires_grad_()
+    bool_mask = torch.rand(3, 9, device=DEV) > 0.3
+    cases = [(ops().softmax.default, (x, 1)), (ops().softmax.default, (x, 0)),
+             (ops().softmax_backward.default, (y.requires_grad_(), dy, 1)),
+             (ops().masked_softmax.default, (x, float_mask, 1)), (ops().masked_softmax.default, (x, bool_mask, 0))]
+    for op, args in cases:
+        torch.library.opcheck(op, args)
+
+
+def test_compile_fullgraph_no_graph_break():
+    x = randn((2, 3, 40), device=DEV, seed=4)
+    mask = torch.rand(3, 40, device=DEV) > 0.2
+    for fn in (lambda t: sm(t, -1), lambda t: sm(t, 1), lambda t: sm(t, -1, torch.float32, mask=mask) * 2):
+        compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")  # fullgraph: a graph break raises
+        torch.testing.assert_close(compiled(x), fn(x))
+        assert torch._dynamo.explain(fn)(x).graph_break_count == 0
+    torch._dynamo.reset()
+
+
+def test_compile_dynamic_shapes_and_backward():
+    fn = torch.compile(lambda t: (sm(t, -1) ** 2).sum(), fullgraph=True, backend="aot_eager", dynamic=True)
+    for shape in [(3, 7), (5, 33)]:
+        x = randn(shape, device=DEV, seed=5).requires_grad_()
+        (g,) = torch.autograd.grad(fn(x), x)
+        x64 = x.detach().double().requires_grad_()
+        (g64,) = torch.autograd.grad((torch.softmax(x64, -1) ** 2).sum(), x64)
+        close(g, g64)
+    torch._dynamo.reset()
+
+
+class Attention(torch.nn.Module):
+    """A small causal self-attention block with softmax_lab.softmax (bool mask) on the scores."""
+
+    def __init__(self, d=8, heads=2):
+        super().__init__()
+        self.heads, self.qkv, self.proj = heads, torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+
+    def forward(self, x, mask, softmax_fn=None):
+        B, S, D = x.shape
+        q, k, v = self.qkv(x).view(B, S, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D // self.heads)
+        p = sm(scores, -1, mask=mask) if softmax_fn is None else softmax_fn(scores, mask)
+        return self.proj((p @ v).transpose(1, 2).reshape(B, S, D))
+
+
+def test_compiled_attention_block():
+    # Inductor on the GPU; on the CPU aot_eager (Dynamo + AOTAutograd with FakeTensors, the same tracing
+    # Inductor gets), because Inductor's C++ code generation costs about a minute of CI time on 2 cores.
+    torch.manual_seed(6)
+    block = Attention().to(DEV)
+    x = torch.randn(2, 6, 8).to(DEV).requires_grad_()
+    causal = torch.ones(6, 6, dtype=torch.bool, device=DEV).tril()
+    compiled = torch.compile(block, fullgraph=True, backend="inductor" if softmax_lab.ON_GPU else "aot_eager")
+    out = compiled(x, causal)
+    eager = block(x, causal)
+    torch.testing.assert_close(out, eager, atol=1e-5, rtol=1e-5)
+    g_c = torch.autograd.grad(out.sum(), [x, *block.parameters()])
+    g_e = torch.autograd.grad(eager.sum(), [x, *block.parameters()])
+    for a, b in zip(g_c, g_e):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    # and against float64 PyTorch
+    plain = lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), -1)  # noqa: E731
+    block64 = Attention().to(DEV).double()
+    block64.load_state_dict(block.state_dict())
+    close(out, block64(x.double(), causal, plain), atol=1e-5, rtol=1e-4)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_export(strict):
+    class M(torch.nn.Module):
+        def forward(self, s, m):
+            return sm(s, -1, mask=m) + sm(s, 1, dtype=torch.float32)
+
+    s = randn((2, 3, 8), device=DEV, seed=7)
+    m = randn((3, 8), device=DEV, seed=8)
+    ep = torch.export.export(M(), (s, m), strict=strict)
+    targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert {"softmax_lab.masked_softmax.default", "softmax_lab.softmax.default"} <= targets
+    torch.testing.assert_close(ep.module()(s, m), M()(s, m))
+
+
+def test_fake_tensor_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(4, 6, 5, dtype=torch.float16, device=DEV)
+        for y, shape, dtype in [(sm(x, 0), (4, 6, 5), torch.float16),
+                                (sm(x, 1, dtype=torch.float32), (4, 6, 5), torch.float32),
+                                (sm(x, -1, mask=torch.ones(5, dtype=torch.bool, device=DEV)), (4, 6, 5), torch.float16),
+                                (sm(x.transpose(0, 2), 0), (5, 6, 4), torch.float16)]:
+            assert y.shape == shape and y.dtype == dtype and y.is_contiguous()
+        xr = torch.empty(3, 4, device=DEV, requires_grad=True)
+        (g,) = torch.autograd.grad(sm(xr, 0).sum(), xr)
+        assert g.shape == (3, 4)
+
+
+def test_jit_trace():
+    x = randn((3, 10), device=DEV, seed=9)
+    traced = torch.jit.trace(lambda t: sm(t, -1), (x,))
+    close(traced(randn((3, 10), device=DEV, seed=10)), ref(randn((3, 10), device=DEV, seed=10)))
+
+
+@pytest.mark.skipif(not softmax_lab.ON_GPU, reason="CUDA graphs need a GPU")
+def test_cuda_graph_capture():
+    x = randn((64, 1000), device=DEV, seed=11)
+    mask = torch.rand(1000, device=DEV) > 0.1
+    torch.cuda.synchronize()
+    for _ in range(2):  # warm up (compile the kernels) before capturing
+        sm(x), sm(x, 0), sm(x, mask=mask)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = (sm(x), sm(x, 0), sm(x, mask=mask))
+    x.copy_(randn((64, 1000), device=DEV, seed=12))
+    graph.replay()
+    torch.cuda.synchronize()
+    close(outs[0], ref(x))
+    close(outs[1], ref(x, 0))
+    close(outs[2], ref(x.masked_fill(~mask, float("-inf"))))
+    # torch.compile's CUDA-graph mode
+    f = torch.compile(lambda t: sm(t, -1) * 2, mode="reduce-overhead", fullgraph=True)
+    for seed in (13, 14, 15):
+        x = randn((64, 1000), device=DEV, seed=seed)
+        close(f(x), 2 * ref(x))
+    torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2. Autograd: right to any order, or refusing
+
+def _f32_check(check, fn, inputs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "inputs are not double precision"
+        return check(fn, inputs, eps=1e-2, atol=2e-3, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_gradcheck_and_gradgradcheck(dim):
+    x = randn((3, 7), device=DEV, seed=16, scale=1.0).requires_grad_()
+    assert _f32_check(torch.autograd.gradcheck, lambda t: sm(t, dim), (x,))
+    assert _f32_check(torch.autograd.gradgradcheck, lambda t: sm(t, dim), (x,))
+
+
+def test_gradgradcheck_float_mask():
+    x = randn((2, 3, 5), device=DEV, seed=17, scale=1.0).requires_grad_()
+    m = randn((3, 5), device=DEV, seed=18, scale=1.0).requires_grad_()
+    assert _f32_check(torch.autograd.gradcheck, lambda a, b: sm(a, -1, mask=b), (x, m))
+    assert _f32_check(torch.autograd.gradgradcheck, lambda a, b: sm(a, -1, mask=b), (x, m))
+
+
+def test_hessian_and_hvp_match_float64():
+    x = randn((2, 6), device=DEV, seed=19)
+    w, v = randn((2, 6), device=DEV, seed=20), randn((2, 6), device=DEV, seed=21)
+    f = lambda t: (sm(t, -1) * w).sum()  # noqa: E731
+    f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()  # noqa: E731
+    close(torch.autograd.functional.hessian(f, x), torch.autograd.functional.hessian(f64, x.double()))
+    close(torch.autograd.functional.hvp(f, x, v)[1], torch.autograd.functional.hvp(f64, x.double(), v.double())[1])
+    close(torch.autograd.functional.vhp(f, x, v)[1], torch.autograd.functional.vhp(f64, x.double(), v.double())[1])
+    # double backward by hand, along another dim
+    xr = x.clone().requires_grad_()
+    (g,) = torch.autograd.grad((sm(xr, 0) * w).sum(), xr, create_graph=True)
+    (hv,) = torch.autograd.grad(g, xr, v)
+    x64 = x.double().requires_grad_()
+    (g64,) = torch.autograd.grad((torch.softmax(x64, 0) * w.double()).sum(), x64, create_graph=True)
+    (hv64,) = torch.autograd.grad(g64, x64, v.double())
+    close(hv, hv64)
+    # torch.func's Hessian (forward over reverse) and reverse over forward
+    H64 = torch.func.hessian(f64)(x.double())
+    close(torch.func.hessian(f)(x), H64)
+    close(torch.func.jacrev(torch.func.jacfwd(f))(x), H64)
+
+
+def test_third_order():
+    x = randn((5,), device=DEV, seed=22)
+    w = randn((5,), device=DEV, seed=23)
+    f = lambda t: (sm(t, 0) * w).sum()  # noqa: E731
+    f64 = lambda t: (torch.softmax(t, 0) * w.double()).sum()  # noqa: E731
+    close(torch.func.jacrev(torch.func.hessian(f))(x), torch.func.jacrev(torch.func.hessian(f64))(x.double()))
+
+
+def test_float_mask_gradient_with_broadcast():
+    s = randn((2, 2, 4, 6), device=DEV, seed=24).requires_grad_()
+    dy = randn((2, 2, 4, 6), device=DEV, seed=25)
+    for mshape in [(2, 2, 4, 6), (4, 6), (2, 1, 1, 6), (6,), (1, 4, 1)]:
+        m = randn(mshape, device=DEV, seed=26).requires_grad_()
+        m_inf = m.detach().clone()
+        m_inf.view(-1)[0] = float("-inf")  # a masked entry: zero gradient there
+        for mask in (m, m_inf.requires_grad_()) if mshape[-1] > 1 else (m,):  # (1, 4, 1): no fully -inf rows
+            gs, gm = torch.autograd.grad(sm(s, -1, mask=mask), (s, mask), dy)
+            s64, m64 = s.detach().double().requires_grad_(), mask.detach().double().requires_grad_()
+            gs64, gm64 = torch.autograd.grad(torch.softmax(s64 + m64, -1), (s64, m64), dy.double())
+            close(gs, gs64)
+            close(gm, gm64)
+            assert gm.shape == mask.shape and gm.dtype == mask.dtype
+            close(gm, gs.sum_to_size(mask.shape))  # the input's gradient, summed where the mask broadcast
+    # only the mask requires grad (a learned bias on fixed scores)
+    m = randn((4, 6), device=DEV, seed=27).requires_grad_()
+    (gm,) = torch.autograd.grad(sm(s.detach(), -1, mask=m), m, dy)
+    m64 = m.detach().double().requires_grad_()
+    close(gm, torch.autograd.grad(torch.softmax(s.detach().double() + m64, -1), m64, dy.double())[0])
+
+
+def test_bool_mask_gradient_and_fully_masked_rows():
+    s = randn((1, 2, 4, 6), device=DEV, seed=28).requires_grad_()
+    keep = torch.rand(4, 6, device=DEV) > 0.4
+    keep[1] = False
+    keep[2, 0] = True
+    dy = randn(s.shape, device=DEV, seed=29)
+    (g,) = torch.autograd.grad(sm(s, -1, mask=keep), s, dy)
+    s64 = s.detach().double().requires_grad_()
+    y64 = torch.softmax(s64.masked_fill(~keep, float("-inf")), -1).nan_to_num(0.0)  # fully masked: zeros
+    (g64,) = torch.autograd.grad(y64, s64, dy.double())
+    close(g, g64)
+    assert (g[:, :, 1] == 0).all() and (g[~keep.expand_as(g)] == 0).all()
+
+
+def test_forward_ad():
+    x, t = randn((3, 8), device=DEV, seed=30), randn((3, 8), device=DEV, seed=31)
+    _, jvp64 = torch.func.jvp(lambda a: torch.softmax(a, 0), (x.double(),), (t.double(),))
+    with fwAD.dual_level():
+        y = sm(fwAD.make_dual(x, t), 0)
+        tangent = fwAD.unpack_dual(y).tangent
+    assert tangent is not None
+    close(tangent, jvp64)
+    y_formula = ref(x, 0)
+    close(tangent, y_formula * (t.double() - (y_formula * t.double()).sum(0, keepdim=True)))
+    _, jvp = torch.func.jvp(lambda a: sm(a, 0), (x,), (t,))
+    close(jvp, jvp64)
+    # a float mask's tangent counts, like the input's
+    m, mt = randn((8,), device=DEV, seed=32), randn((8,), device=DEV, seed=33)
+    _, j = torch.func.jvp(lambda a, b: sm(a, -1, mask=b), (x, m), (t, mt))
+    _, j64 = torch.func.jvp(lambda a, b: torch.softmax(a + b, -1), (x.double(), m.double()), (t.double(), mt.double()))
+    close(j, j64)
+    # the ch08 autograd Function too
+    with fwAD.dual_level():
+        yk = kernels.SoftmaxFunction.apply(fwAD.make_dual(x, t), kernels.fused_softmax)
+        tangent = fwAD.unpack_dual(yk).tangent
+    close(tangent, torch.func.jvp(lambda a: torch.softmax(a, -1), (x.double(),), (t.double(),))[1])
+
+
+def test_vmap():
+    x = randn((4, 3, 10), device=DEV, seed=34)
+    close(torch.func.vmap(lambda t: sm(t, -1))(x), ref(x))
+    close(torch.func.vmap(lambda t: sm(t, 0), in_dims=2)(x), ref(x, 0).movedim(2, 0))
+    close(torch.func.vmap(torch.func.vmap(lambda t: sm(t, 0)))(x), ref(x))
+    # per-sample gradients
+    w = randn((3, 10), device=DEV, seed=35)
+    per_sample = torch.func.vmap(torch.func.grad(lambda t: (sm(t, -1) * w).sum()))(x)
+    x64 = x.double().requires_grad_()
+    close(per_sample, torch.autograd.grad((torch.softmax(x64, -1) * w.double()).sum(), x64)[0])
+    # a batch of masks over one x, and a batch of x with one mask
+    masks = randn((5, 10), device=DEV, seed=36)
+    xs = x[0]
+    close(torch.func.vmap(lambda m: sm(xs, -1, mask=m))(masks), ref(xs[None] + masks[:, None]))
+    keep = torch.rand(3, 10, device=DEV) > 0.3
+    close(torch.func.vmap(lambda t: sm(t, -1, mask=keep))(x), ref(x.masked_fill(~keep, float("-inf"))))
+
+
+def test_empty_and_scalar_inputs_with_grad():
+    for shape, dim in [((0, 5), -1), ((5, 0), -1), ((2, 0, 3), 1), ((0,), 0)]:
+        x = torch.empty(shape, device=DEV, requires_grad=True)
+        y = sm(x, dim)
+        assert y.shape == shape and y.grad_fn is not None
+        y.sum().backward()
+        assert x.grad.shape == shape
+        s = torch.empty(shape, device=DEV, requires_grad=True)
+        sm(s, dim, mask=torch.ones(shape, dtype=torch.bool, device=DEV)).sum().backward()
+        assert s.grad.shape == shape
+    x = torch.tensor(0.5, device=DEV, requires_grad=True)
+    y = sm(x, 0)
+    y.backward()
+    assert float(y) == 1.0 and float(x.grad) == 0.0
+
+
+def test_dtype_argument_and_grad():
+    x = randn((3, 50), torch.float16, DEV, seed=37, scale=4.0).requires_grad_()
+    y = sm(x, -1, torch.float32)
+    assert y.dtype == torch.float32
+    close(y, torch.softmax(x.detach().float(), -1, dtype=torch.float32), atol=1e-6, rtol=1e-5)
+    dy = randn((3, 50), device=DEV, seed=38)
+    (g,) = torch.autograd.grad(y, x, dy)
+    assert g.dtype == torch.float16
+    x32 = x.detach().float().requires_grad_()
+    close(g, torch.autograd.grad(torch.softmax(x32, -1), x32, dy)[0], atol=1e-3, rtol=1e-2)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The raw launchers: they record no gradient, so they refuse inputs that require grad
+
+def test_raw_kernels_refuse_inputs_that_require_grad():
+    x = randn((2, 40), device=DEV, seed=39).requires_grad_()
+    for name, launch in kernels.ALL.items():
+        with pytest.raises(RuntimeError, match="requires grad.*softmax_lab.softmax"):
+            launch(x)
+        with torch.no_grad():
+            close(launch(x), ref(x))  # fine without grad mode
+        close(launch(x.detach()), ref(x))
+    with pytest.raises(RuntimeError, match="requires grad"):
+        kernels.masked_softmax(x)
+    with pytest.raises(RuntimeError, match="mask requires grad"):
+        kernels.masked_softmax(x.detach(), torch.zeros(40, device=DEV, requires_grad=True))
+    y = ref(x.detach()).float()
+    with pytest.raises(RuntimeError, match="requires grad"):
+        kernels.softmax_backward(y.requires_grad_(), torch.ones_like(y))
+
+
+def test_softmax_function_double_backward_is_right():
+    # chapter 8's SoftmaxFunction: its backward is differentiable now (it used to drop the softmax term).
+    x, w, v = (randn((2, 6), device=DEV, seed=s) for s in (40, 41, 42))
+    f = lambda t: (kernels.SoftmaxFunction.apply(t, kernels.fused_softmax) * w).sum()  # noqa: E731
+    f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()  # noqa: E731
+    close(torch.autograd.functional.hvp(f, x, v)[1], torch.autograd.functional.hvp(f64, x.double(), v.double())[1])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 4. out= and knobs
+
+IN_PLACE_SAFE = ["row_serial", "three_pass", "fused", "multirow", "online", "split_row"]
+
+
+@pytest.mark.parametrize("name", list(kernels.ALL))
+def test_out_checks(name):
+    launch = kernels.ALL[name]
+    x = randn((3, 40), device=DEV, seed=43)
+    expected = ref(x)
+    # out overlapping x, shifted by one element: always refused
+    big = x.new_empty(3 * 40 + 1)
+    big[:120].copy_(x.view(-1))
+    with pytest.raises(ValueError, match="overlaps"):
+        launch(big[:120].view(3, 40), out=big[1:].view(3, 40))
+    # out = x itself: allowed only where every element is read before anything overwrites it
+    x_copy = x.clone()
+    if name in IN_PLACE_SAFE:
+        y = launch(x_copy, out=x_copy)
+        assert y.data_ptr() == x_copy.data_ptr()
+        close(x_copy, expected)
+    else:
+        with pytest.raises(ValueError, match="overlaps"):
+            launch(x_copy, out=x_copy)
+    # internal overlap (an expanded row)
+    with pytest.raises(ValueError, match="internal overlap"):
+        launch(x, out=torch.empty(1, 40, device=DEV).expand(3, 40))
+    # out requiring grad
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        launch(x, out=torch.empty(3, 40, device=DEV, requires_grad=True))
+    # a strided but non-overlapping out is fine
+    wide = torch.full((3, 50), float("nan"), device=DEV)
+    launch(x, out=wide[:, 5:45])
+    close(wide[:, 5:45], expected)
+    assert torch.isnan(wide[:, :5]).all() and torch.isnan(wide[:, 45:]).all()
+
+
+KNOBS = {
+    "naive": ["BLOCK", "num_warps"], "row_serial": ["num_warps"], "three_pass": ["BLOCK", "num_warps"],
+    "fused": ["BLOCK", "num_warps"], "multirow": ["ROWS", "BLOCK", "num_warps"],
+    "online": ["BLOCK", "num_warps", "programs"], "split_row": ["chunks", "BLOCK", "num_warps", "rows_per_launch"],
+}
+
+
+@pytest.mark.parametrize("name", list(kernels.ALL))
+def test_knobs_are_validated(name):
+    launch = kernels.ALL[name]
+    x = randn((2, 20), device=DEV, seed=44)
+    for knob in KNOBS[name]:
+        for bad in (0, -2):  # 0 must not silently mean "the default"; negative knobs launched nothing
+            with pytest.raises(ValueError, match=f"{knob} must be a positive integer"):
+                launch(x, **{knob: bad})
+        with pytest.raises(TypeError, match=f"{knob} must be an int"):
+            launch(x, **{knob: 2.0})
+        if knob in ("BLOCK", "ROWS", "num_warps"):
+            with pytest.raises(ValueError, match=f"{knob} must be a power of two"):
+                launch(x, **{knob: 48 if knob == "BLOCK" else 3})
+    if "num_warps" in KNOBS[name]:
+        with pytest.raises(ValueError, match="num_warps must be at most 32"):
+            launch(x, num_warps=64)
+    # the check comes before the empty-input shortcut
+    with pytest.raises(ValueError, match="num_warps"):
+        launch(torch.empty(0, 20, device=DEV), num_warps=0)
+    with pytest.raises(ValueError, match="num_warps"):
+        kernels.masked_softmax(x, num_warps=6)
