@@ -423,3 +423,12 @@ def test_knobs_are_validated(name):
         launch(torch.empty(0, 20, device=DEV), num_warps=0)
     with pytest.raises(ValueError, match="num_warps"):
         kernels.masked_softmax(x, num_warps=6)
+
+
+@pytest.mark.parametrize("knob", [dict(ROWS=0), dict(BLOCK=3), dict(num_warps=64), dict(chunks=-1)])
+def test_backward_launcher_validates_its_knobs(knob):
+    from softmax_lab.kernels import softmax_backward
+
+    y = torch.softmax(torch.randn(2, 8, device=softmax_lab.DEVICE), -1)
+    with pytest.raises(ValueError, match=next(iter(knob))):
+        softmax_backward(y, torch.randn_like(y), **knob)

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
+from ._launch import check_knobs, check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
 from .cooperative import cooperative_backward
 
 MAX_TILE_COLS = 16384
@@ -78,6 +78,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
     the two-launch path over ``chunks`` pieces per row instead."""
     check_input(y, "y")
     check_input(dy, "dy")
+    check_knobs(ROWS=ROWS, BLOCK=BLOCK, num_warps=num_warps, chunks=chunks)
     if dy.shape != y.shape:
         raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}")
     y, dy = rows_view(y), rows_view(dy)
