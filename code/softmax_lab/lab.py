@@ -154,26 +154,37 @@ def has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) or sys.platform == "darwin"
 
 
+def _root(given: Path | None, command: str) -> Path | None:
+    """The checkout (given, or found from cwd); None after printing why not."""
+    from .build import BuildError, repo_root
+
+    try:
+        return given or repo_root()
+    except BuildError as err:
+        print(f"softmax-lab {command}: {err}", file=sys.stderr)
+        return None
+
+
+def _tell_changed(root: Path) -> None:
+    for name in changed(root):
+        print(f"workspace/{name}: the course changed this chapter since you copied it; "
+              "`softmax-lab workspace --update` puts the new version beside yours", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="softmax-lab workspace", description=__doc__.split("\n\n")[0])
     ap.add_argument("--update", action="store_true",
                     help="for chapters the course changed since you copied them, put the new version beside yours")
     ap.add_argument("--root", type=Path, default=None, help="the course checkout (default: found from cwd)")
     args = ap.parse_args(argv)
-    from .build import BuildError, repo_root
-
-    try:
-        root = args.root or repo_root()
-    except BuildError as err:
-        print(f"softmax-lab workspace: {err}", file=sys.stderr)
+    root = _root(args.root, "workspace")
+    if root is None:
         return 2
     sync(root)
     if args.update:
         update(root)
     else:
-        for name in changed(root):
-            print(f"workspace/{name}: the course changed this chapter since you copied it; "
-                  "`softmax-lab workspace --update` puts the new version beside yours", file=sys.stderr)
+        _tell_changed(root)
     return 0
 
 
@@ -185,12 +196,8 @@ def lab_main(argv: list[str] | None = None) -> int:
     ap.add_argument("jupyter_args", nargs=argparse.REMAINDER,
                     help="after --: more JupyterLab options, e.g. -- --ServerApp.ip=0.0.0.0")
     args = ap.parse_args(argv)
-    from .build import BuildError, repo_root
-
-    try:
-        root = args.root or repo_root()
-    except BuildError as err:
-        print(f"softmax-lab lab: {err}", file=sys.stderr)
+    root = _root(args.root, "lab")
+    if root is None:
         return 2
     if not 0 < args.port < 65536:
         print(f"softmax-lab lab: port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
@@ -200,9 +207,7 @@ def lab_main(argv: list[str] | None = None) -> int:
               f"make lab PORT={args.port + 1}", file=sys.stderr)
         return 1
     sync(root)
-    for name in changed(root):
-        print(f"workspace/{name}: the course changed this chapter since you copied it; "
-              "`softmax-lab workspace --update` puts the new version beside yours", file=sys.stderr)
+    _tell_changed(root)
     cmd = jupyter_command(root, args.port, open_browser=has_display() and not args.no_browser)
     cmd += [a for a in args.jupyter_args if a != "--"]
     sys.stdout.flush()

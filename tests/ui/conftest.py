@@ -120,6 +120,17 @@ class LabServer:
             body = r.read()
             return json.loads(body) if body else None
 
+    def wait_serving(self, timeout: float) -> bool:
+        """True once the server answers; False when it exits or the timeout passes first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                self.api("GET", "/api/status")
+                return True
+            except (urllib.error.URLError, OSError, ValueError):
+                time.sleep(0.3)
+        return False
+
     def log_tail(self, n: int = 3000) -> str:
         try:
             return self.log.read_text(errors="replace")[-n:]
@@ -200,14 +211,7 @@ def lab(tmp_path_factory) -> LabServer:
             proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
         server = LabServer(root, port, token, proc, log)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                server.api("GET", "/api/status")
-                break
-            except (urllib.error.URLError, OSError, ValueError):
-                time.sleep(0.3)
-        if proc.poll() is None and time.monotonic() < deadline:
+        if server.wait_serving(90):
             break
         last_error = server.log_tail()
         _stop(proc)

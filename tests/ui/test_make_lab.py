@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import CHROMIUM_ARGS, LabServer, _free_port, _stop  # noqa: F401  (pytest puts tests/ui on sys.path)
+from conftest import LabServer, _free_port, _stop  # pytest puts tests/ui on sys.path
 from jlab import OUT, ROOT, Notebook
 
 from softmax_lab import build
@@ -51,14 +51,7 @@ def made_lab(tmp_path_factory):
                                  "--ServerApp.ip=127.0.0.1", "--LabApp.expose_app_in_browser=True"],
                                 cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     server = LabServer(root / "workspace", port, token, proc, log)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            server.api("GET", "/api/status")
-            break
-        except (urllib.error.URLError, OSError, ValueError):
-            time.sleep(0.3)
-    else:
+    if not server.wait_serving(90):
         _stop(proc)
         pytest.fail(f"`softmax-lab lab` did not serve JupyterLab:\n{server.log_tail()}", pytrace=False)
     server.course = root
