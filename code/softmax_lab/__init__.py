@@ -16,6 +16,14 @@ def doctor(verbose: bool = True) -> bool:
     return run_doctor(verbose=verbose)
 
 
+def draw(launcher, x, title: str = "", **kwargs):
+    """Your kernel, drawn: which program loaded and stored each element of a small 2-D ``x`` when
+    ``launcher(x)`` runs (``softmax_lab.lanemap``); what looks wrong is printed. Returns a matplotlib Figure."""
+    from .lanemap import draw as _draw
+
+    return _draw(launcher, x, title, **kwargs)
+
+
 def check(*notebooks: str) -> bool:
     """``softmax-lab check`` from Python: grade your own saved notebook(s) against the course's solutions, print
     each exercise's verdict, and return True when every exercise passes. Save the notebook first (Ctrl+S)::

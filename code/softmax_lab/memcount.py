@@ -49,6 +49,9 @@ class MemoryCount:
     stores_of: dict = field(default_factory=dict)
     _loaded_addresses: list = field(default_factory=list, repr=False)
     _load_log: list = field(default_factory=list, repr=False)  # (launch, program, argument, element indices)
+    _store_log: list = field(default_factory=list, repr=False)  # the same for stores
+    _outside_log: list = field(default_factory=list, repr=False)  # (launch, program, "load"/"store", lanes)
+    _storage_of: dict = field(default_factory=dict, repr=False)  # (launch, argument) -> the caller's data_ptr
 
     @property
     def distinct_loads(self) -> int:
@@ -82,10 +85,13 @@ def _active(ptrs, mask):
 
 
 class _Recorder:
-    """Wraps the interpreter's masked load/store while a count is running."""
+    """Wraps the interpreter's masked load/store while a count is running. With ``guard``, lanes whose address
+    lies outside every tensor of the launch are logged and masked off, so a wrong kernel being drawn cannot read
+    or write memory it does not own."""
 
-    def __init__(self, count: MemoryCount):
+    def __init__(self, count: MemoryCount, guard: bool = False):
         self.count = count
+        self.guard = guard
         self.ranges: list[tuple[int, int, str]] = []  # (start, end, argument name) of each host storage
         self.starts: list[tuple[int, int, str, int]] = []  # (first element's address, end, name, itemsize)
 
@@ -97,20 +103,42 @@ class _Recorder:
                 found[name] = found.get(name, 0) + n
         return found
 
+    def _program(self):
+        builder = _interp.interpreter_builder
+        return tuple(builder.grid_idx) if builder.grid_idx is not None else (0, 0, 0)
+
+    def _log(self, log, addresses):
+        c = self.count
+        for start, end, name, itemsize in self.starts:
+            inside = addresses[(addresses >= start) & (addresses < end)]
+            if inside.size:
+                log.append((c.launches, self._program(), name, ((inside - start) // itemsize).astype(np.int64)))
+
+    def _guarded(self, ptrs, mask, kind):
+        """The mask with lanes outside every tensor switched off (logged), when guarding."""
+        if not self.guard:
+            return mask
+        ptr = np.asarray(ptrs.data).astype(np.uint64)
+        active = np.broadcast_to(np.asarray(mask.data, dtype=bool), ptr.shape)
+        inside = np.zeros(ptr.shape, dtype=bool)
+        for start, end, _ in self.ranges:
+            inside |= (ptr >= start) & (ptr < end)
+        outside = active & ~inside
+        if not outside.any():
+            return mask
+        self.count._outside_log.append((self.count.launches, self._program(), kind, int(outside.sum())))
+        return _interp.TensorHandle(active & inside, mask.dtype)
+
     def load(self, original):
         def create_masked_load(ptrs, mask, other, *rest):
+            mask = self._guarded(ptrs, mask, "load")
             addresses, n, nbytes = _active(ptrs, mask)
             c = self.count
             c.loads += n
             c.load_bytes += nbytes
             c.load_ops += 1
             c._loaded_addresses.append(addresses)
-            builder = _interp.interpreter_builder
-            program = tuple(builder.grid_idx) if builder.grid_idx is not None else (0, 0, 0)
-            for start, end, name, itemsize in self.starts:
-                inside = addresses[(addresses >= start) & (addresses < end)]
-                if inside.size:
-                    c._load_log.append((c.launches, program, name, ((inside - start) // itemsize).astype(np.int64)))
+            self._log(c._load_log, addresses)
             for name, k in self.owner(addresses).items():
                 c.loads_of[name] = c.loads_of.get(name, 0) + k
             return original(ptrs, mask, other, *rest)
@@ -119,11 +147,13 @@ class _Recorder:
 
     def store(self, original):
         def create_masked_store(ptrs, value, mask, *rest):
+            mask = self._guarded(ptrs, mask, "store")
             addresses, n, nbytes = _active(ptrs, mask)
             c = self.count
             c.stores += n
             c.store_bytes += nbytes
             c.store_ops += 1
+            self._log(c._store_log, addresses)
             for name, k in self.owner(addresses).items():
                 c.stores_of[name] = c.stores_of.get(name, 0) + k
             return original(ptrs, value, mask, *rest)
@@ -146,6 +176,7 @@ def _host_args(fn, args, kwargs, recorder: _Recorder):
             host = storages[key]
             recorder.ranges.append((host.data_ptr(), host.data_ptr() + host.nbytes(), name))
             recorder.starts.append((host.data_ptr(), host.data_ptr() + host.nbytes(), name, arg.element_size()))
+            recorder.count._storage_of[(recorder.count.launches, name)] = key
             if arg.device.type != "cpu":
                 back.append((arg, host))
         t = arg.new_empty(0, device="cpu")
@@ -192,8 +223,8 @@ def _interpreted_helpers(fn):
         JITFunction.__call__ = original
 
 
-def _run(fn, grid, args, kwargs, count: MemoryCount) -> None:
-    recorder = _Recorder(count)
+def _run(fn, grid, args, kwargs, count: MemoryCount, guard: bool = False) -> None:
+    recorder = _Recorder(count, guard)
     host_args, host_kwargs, copy_back = _host_args(fn, args, kwargs, recorder)
     builder = _interp.interpreter_builder
     load, store = builder.create_masked_load, builder.create_masked_store
@@ -233,7 +264,7 @@ def count_memory(kernel, grid, *args, **kwargs) -> MemoryCount:
     return count
 
 
-def count_calls(fn: Callable, *args, **kwargs):
+def count_calls(fn: Callable, *args, _guard: bool = False, **kwargs):
     """Call ``fn(*args, **kwargs)`` (e.g. a launcher like ``three_pass_softmax(x)``) with every Triton kernel it
     launches run through the counting interpreter. Returns ``(fn's result, MemoryCount)`` summed over launches."""
     count = MemoryCount()
@@ -241,7 +272,7 @@ def count_calls(fn: Callable, *args, **kwargs):
     def counted_run(self, *a, grid, warmup=False, **kw):
         if warmup:
             return None
-        _run(kernel_function(self), grid, a, kw, count)
+        _run(kernel_function(self), grid, a, kw, count, guard=_guard)
         return None
 
     patched = [(JITFunction, "run", _JIT_RUN), (_interp.InterpretedFunction, "run", _INTERPRETED_RUN)]

@@ -1,0 +1,176 @@
+"""Your kernel, drawn: which program loaded and stored each element, from the kernel's real memory operations.
+
+    fig = softmax_lab.draw(my_fused_softmax, x)     # x small, e.g. 4 x 10: a picture, plus findings printed
+    maps = lane_map(my_fused_softmax, x)            # the numbers behind it: maps.loads, maps.stores, maps.findings
+
+The launcher runs once through Triton's interpreter (``softmax_lab.memcount``, on CPU copies; also on a GPU
+machine, so the picture is the same everywhere). Every lane whose mask is true is recorded with its program;
+lanes that would touch memory outside every tensor of the launch are recorded and switched off, so a wrong kernel
+cannot corrupt anything while it is drawn. Each element of the input is coloured by the program that loaded it
+and each element of the output by the program that stored it; the findings say in words what looks wrong:
+elements never stored, elements stored by two programs (padding lanes spilling into the next row), programs
+that read one row and wrote another (a wrong row stride), lanes outside every tensor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from . import pictures
+from .memcount import count_calls
+
+NONE, SEVERAL = -1, -2
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442", "#D55E00", "#999999"]
+
+
+@dataclass
+class LaneMaps:
+    """Per element of the input ``x`` and the output ``y`` ([rows, row stride] grids; columns past the row
+    length are the gap of a strided view): the program that loaded / stored it (NONE, SEVERAL), how often."""
+    x: np.ndarray
+    y: np.ndarray
+    n_cols: int
+    loads: np.ndarray
+    stores: np.ndarray
+    store_counts: np.ndarray
+    outside: dict = field(default_factory=dict)   # "load"/"store" -> lanes outside every tensor
+    findings: list = field(default_factory=list)
+
+
+def _grid(t: torch.Tensor) -> tuple[int, int, int]:
+    """(rows, row stride, storage offset) of a 2-D tensor with unit column stride (or one column)."""
+    rows, cols = t.shape
+    stride = t.stride(0) if rows > 1 else cols
+    return rows, max(stride, cols), t.storage_offset()
+
+
+def _owner_map(log, launch_names, shape, offset) -> tuple[np.ndarray, np.ndarray]:
+    rows, stride = shape
+    owner = np.full(rows * stride, NONE, dtype=np.int64)
+    counts = np.zeros(rows * stride, dtype=np.int64)
+    for launch, program, name, idx in log:
+        if (launch, name) not in launch_names:
+            continue
+        k = idx - offset
+        k = k[(k >= 0) & (k < rows * stride)]
+        pid = program[0] + 1000 * program[1]
+        seen = owner[k]
+        owner[k] = np.where((seen == NONE) | (seen == pid), pid, SEVERAL)
+        np.add.at(counts, k, 1)
+    return owner.reshape(rows, stride), counts.reshape(rows, stride)
+
+
+def lane_map(launcher, x: torch.Tensor, **kwargs) -> LaneMaps:
+    """Run ``launcher(x, **kwargs)`` once, interpreted, and map its memory operations onto ``x`` and its output."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        raise ValueError("lane_map draws a launcher on a 2-D tensor x, e.g. torch.randn(4, 10)")
+    if x.numel() > 4096:
+        raise ValueError(f"x has {x.numel()} elements: draw a small input (at most 4096 elements, e.g. 4 x 10)")
+    y, count = count_calls(launcher, x, _guard=True, **kwargs)
+    if isinstance(y, tuple):
+        y = y[0]
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        raise ValueError("the launcher should return the output tensor, shaped like x")
+    names = {}
+    for (launch, name), ptr in count._storage_of.items():
+        names.setdefault(ptr, set()).add((launch, name))
+    xr, xs, xo = _grid(x)
+    yr, ys, yo = _grid(y)
+    loads, _ = _owner_map(count._load_log, names.get(x.untyped_storage().data_ptr(), set()), (xr, xs), xo)
+    stores, store_counts = _owner_map(count._store_log, names.get(y.untyped_storage().data_ptr(), set()), (yr, ys), yo)
+    outside: dict = {}
+    for _, _, kind, n in count._outside_log:
+        outside[kind] = outside.get(kind, 0) + n
+    maps = LaneMaps(x.detach().cpu().float().numpy(), y.detach().cpu().float().numpy(), x.shape[1], loads, stores,
+                    store_counts, outside)
+    maps.findings = diagnose(maps)
+    return maps
+
+
+def diagnose(m: LaneMaps) -> list[str]:
+    """What looks wrong, in words (an empty list when every output element was stored once, by its row's
+    program, from that row's input)."""
+    found = []
+    n = m.n_cols
+    view = m.stores[:, :n]
+    never = np.argwhere(view == NONE)
+    if len(never):
+        rows = sorted({int(r) for r, _ in never})
+        found.append(f"{len(never)} output element(s) were never stored (rows {_list(rows)})")
+    twice = np.argwhere(m.store_counts[:, :n] > 1)
+    if len(twice):
+        found.append(f"{len(twice)} output element(s) were stored more than once, e.g. row {twice[0][0]}, column "
+                     f"{twice[0][1]}: lanes past the end of a row (padding) stored into the next row; mask the store")
+    gap = int((m.stores[:, n:] != NONE).sum())
+    if gap:
+        found.append(f"{gap} lane(s) were stored in the gap between the rows of a strided output: use the output's "
+                     "own row stride and mask the store")
+    if m.outside.get("store"):
+        found.append(f"{m.outside['store']} lane(s) were stored outside every tensor (past the end of the output): "
+                     "these lanes are padding; mask the store")
+    if m.outside.get("load"):
+        found.append(f"{m.outside['load']} lane(s) were loaded from outside every tensor: mask the load")
+    for r in range(m.stores.shape[0]):
+        writers = {int(p) for p in m.stores[r, :n] if p >= 0}
+        readers = {int(p) for p in np.unique(m.loads[r, :n]) if p >= 0}
+        for p in sorted(writers - readers):
+            read_rows = sorted({int(q) for q in np.argwhere(m.loads[:, :n] == p)[:, 0]})
+            if read_rows:
+                found.append(f"program {p} wrote row {r} but read row(s) {_list(read_rows)}: "
+                             "is the input row stride (or row offset) right?")
+    return found
+
+
+def _list(values: list[int], most: int = 6) -> str:
+    shown = ", ".join(str(v) for v in values[:most])
+    return shown + (f", … ({len(values)} in all)" if len(values) > most else "")
+
+
+def draw_maps(m: LaneMaps, title: str = "") -> Figure:
+    """Two grids over the tensors: x coloured by the program that loaded each element, y by the one that stored it."""
+    rows = m.loads.shape[0]
+    widest = max(m.loads.shape[1], m.stores.shape[1])
+    show_values = rows * m.n_cols <= 96
+    fig = Figure(figsize=(1.2 + 0.62 * widest, 1.4 + 0.52 * 2 * rows + 0.3 * len(m.findings)))
+    axes = fig.subplots(2, 1)
+    for ax, owner, values, label in ((axes[0], m.loads, m.x, "input x: program that loaded each element"),
+                                     (axes[1], m.stores, m.y, "output y: program that stored each element")):
+        stride = owner.shape[1]
+        for r in range(rows):
+            for c in range(stride):
+                p = int(owner[r, c])
+                in_view = c < m.n_cols
+                face = ("white" if p == NONE else "#D55E00" if p == SEVERAL else PALETTE[p % len(PALETTE)])
+                ax.add_patch(Rectangle((c, rows - 1 - r), 0.95, 0.9, facecolor=face, alpha=0.85 if p != NONE else 1,
+                                       edgecolor="black" if in_view else "#999999", hatch=None if in_view else "//"))
+                text = "" if p == NONE else "2+" if p == SEVERAL else str(p)
+                if show_values and in_view and owner is m.stores:
+                    text += ("\n" if text else "") + ("never" if p == NONE else f"{values[r, c]:.2f}")
+                elif p == NONE and owner is m.stores and in_view:
+                    text = "—"
+                ax.text(c + 0.475, rows - 1 - r + 0.45, text, ha="center", va="center", fontsize=8)
+        ax.set_xlim(0, widest)
+        ax.set_ylim(0, rows)
+        ax.set_yticks([rows - 1 - r + 0.45 for r in range(rows)], [f"row {r}" for r in range(rows)])
+        ax.set_xticks([c + 0.475 for c in range(stride)], [str(c) for c in range(stride)], fontsize=8)
+        ax.set_title(label, loc="left", fontsize=pictures.FONT)
+        for side in ("top", "right", "left", "bottom"):
+            ax.spines[side].set_visible(False)
+        ax.tick_params(length=0)
+    note = "\n".join(m.findings) if m.findings else "every output element stored once, by its own row's program"
+    fig.suptitle((title + "\n" if title else "") + note, x=0.01, ha="left", fontsize=pictures.FONT - 1,
+                 color="#D55E00" if m.findings else "#009E73")
+    fig.tight_layout()
+    return fig
+
+
+def draw(launcher, x: torch.Tensor, title: str = "", **kwargs) -> Figure:
+    """``softmax_lab.draw``: the lane map of ``launcher(x)`` (a small 2-D ``x``), with what looks wrong printed."""
+    maps = lane_map(launcher, x, **kwargs)
+    for line in maps.findings:
+        print("  " + line)
+    return draw_maps(maps, title)
