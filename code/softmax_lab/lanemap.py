@@ -174,3 +174,28 @@ def draw(launcher, x: torch.Tensor, title: str = "", **kwargs) -> Figure:
     for line in maps.findings:
         print("  " + line)
     return draw_maps(maps, title)
+
+
+def show_on_failure(launcher, make_input=None, title: str = "your kernel, drawn") -> None:
+    """What a kernel check prints after a FAIL: the lane map of ``launcher(x)`` on a small strided input (4 rows
+    of 10 in a tensor with rows of 14, so both the padding and the row stride show), its findings as text, and the
+    picture where a notebook can show one. Drawing problems never hide the check's own verdict."""
+    from .device import DEVICE
+
+    gen = torch.Generator().manual_seed(0)
+    x = make_input() if make_input else torch.randn(4, 14, generator=gen).to(DEVICE)[:, :10]
+    try:
+        maps = lane_map(launcher, x)
+    except Exception as err:  # noqa: BLE001 - the verdict above already says what failed
+        print(f"(no lane map: your kernel raised {type(err).__name__} on a 4 x 10 strided input)")
+        return
+    print(f"lane map on a {x.shape[0]} x {x.shape[1]} view with rows {x.stride(0)} apart:")
+    for line in maps.findings or ["every output element stored once, by its own row's program"]:
+        print("  " + line)
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        display(Image(pictures.png(draw_maps(maps, title))))
