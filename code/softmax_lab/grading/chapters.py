@@ -180,8 +180,23 @@ class Graft:
 
 
 def neutralize_nbval_comments(source: str) -> str:
-    """Disarm nbval's comment markers (``# NBVAL_SKIP`` ...) in a learner's cell: they would change checking."""
-    return _NBVAL_COMMENT.sub(lambda m: f"{m.group(1)}# ({m.group(2)} ignored by the grader)", source)
+    """Disarm nbval's comment markers (``# NBVAL_SKIP``, ``## NBVAL_RAISES_EXCEPTION`` ...) in a learner's cell.
+
+    nbval splits the source with ``str.splitlines`` (which also breaks at \\r, \\f, \\u2028 ...) and strips any
+    number of ``#``: so do we. (The sandboxed plugin also ignores markers in exercise cells.)"""
+    out = []
+    for line in source.splitlines(keepends=True):
+        stripped = line.strip()
+        body = line[: len(line.rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"))]
+        ending = line[len(body):]
+        if stripped.startswith("#"):
+            marker = stripped.lstrip("#").strip()
+            if marker.upper().startswith(("NBVAL_", "PYTEST_VALIDATE")) or _NBVAL_COMMENT.match(body):
+                indent = body[: len(body) - len(body.lstrip())]
+                safe = re.sub(r"[^A-Za-z0-9_]", "", marker)[:60]
+                line = f"{indent}# ({safe} ignored by the grader)" + ending  # a comment nbval does not obey
+        out.append(line)
+    return "".join(out)
 
 
 def graft(chapter: Chapter, submission, blank: set[str] = frozenset()) -> Graft:

@@ -7,7 +7,13 @@ It changes nothing about how nbval runs or compares cells. It only
   learner's code runs, does not inherit that descriptor, so learner code cannot forge these lines;
 * notices a dead kernel (``os._exit``, a segfault, the memory limit) within half a second instead of waiting
   for the cell timeout, and then stops the session: the grader decides what to rerun;
-* gives each cell its own timeout (setup cells before the first exercise get a longer one).
+* gives each cell its own timeout (setup cells before the first exercise get a longer one);
+* ignores nbval's comment markers (``# NBVAL_SKIP``, ``## NBVAL_RAISES_EXCEPTION`` ...) in the learner's cells;
+* makes this process non-dumpable, so that the kernel (same user, no capabilities in the sandbox) cannot open
+  this process's file descriptors through ``/proc/<pid>/fd`` or read its memory, and removes the pipe's
+  number from the environment the kernel inherits.
+
+Nothing here decides points: these records are diagnostics, and the grader validates every field.
 """
 from __future__ import annotations
 
@@ -21,7 +27,20 @@ import pytest
 from nbval import kernel as nbval_kernel
 from nbval import plugin as nbval_plugin
 
-_CONFIG = json.loads(os.environ.get("SOFTMAX_LAB_GRADE_CONFIG", "{}"))
+_CONFIG = json.loads(os.environ.pop("SOFTMAX_LAB_GRADE_CONFIG", "{}"))  # the kernel does not inherit it
+
+
+def _no_dump() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4 -> 0
+    except Exception:  # noqa: BLE001 - not Linux: nothing to protect this way
+        pass
+
+
+_no_dump()
+_EXERCISE_CELLS = set(_CONFIG.get("exercise_cells", []))
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _out = None
 
@@ -37,7 +56,7 @@ def _emit(record: dict) -> None:
         if fd is None:
             return
         _out = os.fdopen(int(fd), "w", encoding="utf-8", buffering=1)
-    _out.write(json.dumps(record) + "\n")
+    _out.write(json.dumps(record, ensure_ascii=True, default=str) + "\n")
     _out.flush()
 
 
@@ -131,6 +150,19 @@ def _runtest(self):
 
 
 nbval_plugin.IPyNbCell.runtest = _runtest
+
+# nbval reads comment markers from every cell's source; in the learner's cells they must change nothing.
+_orig_collect = nbval_plugin.IPyNbFile.collect
+
+
+def _collect(self):
+    for item in _orig_collect(self):
+        if getattr(item, "cell_num", None) in _EXERCISE_CELLS:
+            item.options.update(check=False, check_exception=False, skip=False)
+        yield item
+
+
+nbval_plugin.IPyNbFile.collect = _collect
 
 
 @pytest.hookimpl(hookwrapper=True)
