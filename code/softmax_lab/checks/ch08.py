@@ -101,3 +101,41 @@ def check_softmax_backward(softmax_backward) -> Verdict:
     for name, y, dy, pitfall in _cases():
         report.run(name, lambda y=y, dy=dy, p=pitfall: backward_problem(softmax_backward, y, dy, p))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def _judge_case(rng, name, R, C, dtype, strided=False, int64=False):
+    import numpy as np
+
+    from .judging import INT64_HINT, KCase, cast, np2, rows_input, rows_output, softmax64, view_of
+
+    gap = (lambda: C + int(rng.integers(3, 30))) if strided else (lambda: C)
+    y = cast(softmax64(rng.normal(0, 3, (R, C))), dtype)
+    yin = rows_input(rng, y, gap(), dtype)
+    dyin = rows_input(rng, rng.normal(0, 1, (R, C)), gap(), dtype)
+    y64, dy64 = view_of(yin, yin.storage), view_of(dyin, dyin.storage)
+    ref = y64 * (dy64 - (dy64 * y64).sum(axis=1, keepdims=True))
+    out = rows_output(ref, gap(), dtype)
+    args = [("buf", "y"), ("buf", "dy"), ("buf", "out"), ("int", yin.step), ("int", dyin.step), ("int", out.step),
+            ("int", C)]
+    return KCase(name, (R,), args, {"y": yin, "dy": dyin, "out": out}, {"BLOCK": np2(C)}, int64=int64,
+                 hint=INT64_HINT if int64 else "")
+
+
+def _judge_cases(rng):
+    C = int(rng.integers(100, 260))
+    return [_judge_case(rng, "1x1", 1, 1, "float32"), _judge_case(rng, "2x31", 2, 31, "float32"),
+            _judge_case(rng, "3x32", 3, 32, "float32"), _judge_case(rng, f"2x{C}", 2, C, "float32"),
+            _judge_case(rng, "fp16 2x100", 2, 100, "float16"), _judge_case(rng, "bf16 2x60", 2, 60, "bfloat16"),
+            _judge_case(rng, f"strided 3x{C}", 3, C, "float32", strided=True),
+            _judge_case(rng, "64-bit row offsets", 3, 9, "float32", strided=True, int64=True)]
+
+
+def _judges():
+    from .judging import KernelJudge
+
+    return {"ch08-backward": KernelJudge("softmax_backward_kernel", _judge_cases, int64=True)}
+
+
+JUDGES = _judges()

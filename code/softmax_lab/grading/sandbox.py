@@ -129,7 +129,7 @@ def _gpu_binds() -> list[str]:
 
 def command(inner: list[str], *, grader_dir: Path, out_dir: Path | None = None, env: dict[str, str],
             tmp_mb: int = 1024, memory_mb: int = 0, rlimit_as: bool = False, cwd: str = "/tmp/work",
-            prelude: str = "") -> list[str]:
+            prelude: str = "", package: bool = True) -> list[str]:
     """The bwrap command line that runs ``inner`` in a fresh sandbox (see the module docstring)."""
     exe = bwrap_path()
     if exe is None:
@@ -140,7 +140,8 @@ def command(inner: list[str], *, grader_dir: Path, out_dir: Path | None = None, 
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
     args += ["--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp"]
     args += _venv_binds()
-    args += ["--ro-bind", str(PACKAGE), f"{INSIDE_PACKAGE_ROOT}/softmax_lab"]
+    if package:  # a judge run gets no softmax_lab: no check helper to call
+        args += ["--ro-bind", str(PACKAGE), f"{INSIDE_PACKAGE_ROOT}/softmax_lab"]
     args += ["--ro-bind", str(grader_dir), "/grader"]
     if out_dir is not None:
         args += ["--bind", str(out_dir), "/grader-out"]
