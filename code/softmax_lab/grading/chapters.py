@@ -107,7 +107,19 @@ class InvalidNotebook(Exception):
     """The submission is not a readable notebook (the message says why, in plain words)."""
 
 
+MAX_NOTEBOOK_BYTES = 20 * 2**20
+MAX_CELLS = 2000
+
+
 def read_submission(path: Path) -> nbformat.NotebookNode:
+    """The submission as a notebook, or InvalidNotebook saying why (size and cell count are checked first)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError as err:
+        raise InvalidNotebook(f"cannot read the file: {err.strerror or err}") from None
+    if size > MAX_NOTEBOOK_BYTES:
+        raise InvalidNotebook(f"the notebook is {size / 2**20:.0f} MB, more than the grader's limit of "
+                              f"{MAX_NOTEBOOK_BYTES // 2**20} MB (clear the outputs: Edit > Clear Outputs of All Cells)")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -121,6 +133,8 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
                               "(the file is damaged: re-download it from Jupyter, File > Download)") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise InvalidNotebook("valid JSON, but not a Jupyter notebook (no list of cells)")
+    if len(data["cells"]) > MAX_CELLS:
+        raise InvalidNotebook(f"the notebook has {len(data['cells'])} cells, more than the grader's limit of {MAX_CELLS}")
     try:
         return nbformat.reads(text, as_version=4)
     except Exception as err:  # noqa: BLE001 - any nbformat failure is a broken submission
