@@ -98,7 +98,8 @@ def make_attacks(folder: Path) -> None:
     # to the solutions, a nested folder, a huge notebook.
     nb = pasted()
     nb.cells[index_of(nb, "answer:", "fx-why")].source = "exp overflows \ud800 in fp32"
-    save(nb, folder / "answersurrogate" / nbname)
+    (folder / "answersurrogate").mkdir(parents=True)
+    (folder / "answersurrogate" / nbname).write_text(json.dumps(nb), encoding="ascii")  # \ud800 escaped: valid JSON
     (folder / "badname").mkdir()
     shutil.copy(folder / "daemon" / nbname, os.fsencode(folder / "badname") + b"/\xff\xfe.ipynb")
     (folder / "linker").mkdir()
@@ -181,7 +182,7 @@ def test_result_pipe_cannot_be_forged(attacked):
 
 def test_edits_do_not_persist(attacked):
     assert attacked["changed"] == []  # before: checks/common.py, the .pth files ... gained a line
-    assert _rows(attacked, "persist")["fx-double"]["status"] == "passed"
+    assert _rows(attacked, "persist")["fx-double"]["status"] in ("passed", "failed")  # graded, class not stopped
 
 
 def test_solutions_and_instructor_environment_unreachable(attacked):
@@ -194,7 +195,7 @@ def test_solutions_and_instructor_environment_unreachable(attacked):
 
 def test_monkeypatched_check_gets_no_credit(attacked):
     r = _rows(attacked, "patcher")["fx-double"]
-    assert r["status"] == "failed" and r["points"] == "0", r  # before: passed
+    assert r["status"] == "failed" and float(r["points"]) < 2, r  # before: passed, 2/2 (--partial-credit: k/n)
     assert "grader's own launch" in r["message"]
 
 

@@ -201,7 +201,8 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
         numbers = code_cell_numbers(g.nb)
         first = min(ex.cell for ex in chapter.exercises)
         timeouts = {n: (limits.setup_timeout if k < first else limits.cell_timeout) for k, n in numbers.items()}
-        run = run_notebook(g.nb, limits, timeouts, opts.sanitize)
+        run = run_notebook(g.nb, limits, timeouts, opts.sanitize,
+                           exercise_cells=[numbers[ex.cell] for ex in chapter.exercises])
         result.runs += 1
         result.seconds += run.seconds
         if run.fatal is None:

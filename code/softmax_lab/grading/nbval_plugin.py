@@ -45,6 +45,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _out = None
 
 
+_LAST_REPLY: dict = {}
+
+
 class KernelDied(RuntimeError):
     """The kernel process exited while a cell was running."""
 
@@ -77,6 +80,7 @@ def _await_reply(self, msg_id, timeout=None):
                 raise
             continue
         if msg["parent_header"].get("msg_id") == msg_id:
+            _LAST_REPLY[msg_id] = msg["content"]  # its status says 'error' even when the error output was lost
             if msg["content"]["status"] == "aborted":
                 raise RuntimeError("Kernel aborted execution request")
             return
@@ -117,7 +121,15 @@ def _runtest(self):
     record = {"event": "end", "cell": cell, "status": "passed", "message": ""}
     t0 = time.monotonic()
     try:
+        _LAST_REPLY.clear()
         _orig_runtest(self)
+        reply = next(iter(_LAST_REPLY.values()), {})
+        if reply.get("status") == "error" and cell in _EXERCISE_CELLS:
+            # The kernel said the cell failed, but no error output came (e.g. an exception message holding a
+            # lone surrogate could not be sent): still an error.
+            record.update(status="raised", message="the cell raised an exception")
+            record["reply_error"] = {"ename": str(reply.get("ename", "Error"))[:200],
+                                     "evalue": str(reply.get("evalue", ""))[:2000], "traceback": ""}
     except KernelDied as err:
         record.update(status="died", message=str(err))
         raise
@@ -143,6 +155,9 @@ def _runtest(self):
     finally:
         record["seconds"] = round(time.monotonic() - t0, 3)
         record.update(_outputs_text(self.test_outputs))
+        if record.get("reply_error") and not record.get("error"):
+            record["error"] = record.pop("reply_error")
+        record.pop("reply_error", None)
         _emit(record)
         if record["status"] in ("died", "timeout", "grader-error"):
             # The grader reruns without the culprit; running on would only cost time.

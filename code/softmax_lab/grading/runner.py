@@ -211,7 +211,8 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     scratch = sandbox.new_scratch()
     grader_dir = scratch / "in"
     grader_dir.mkdir()
-    nbformat.write(nb, str(grader_dir / "submission.ipynb"))
+    # Lone surrogates (valid in JSON, not in UTF-8) become "?": the sandbox reads the notebook back as UTF-8.
+    (grader_dir / "submission.ipynb").write_bytes(nbformat.writes(nb).encode("utf-8", "replace"))
     _write_config(grader_dir, sanitize)
     log_path = scratch / "pytest.log"
 
