@@ -590,3 +590,38 @@ def test_broken_setup_cell_is_not_blamed_on_the_learner(tmp_path):
                          Options(limits=Limits(cell_timeout=10)))
     assert [r["status"] for r in res.rows] == ["error", "error"]
     assert all(GRADER_TROUBLE in r["message"] and "ModuleNotFoundError" in r["message"] for r in res.rows)
+
+
+def test_nbgrader_round_trip_keeps_hints_and_drops_widget_state():
+    """nbgrader replaces a whole solution region: the hints must sit outside it (issue 9, item 7)."""
+    import re
+
+    from softmax_lab.grading.nbgrader import convert
+
+    sol = solution(SOLUTIONS / "00_setup.ipynb")
+    sol.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {"x": 1}}}
+    nb = convert(sol)
+    assert "widgets" not in nb.metadata
+    cell = next(c for c in nb.cells if tag_value(c, "exercise:"))
+    # What `nbgrader generate_assignment` does to a solution region.
+    released = re.sub(r"[ \t]*### BEGIN SOLUTION.*?### END SOLUTION", "    # YOUR CODE HERE\n    raise NotImplementedError()",
+                      cell.source, flags=re.S)
+    hints = [ln.strip() for ln in solution_source("ch00-double", SOLUTIONS / "00_setup.ipynb").splitlines()
+             if ln.strip().startswith("# HINT:")]
+    assert hints and all(h in released for h in hints)
+    compile(released, "cell", "exec")
+
+
+def test_chapter_on_nbgrader_layout_skips_other_assignments(tmp_path, capsys):
+    """submitted/<learner>/<assignment>/<notebook>: with --chapter 90 the chapter 91 assignment is not listed."""
+    subs = tmp_path / "submitted"
+    save(pasted(), subs / "alice" / "softmax-lab-90" / CH90.name)
+    save(pasted(CH91), subs / "alice" / "softmax-lab-91" / CH91.name)
+    out = tmp_path / "g.csv"
+    assert grade_main([str(subs), "--out", str(out), "--solutions", str(FIXTURES), "--chapter", "90", *FAST]) == 0
+    rows = read_rows(out)
+    assert {r["submission"] for r in rows} == {f"alice/softmax-lab-90/{CH90.name}"}
+    assert all(r["status"] == "passed" for r in rows)
+    captured = capsys.readouterr()
+    assert "5/5 points" in captured.out and "wrote " in captured.out  # results on stdout
+    assert "wrote " not in captured.err and "to grade with" in captured.err  # diagnostics on stderr
