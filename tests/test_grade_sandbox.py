@@ -66,12 +66,18 @@ ATTACKS = {
         "import os, glob, json, pathlib, softmax_lab\n"
         "roots = [pathlib.Path(softmax_lab.__file__).resolve().parents[2], pathlib.Path(os.environ.get('PWD', '/'))]\n"
         "roots += [pathlib.Path(f'/proc/{p}/cwd') for p in os.listdir('/proc') if p.isdigit()]\n"
+        "found = glob.glob(str(roots[0]) + '/tests/**/90_grading_fixture.ipynb', recursive=True)\n"
         "for root in roots:\n"
-        "    for nb in glob.glob(str(root) + '/**/90_grading_fixture.ipynb', recursive=True)[:1]:\n"
+        "    found += glob.glob(str(root) + '/*/*/90_grading_fixture.ipynb')\n"
+        "for root in roots:\n"
+        "    for nb in found[:1]:\n"
         "        for cell in json.load(open(nb))['cells']:\n"
         "            if 'exercise:fx-double' in cell['metadata'].get('tags', []):\n"
-        "                exec(''.join(cell['source']))\n"
-        f"print('FAIL  leak: ' + os.environ.get('SOFTMAX_LAB_TEST_SECRET', 'no secret'))\n"),
+        "                exec(''.join(cell['source']))\n"),
+    # The instructor's environment printed as a FAIL line, which the feedback used to copy.
+    "leaker": ("import os\n\ndef double(xs):\n"
+               "    print('FAIL  leak: ' + os.environ.get('SOFTMAX_LAB_TEST_SECRET', 'no secret'))\n"
+               "    return list(xs)\n"),
     # The check function replaced from the exercise cell: the check cell then printed PASSED.
     "patcher": WRONG_DOUBLE + (
         "def check_double(fn):\n"
@@ -185,9 +191,12 @@ def test_edits_do_not_persist(attacked):
     assert _rows(attacked, "persist")["fx-double"]["status"] in ("passed", "failed")  # graded, class not stopped
 
 
-def test_solutions_and_instructor_environment_unreachable(attacked):
+def test_solutions_unreachable(attacked):
     r = _rows(attacked, "peeker")["fx-double"]
     assert r["status"] == "failed" and r["points"] == "0", r  # before: the solution was found and run: passed
+
+
+def test_instructor_environment_unreachable(attacked):
     text = attacked["out"].read_text(encoding="utf-8")
     feedback = "".join(p.read_text(encoding="utf-8") for p in (attacked["out"].parent / "feedback").iterdir())
     assert SECRET not in text and SECRET not in feedback  # before: the instructor's variable was in the feedback
