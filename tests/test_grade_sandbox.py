@@ -308,3 +308,22 @@ def test_real_chapter_cheats_get_no_credit(tmp_path):
     r = rows["int32", "ch04-fused"]
     assert r["status"] == "failed" and "64-bit" in r["message"], r
     assert rows["int32", "ch04-traffic"]["status"] == "passed"
+
+
+def test_sandbox_shows_no_checkout_and_no_instructor_environment(tmp_path, monkeypatch):
+    """Directly: what a sandboxed process sees (before: the learner's code ran with the grader's view)."""
+    ensure_bwrap()
+    from softmax_lab.grading import sandbox
+
+    monkeypatch.setenv("SOFTMAX_LAB_TEST_SECRET", SECRET)
+    root = Path(T.softmax_lab.__file__).resolve().parents[2]
+    probe = ("import os, json\n"
+             f"print(json.dumps({{'checkout': os.path.exists({str(root / 'solutions')!r}) or "
+             f"os.path.exists({str(root / 'tests')!r}), 'env': sorted(os.environ), "
+             "'secret': os.environ.get('SOFTMAX_LAB_TEST_SECRET'), 'caps': open('/proc/self/status').read()"
+             ".split('CapEff:')[1].split()[0], 'pids': len([p for p in os.listdir('/proc') if p.isdigit()])}))\n")
+    cmd = sandbox.command([sys.executable, "-c", probe], grader_dir=tmp_path, env=sandbox.base_env())
+    seen = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    assert seen["checkout"] is False and seen["secret"] is None
+    assert seen["caps"] == "0000000000000000" and seen["pids"] <= 3
+    assert "SOFTMAX_LAB_TEST_SECRET" not in seen["env"]

@@ -69,11 +69,18 @@ def check_works() -> None:
                              "user namespaces or root. Pass --unsafe-no-sandbox to grade without isolation.")
 
 
+def _checkout() -> Path | None:
+    """The course checkout the package runs from (editable install: CHECKOUT/code/softmax_lab), else None."""
+    return PACKAGE.parents[1] if PACKAGE.parent.name == "code" else None
+
+
 def _python_dirs() -> list[str]:
-    """Directories Python needs (interpreter, standard library, site-packages), minus the course checkout."""
-    checkout = PACKAGE.parent  # code/ of the checkout (an editable install puts it on sys.path)
-    dirs = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), os.path.realpath(sys.exec_prefix),
-            os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    """Directories Python needs (interpreter, standard library, site-packages), never the course checkout:
+    sys.path entries inside it (code/, tests/ ...) are left out; a venv inside it (.venv) is bound alone."""
+    checkout = _checkout()
+    pythons = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), os.path.realpath(sys.exec_prefix),
+               os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    dirs = set(pythons)
     for p in sys.path:
         if p and os.path.isdir(p):
             dirs.add(os.path.realpath(p))
@@ -82,8 +89,11 @@ def _python_dirs() -> list[str]:
         if d in ("/", "/usr", "/tmp") or d.startswith(("/usr/", "/proc", "/dev")):
             continue
         real = Path(d)
-        if real == checkout or checkout in real.parents or real in checkout.parents:
-            continue  # the checkout itself, something inside it, or a folder holding it
+        if real == PACKAGE or PACKAGE in real.parents or real in PACKAGE.parents:
+            continue  # the package (bound on its own), or a folder holding it
+        if checkout is not None and (real == checkout or real in checkout.parents or
+                                     (checkout in real.parents and d not in pythons)):
+            continue  # the checkout, a folder holding it, or something inside it other than the venv
         out.append(d)
     # only the outermost of nested directories
     return [d for d in out if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in out)]
