@@ -21,7 +21,8 @@ from pathlib import Path
 from .grading.chapters import Chapter, InvalidNotebook, answers, load_chapters, match_chapter, read_submission
 from .grading.grader import GRADER_TROUBLE, Options, SubmissionResult, _row, grade_notebook
 from .grading.report import (atomic_write, feedback_markdown, feedback_name, file_hash, gradebook_text, manual_csv,
-                             manual_markdown, read_gradebook, read_state, read_state_options, write_state)
+                             manual_markdown, read_gradebook, read_state, read_state_options, read_state_seeds,
+                             write_state)
 from .grading.runner import DEFAULT_SANITIZE, STOP, Limits
 
 
@@ -93,6 +94,9 @@ def _options(args, ap, learner: bool = False) -> tuple[Options, dict[str, Chapte
             print(f"softmax-lab check: no sandbox ({err}); checking without one", file=sys.stderr)
             args.unsafe_no_sandbox = True
     sandbox.clean_stale_scratch()  # left behind by a grader killed with kill -9
+    from .grading import judge
+
+    judge.judges()  # load the chapters' judges once, before worker threads start
     limits = Limits(cell_timeout=args.timeout, setup_timeout=max(args.setup_timeout, args.timeout),
                     wall_timeout=args.notebook_timeout, memory_mb=args.memory_mb, keep_scratch=args.keep_scratch,
                     sandbox=not args.unsafe_no_sandbox)
@@ -267,6 +271,7 @@ def grade_main(argv: list[str] | None = None) -> int:
         ap.error(str(err))
     state = {} if args.force else read_state(out)
     old_options = {} if args.force else read_state_options(out)
+    seeds: dict[str, int] = {} if args.force else read_state_seeds(out)
     if old_rows and old_options != fingerprint:
         changed = sorted(k for k in set(old_options) | set(fingerprint) if old_options.get(k) != fingerprint.get(k))
         ap.error(f"{out} was graded with other options ({', '.join(changed) or 'unknown: an older grader'} "
@@ -347,7 +352,7 @@ def grade_main(argv: list[str] | None = None) -> int:
                                                "(--unsafe-no-sandbox)").strip()} for r in rs] for n, rs in every.items()}
         every.update(missing_rows())
         atomic_write(out, gradebook_text([r for name in sorted(every) for r in every[name]]))
-        write_state(out, state, fingerprint)
+        write_state(out, state, fingerprint, seeds)
         for learner in learners:
             mine = [r for name in sorted(rows) if learner_of.get(name) == learner for r in rows[name]]
             if not mine:
@@ -380,6 +385,8 @@ def grade_main(argv: list[str] | None = None) -> int:
             res = fut.result()
             rows[s.name] = res.rows
             state[s.name] = hashes[s.name]
+            if res.seed is not None:
+                seeds[s.name] = res.seed
             if res.chapter is not None:
                 chapter_of[s.name], answers_by[s.name] = res.chapter, res.answers
             write_all({s.learner})

@@ -110,7 +110,7 @@ def _traffic_calls(rng):
 
 
 def _fused_cases(rng):
-    from .judging import INT64_HINT, np2, softmax_case, softmax_rows
+    from .judging import BIG_STEP, INT64_HINT, gpu_scale, np2, softmax_case, softmax_rows
 
     args = ["out", "x", "x_stride", "out_stride", "n"]
     out = []
@@ -123,6 +123,9 @@ def _fused_cases(rng):
     x = softmax_rows(rng, (3, 7))
     out.append(softmax_case(rng, "64-bit row offsets", x, args, 8, (3,), strided=True, int64=True,
                             hint=INT64_HINT))
+    if gpu_scale():  # last: a fault here may spoil the GPU context for later launches
+        out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 37)),
+                                args, 64, (3,), hint=INT64_HINT, big_step=BIG_STEP))
     return out
 
 

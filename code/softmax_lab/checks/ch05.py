@@ -238,7 +238,7 @@ def _update_calls(rng):
 
 
 def _kernel_cases(rng):
-    from .judging import INT64_HINT, softmax_case, softmax_rows
+    from .judging import BIG_STEP, INT64_HINT, gpu_scale, softmax_case, softmax_rows
 
     args = ["x", "out", "x_stride", "out_stride", "n"]
     out = []
@@ -256,6 +256,9 @@ def _kernel_cases(rng):
                             strided=True))
     x = softmax_rows(rng, (3, 40))
     out.append(softmax_case(rng, "64-bit row offsets", x, args, 32, (3,), strided=True, int64=True, hint=INT64_HINT))
+    if gpu_scale():  # last: a fault here may spoil the GPU context for later launches
+        out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 70)),
+                                args, 32, (3,), hint=INT64_HINT, big_step=BIG_STEP))
     return out
 
 

@@ -38,6 +38,13 @@ class Buf:
     shape: tuple = ()
     step: int = 0                       # elements between rows of the view (2-D); 0 for 1-D
     ref: np.ndarray | None = None       # float64, shape ``shape``
+    # A buffer too big to ship (GPU: more than 2**31 elements): ``size`` elements on the device, zeros except
+    # the ``windows`` (offset, length) whose values ``storage`` holds one after the other; the kernel's pointer
+    # is element ``base``, and its rows are ``kernel_step`` apart (``offset``/``step`` describe ``storage``).
+    size: int = 0
+    windows: list = field(default_factory=list)
+    base: int = 0
+    kernel_step: int = 0
 
 
 @dataclass
@@ -99,6 +106,40 @@ def softmax64(x: np.ndarray) -> np.ndarray:
     m = x.max(axis=-1, keepdims=True)
     e = np.exp(x - m)
     return e / e.sum(axis=-1, keepdims=True)
+
+
+BIG_STEP = 2**30 + 64  # 3 rows this far apart: row 2 starts past 2**31 elements (int32 offsets overflow)
+MARGIN = 64
+
+
+def big_rows_input(rng, x: np.ndarray, big_step: int, dtype: str = "float32") -> Buf:
+    """x (R, C) with rows ``big_step`` apart in a buffer of (R-1) * big_step + C + MARGIN elements."""
+    R, C = x.shape
+    w = C + MARGIN
+    storage = rng.normal(0, 3, R * w)
+    for r in range(R):
+        storage[r * w: r * w + C] = x[r]
+    return Buf(cast(storage, dtype), dtype, shape=(R, C), step=w, size=(R - 1) * big_step + w,
+               windows=[(r * big_step, w) for r in range(R)], kernel_step=big_step)
+
+
+def big_rows_output(ref: np.ndarray, big_step: int, dtype: str = "float32") -> Buf:
+    """An output (R, C) with rows ``big_step`` apart; MARGIN guard elements on both sides of every row."""
+    R, C = ref.shape
+    w = C + 2 * MARGIN
+    storage = np.zeros(R * w)
+    for r in range(R):
+        storage[r * w + MARGIN: r * w + MARGIN + C] = np.nan
+    return Buf(storage, dtype, output=True, offset=MARGIN, shape=(R, C), step=w, ref=ref,
+               size=(R - 1) * big_step + w, windows=[(r * big_step, w) for r in range(R)], base=MARGIN,
+               kernel_step=big_step)
+
+
+def gpu_scale() -> bool:
+    """Judge 64-bit offsets with real tensors past 2**31 elements (a GPU with the memory for them)."""
+    from ..grading.runner import gpu_visible
+
+    return gpu_visible()
 
 
 def rows_input(rng, x: np.ndarray, step: int | None = None, dtype: str = "float32") -> Buf:
@@ -199,15 +240,20 @@ def softmax_rows(rng, shape) -> np.ndarray:
 
 
 def softmax_case(rng, name, x, args, block, grid, strided=False, int64=False, hint="", dtype="float32",
-                 constexprs=None) -> KCase:
+                 constexprs=None, big_step=0) -> KCase:
     """One row-wise softmax launch: ``args`` names the kernel's arguments in order, from
-    x, out, n (columns), x_stride, out_stride; the other arguments are given as ("int", v)."""
+    x, out, n (columns), x_stride, out_stride; the other arguments are given as ("int", v).
+    ``big_step``: rows that far apart in huge buffers (the GPU's 64-bit offset case)."""
     R, C = x.shape
-    xs = C + int(rng.integers(3, 40)) if strided else C
-    ys = C + int(rng.integers(3, 40)) if strided else C
-    xin = rows_input(rng, x, xs, dtype)
-    ref = softmax64(view_of(xin, xin.storage))
-    out = rows_output(ref, ys, dtype)
+    if big_step:
+        xin = big_rows_input(rng, x, big_step, dtype)
+        out = big_rows_output(softmax64(view_of(xin, cast(xin.storage, dtype))), big_step, dtype)
+        xs = ys = big_step
+    else:
+        xs = C + int(rng.integers(3, 40)) if strided else C
+        ys = C + int(rng.integers(3, 40)) if strided else C
+        xin = rows_input(rng, x, xs, dtype)
+        out = rows_output(softmax64(view_of(xin, xin.storage)), ys, dtype)
     table = {"x": ("buf", "x"), "out": ("buf", "out"), "n": ("int", C), "x_stride": ("int", xs),
              "out_stride": ("int", ys)}
     return KCase(name, grid, [table[a] if isinstance(a, str) else a for a in args], {"x": xin, "out": out},

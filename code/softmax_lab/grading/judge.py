@@ -156,7 +156,7 @@ def run(chapter_id: str, sources: dict[str, str], limits: Limits, seed: int) -> 
     if not todo:
         return results
     rng = np.random.default_rng(seed)
-    timeout = max(60.0, min(limits.wall_timeout, 600.0))
+    timeout = max(60.0, min(limits.wall_timeout, 2 * limits.cell_timeout))
     kernels = {k: v for k, v in todo.items() if table[k].kind == "kernel"}
     pythons = {k: v for k, v in todo.items() if table[k].kind == "python"}
     for group in (kernels, pythons):
@@ -187,6 +187,8 @@ def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float)
                     fname = f"e{n}_c{k}_{name}.npy"
                     _write_array(grader_dir / fname, buf.storage, buf.dtype)
                     bufs[name] = {"file": fname, "dtype": buf.dtype}
+                    if buf.size:
+                        bufs[name].update(size=buf.size, windows=[list(w) for w in buf.windows], base=buf.base)
                 entries.append({"grid": list(case.grid), "args": [{a[0]: a[1]} for a in case.args],
                                 "constexprs": case.constexprs, "buffers": bufs, "int64": case.int64,
                                 "outputs": [b for b, v in case.buffers.items() if v.output]})
@@ -267,6 +269,8 @@ def _kernel_verdict(v: Verdict, rec: dict, judge, cases, out_dir: Path, n: int) 
         narrow = r.get("narrow_offsets")
         if not problem and case.int64 and isinstance(narrow, int) and not isinstance(narrow, bool) and narrow > 0:
             problem = case.hint
+        elif problem and case.hint and not case.int64:  # the GPU case with real 2**31+ element buffers
+            problem = f"{problem} - {case.hint}"
         v.add(f"{case.name} (grader's launch of {judge.kernel})", problem)
 
 

@@ -171,10 +171,23 @@ def _load_buffer(spec: dict) -> torch.Tensor:
     t = torch.from_numpy(np.ascontiguousarray(arr))
     if spec["dtype"] == "bfloat16":
         t = t.view(torch.int16).view(torch.bfloat16)
-    return t.to(DEVICE)
+    if not spec.get("size"):
+        return t.to(DEVICE)
+    big = torch.zeros(int(spec["size"]), dtype=t.dtype, device=DEVICE)  # windows of values, zeros elsewhere
+    at = 0
+    for start, length in spec["windows"]:
+        big[int(start): int(start) + int(length)] = t[at: at + int(length)].to(DEVICE)
+        at += int(length)
+    return big
 
 
-def _save_buffer(t: torch.Tensor, dtype: str, path: str) -> None:
+def _pointer(t: torch.Tensor, spec: dict) -> torch.Tensor:
+    return t[int(spec.get("base", 0)):] if spec.get("base") else t
+
+
+def _save_buffer(t: torch.Tensor, dtype: str, path: str, spec: dict | None = None) -> None:
+    if spec and spec.get("size"):
+        t = torch.cat([t[int(s): int(s) + int(n)] for s, n in spec["windows"]])
     t = t.detach().cpu()
     arr = t.view(torch.int16).numpy() if dtype == "bfloat16" else t.numpy()
     np.save(path, arr, allow_pickle=False)
@@ -205,7 +218,7 @@ def run_kernel_exercise(ex: dict) -> dict:
         args = []
         for a in case["args"]:
             if "buf" in a:
-                args.append(bufs[a["buf"]])
+                args.append(_pointer(bufs[a["buf"]], case["buffers"][a["buf"]]))
             elif "int" in a:
                 args.append(int(a["int"]))
             else:
@@ -222,7 +235,15 @@ def run_kernel_exercise(ex: dict) -> dict:
         PROBE["on"] = False
         rec["narrow_offsets"] = len(NARROW)
         for name in case["outputs"]:
-            _save_buffer(bufs[name], case["buffers"][name]["dtype"], os.path.join(OUT, f"{os.path.basename(ex.get('out_prefix', ''))}c{k}_{name}.npy"))
+            try:
+                _save_buffer(bufs[name], case["buffers"][name]["dtype"],
+                             os.path.join(OUT, f"{os.path.basename(ex.get('out_prefix', ''))}c{k}_{name}.npy"),
+                             case["buffers"][name])
+            except Exception as err:  # noqa: BLE001 - e.g. a CUDA fault left by the launch: reported as missing
+                rec = {"status": "raised", "message": _error_text(err), "narrow_offsets": 0}
+        del bufs
+        if GPU:
+            torch.cuda.empty_cache()
         cases.append(rec)
     return {"status": "ran", "cases": cases}
 

@@ -111,9 +111,19 @@ def read_state_options(gradebook: Path) -> dict[str, str]:
         return {}
 
 
-def write_state(gradebook: Path, graded: dict[str, str], options: dict[str, str] | None = None) -> None:
-    atomic_write(state_path(gradebook), json.dumps({"graded": dict(sorted(graded.items())), "options": options or {}},
-                                                   indent=1) + "\n")
+def read_state_seeds(gradebook: Path) -> dict[str, int]:
+    """The judge's seed per submission (its fresh inputs can be drawn again from it)."""
+    try:
+        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
+        return {str(k): int(v) for k, v in (data.get("seeds") or {}).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def write_state(gradebook: Path, graded: dict[str, str], options: dict[str, str] | None = None,
+                seeds: dict[str, int] | None = None) -> None:
+    atomic_write(state_path(gradebook), json.dumps({"graded": dict(sorted(graded.items())), "options": options or {},
+                                                    "seeds": dict(sorted((seeds or {}).items()))}, indent=1) + "\n")
 
 
 # -------------------------------------------------------------------------------------------------- feedback
