@@ -20,8 +20,9 @@ from pathlib import Path
 
 from .grading.chapters import Chapter, InvalidNotebook, answers, load_chapters, match_chapter, read_submission
 from .grading.grader import GRADER_TROUBLE, Options, SubmissionResult, _row, grade_notebook
-from .grading.report import (atomic_write, feedback_markdown, file_hash, gradebook_text, manual_csv,
-                             manual_markdown, read_gradebook, read_state, safe_filename, write_state)
+from .grading.report import (atomic_write, feedback_markdown, feedback_name, file_hash, gradebook_text, manual_csv,
+                             manual_markdown, read_gradebook, read_state, read_state_options, read_state_seeds,
+                             write_state)
 from .grading.runner import DEFAULT_SANITIZE, STOP, Limits
 
 
@@ -65,9 +66,12 @@ def _common_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--sanitize-with", type=Path, default=None,
                     help="nbval sanitize config (default: tests/nbval_sanitize.cfg next to the solutions)")
     ap.add_argument("--keep-scratch", action="store_true", help="keep each run's scratch folder (debugging)")
+    ap.add_argument("--unsafe-no-sandbox", action="store_true",
+                    help="run submissions WITHOUT the bubblewrap sandbox (trusted notebooks only; recorded in the "
+                         "gradebook)")
 
 
-def _options(args, ap) -> tuple[Options, dict[str, Chapter]]:
+def _options(args, ap, learner: bool = False) -> tuple[Options, dict[str, Chapter]]:
     solutions = args.solutions or _default_solutions()
     if solutions is None or not Path(solutions).is_dir():
         ap.error("cannot find the solution notebooks: pass --solutions DIR")
@@ -77,8 +81,25 @@ def _options(args, ap) -> tuple[Options, dict[str, Chapter]]:
         ap.error(f"cannot read the solutions in {solutions}: {err}")
     if not chapters:
         ap.error(f"no chapter with exercises in {solutions}")
+    from .grading import sandbox
+
+    if not args.unsafe_no_sandbox:
+        try:
+            sandbox.check_works()
+        except sandbox.SandboxMissing as err:
+            if not learner:
+                ap.error(str(err))
+            # `softmax-lab check` on a learner's own laptop (macOS has no bubblewrap): their own code, their
+            # machine - run it without the sandbox, and say so.
+            print(f"softmax-lab check: no sandbox ({err}); checking without one", file=sys.stderr)
+            args.unsafe_no_sandbox = True
+    sandbox.clean_stale_scratch()  # left behind by a grader killed with kill -9
+    from .grading import judge
+
+    judge.judges()  # load the chapters' judges once, before worker threads start
     limits = Limits(cell_timeout=args.timeout, setup_timeout=max(args.setup_timeout, args.timeout),
-                    wall_timeout=args.notebook_timeout, memory_mb=args.memory_mb, keep_scratch=args.keep_scratch)
+                    wall_timeout=args.notebook_timeout, memory_mb=args.memory_mb, keep_scratch=args.keep_scratch,
+                    sandbox=not args.unsafe_no_sandbox)
     opts = Options(limits=limits, sanitize=_sanitize_for(Path(solutions), args.sanitize_with),
                    expected_chapter=getattr(args, "chapter", None), partial=getattr(args, "partial_credit", False))
     if opts.expected_chapter and opts.expected_chapter not in chapters:
@@ -102,6 +123,7 @@ def read_roster(path: Path) -> list[str]:
 
 
 def _learner_of(rel: Path, roster: list[str]) -> str:
+    rel = Path(_display_name(rel))
     if len(rel.parts) > 1:
         guess = rel.parts[0]
         if not roster or guess in roster:
@@ -113,30 +135,68 @@ def _learner_of(rel: Path, roster: list[str]) -> str:
     return stem
 
 
-def discover(paths: list[Path], roster: list[str]) -> list[Submission]:
-    """Every notebook under the given files and folders (hidden folders such as .ipynb_checkpoints skipped)."""
+MAX_NOTEBOOK_BYTES = 20 * 2**20
+
+
+def _display_name(rel: Path) -> str:
+    """A path for the gradebook: any undecodable byte of a file name shown as \\xNN (never a crash)."""
+    return rel.as_posix().encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def discover(paths: list[Path], roster: list[str]) -> tuple[list[Submission], list[Submission]]:
+    """Every notebook under the given files and folders (hidden folders such as .ipynb_checkpoints skipped).
+
+    Returns (submissions, refused): symbolic links and files that are not regular are refused (listed with
+    a reason, never followed: a link could point at the solutions or another learner's notebook)."""
     files: list[tuple[Path, Path]] = []
+    refused: list[Submission] = []
     if len(paths) == 1 and paths[0].is_dir():
         base = paths[0].resolve()
     else:  # names relative to the folder holding them all: alice/ bob/ -> alice/..., bob/...
         base = Path(os.path.commonpath([str(p.resolve().parent) for p in paths]))
     for p in paths:
         if p.is_dir():
-            for f in sorted(p.rglob("*.ipynb")):
-                if any(part.startswith(".") for part in f.relative_to(p).parts):
-                    continue
-                files.append((f, f.resolve().relative_to(base)))
+            for root, dirs, names in os.walk(p, followlinks=False):
+                rel_root = Path(root).relative_to(p)
+                for d in list(dirs):
+                    if d.startswith(".") or os.path.islink(os.path.join(root, d)):
+                        if os.path.islink(os.path.join(root, d)) and not d.startswith("."):
+                            rel = Path(os.path.abspath(os.path.join(root, d))).relative_to(base)
+                            refused.append(Submission(Path(root) / d, _display_name(rel), _learner_of(rel, roster)))
+                        dirs.remove(d)
+                dirs.sort()
+                for n in sorted(names):
+                    if not n.endswith(".ipynb") or n.startswith("."):
+                        continue
+                    f = Path(root) / n
+                    rel = Path(os.path.abspath(f)).relative_to(base)
+                    if f.is_symlink() or not f.is_file():
+                        refused.append(Submission(f, _display_name(rel), _learner_of(rel, roster)))
+                        continue
+                    files.append((f, rel))
+                del rel_root
         elif p.exists():
             files.append((p, p.resolve().relative_to(base)))
         else:
             raise FileNotFoundError(p)
     seen, out = set(), []
     for f, rel in files:
-        if rel.as_posix() in seen:
+        name = _display_name(rel)
+        if name in seen:
             continue
-        seen.add(rel.as_posix())
-        out.append(Submission(f, rel.as_posix(), _learner_of(rel, roster)))
-    return out
+        seen.add(name)
+        out.append(Submission(f, name, _learner_of(Path(name), roster)))
+    return out, refused
+
+
+def _other_assignment(sub: Submission, chapter: str, chapters) -> bool:
+    """In nbgrader's layout, a notebook in an assignment folder that names another chapter (e.g.
+    alice/softmax-lab-03/03_naive_kernel.ipynb when grading 02) is another assignment: not graded here."""
+    parts = Path(sub.name).parts
+    if len(parts) < 3:
+        return False
+    prefix = Path(sub.name).name.split("_")[0]
+    return prefix in chapters and prefix != chapter
 
 
 def _answers_of(sub: Submission, chapters: dict[str, Chapter]) -> tuple[Chapter | None, dict[str, str]]:
@@ -146,6 +206,20 @@ def _answers_of(sub: Submission, chapters: dict[str, Chapter]) -> tuple[Chapter 
         return None, {}
     ch, _ = match_chapter(nb, sub.path, chapters)
     return (ch, answers(ch, nb)) if ch else (None, {})
+
+
+def _fingerprint(args, opts, chapters) -> dict[str, str]:
+    """What changes grades: a resumed gradebook must have been made with the same values."""
+    import hashlib
+
+    sols = hashlib.sha256()
+    for k in sorted(chapters):
+        sols.update(chapters[k].path.read_bytes())
+    return {"partial_credit": str(bool(opts.partial)), "chapter": str(opts.expected_chapter or ""),
+            "timeout": f"{args.timeout:g}", "setup_timeout": f"{args.setup_timeout:g}",
+            "notebook_timeout": f"{args.notebook_timeout:g}", "memory_mb": str(args.memory_mb),
+            "sanitize": hashlib.sha256(opts.sanitize.encode()).hexdigest()[:16], "solutions": sols.hexdigest()[:16],
+            "sandbox": str(not args.unsafe_no_sandbox)}
 
 
 def _grade_one(sub: Submission, chapters, opts) -> SubmissionResult:
@@ -180,19 +254,31 @@ def grade_main(argv: list[str] | None = None) -> int:
     opts, chapters = _options(args, ap)
     roster = read_roster(args.roster) if args.roster else []
     try:
-        subs = discover(args.submissions, roster)
+        subs, refused = discover(args.submissions, roster)
     except FileNotFoundError as err:
         ap.error(f"no such file or folder: {err}")
+    if opts.expected_chapter:  # nbgrader's layout: submitted/<learner>/<assignment>/ - grade this assignment only
+        subs = [s for s in subs if not _other_assignment(s, opts.expected_chapter, chapters)]
     out = args.out
     feedback_dir = args.feedback or out.parent / "feedback"
     manual_csv_path = out.with_name(f"{out.stem}.manual.csv")
     manual_md_path = out.with_name(f"{out.stem}.manual.md")
 
+    fingerprint = _fingerprint(args, opts, chapters)
     try:
         old_rows = [] if args.force else read_gradebook(out)
     except ValueError as err:
         ap.error(str(err))
     state = {} if args.force else read_state(out)
+    old_options = {} if args.force else read_state_options(out)
+    seeds: dict[str, int] = {} if args.force else read_state_seeds(out)
+    if old_rows and old_options != fingerprint:
+        changed = sorted(k for k in set(old_options) | set(fingerprint) if old_options.get(k) != fingerprint.get(k))
+        ap.error(f"{out} was graded with other options ({', '.join(changed) or 'unknown: an older grader'} "
+                 "differ): rerun with --force to regrade every notebook with these options, or use the same options "
+                 "(a resumed gradebook must not mix two ways of grading)")
+    for s in refused:
+        print(f"{s.name}: refused (a symbolic link or not a regular file: it is not followed)", file=sys.stderr)
     rows: dict[str, list[dict]] = {}
     for r in old_rows:
         rows.setdefault(r["submission"], []).append(r)
@@ -239,17 +325,40 @@ def grade_main(argv: list[str] | None = None) -> int:
                 extra[name] = [_row(name, "", "", 0, 0, "missing", "no submission from this learner")]
         return extra
 
+    def duplicate_notes() -> dict[str, str]:
+        """One learner, several notebooks of one chapter: all graded, each flagged."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for name in rows:
+            ch = chapter_of.get(name)
+            if ch is not None and name in learner_of:
+                groups.setdefault((learner_of[name], ch.chapter), []).append(name)
+        notes = {}
+        for (learner, chap), names in groups.items():
+            if len(names) > 1:
+                for n in names:
+                    notes[n] = (f"note: duplicate: learner {learner} handed in {len(names)} notebooks of chapter "
+                                f"{chap} ({', '.join(sorted(names))}); all are graded - keep the one that counts")
+        return notes
+
     def write_all(learners: set[str]) -> None:
         every = dict(rows)
+        for name, note in duplicate_notes().items():
+            every[name] = [{**r, "message": (r["message"] + "\n" + note).strip()} for r in rows[name]]
+        for s in refused:
+            every[s.name] = [_row(s.name, "", "", 0, 0, "error", "not graded: a symbolic link or not a regular "
+                                  "file (hand in the notebook itself)")]
+        if args.unsafe_no_sandbox:
+            every = {n: [{**r, "message": (r["message"] + "\nnote: graded WITHOUT the sandbox "
+                                               "(--unsafe-no-sandbox)").strip()} for r in rs] for n, rs in every.items()}
         every.update(missing_rows())
         atomic_write(out, gradebook_text([r for name in sorted(every) for r in every[name]]))
-        write_state(out, state)
+        write_state(out, state, fingerprint, seeds)
         for learner in learners:
             mine = [r for name in sorted(rows) if learner_of.get(name) == learner for r in rows[name]]
             if not mine:
                 continue
             text = feedback_markdown(learner, mine, chapters, answers_by)
-            atomic_write(feedback_dir / f"{safe_filename(learner)}.md", text)
+            atomic_write(feedback_dir / feedback_name(learner), text)
         entries = []
         for name in sorted(rows):
             ch = chapter_of.get(name)
@@ -276,13 +385,15 @@ def grade_main(argv: list[str] | None = None) -> int:
             res = fut.result()
             rows[s.name] = res.rows
             state[s.name] = hashes[s.name]
+            if res.seed is not None:
+                seeds[s.name] = res.seed
             if res.chapter is not None:
                 chapter_of[s.name], answers_by[s.name] = res.chapter, res.answers
             write_all({s.learner})
             got = sum(float(r["points"]) for r in res.rows)
             total = sum(float(r["max_points"]) for r in res.rows)
             verdicts = ", ".join(f"{r['exercise'] or '-'} {r['status']}" for r in res.rows)
-            bar.write(f"{s.name}: {got:g}/{total:g} points ({verdicts})", file=sys.stderr)
+            bar.write(f"{s.name}: {got:g}/{total:g} points ({verdicts})", file=sys.stdout)
             bar.update(1)
     except KeyboardInterrupt:
         STOP.set()
@@ -292,8 +403,7 @@ def grade_main(argv: list[str] | None = None) -> int:
     finally:
         pool.shutdown(wait=True)
         bar.close()
-    print(f"wrote {out}, {feedback_dir}/, {manual_csv_path} and {manual_md_path}",
-          file=sys.stderr)
+    print(f"wrote {out}, {feedback_dir}/, {manual_csv_path} and {manual_md_path}")
     return 0
 
 
@@ -306,7 +416,7 @@ def check_main(argv: list[str] | None = None) -> int:
     ap.add_argument("notebooks", nargs="+", type=Path, help="your notebook(s)")
     _common_args(ap)
     args = ap.parse_args(argv)
-    opts, chapters = _options(args, ap)
+    opts, chapters = _options(args, ap, learner=True)
     all_ok = True
     for path in args.notebooks:
         if not path.exists():

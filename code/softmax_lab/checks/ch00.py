@@ -44,3 +44,29 @@ def check_double(double) -> Verdict:
     for i, n in enumerate(SIZES):
         report.run(f"vector of {n}", lambda n=n, i=i: _double_problem(double, n, seed=i))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def _judge_cases(rng):
+    from .judging import Buf, KCase, cast
+
+    cases = []
+    for n in (1, int(rng.integers(2, 64)), 64, int(rng.integers(65, 200))):
+        x = cast(rng.normal(0, 3, n + 64), "float32")
+        out = np.full(n + 64, 12345.0)
+        out[:n] = np.nan
+        cases.append(KCase(f"vector of {n}", ((n + 63) // 64,), [("buf", "out"), ("buf", "x"), ("int", n)],
+                           {"x": Buf(x), "out": Buf(out, output=True, shape=(n,), ref=2 * x[:n])}, {"BLOCK": 64}))
+    return cases
+
+
+def _judges():
+    from .judging import KernelJudge
+
+    return {"ch00-double": KernelJudge("double_kernel", _judge_cases)}
+
+
+import numpy as np  # noqa: E402
+
+JUDGES = _judges()

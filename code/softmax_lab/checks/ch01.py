@@ -30,3 +30,25 @@ def check_stable_row(softmax_row) -> Verdict:
     for name, values in ROW_CASES:
         report.run(name, lambda v=values: softmax_problem(softmax_row, v))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def _judge_cases(rng):
+    from .judging import np2, softmax_case
+
+    rows = [rng.normal(0, 3, (1, n)) for n in (1, int(rng.integers(2, 32)), int(rng.integers(33, 130)))]
+    rows.append(-1000.0 - np.abs(rng.normal(0, 3, (1, int(rng.integers(3, 20))))))
+    rows.append(1000.0 + rng.normal(0, 3, (1, int(rng.integers(3, 20)))))
+    return [softmax_case(rng, f"row of {x.shape[1]}", x, ["out", "x", "n"], np2(x.shape[1]), (1,)) for x in rows]
+
+
+def _judges():
+    from .judging import KernelJudge
+
+    return {"ch01-stable-row": KernelJudge("softmax_row_kernel", _judge_cases)}
+
+
+import numpy as np  # noqa: E402
+
+JUDGES = _judges()

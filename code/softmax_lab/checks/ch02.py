@@ -31,3 +31,26 @@ def check_masked_rows(softmax_rows) -> Verdict:
     for name, values in MASK_CASES:
         report.run(name, lambda v=values: softmax_problem(softmax_rows, v, triton.next_power_of_2))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def _judge_cases(rng):
+    from .judging import np2, softmax_case, softmax_rows
+
+    shapes = [(1, 3), (2, 31), (3, 32), (4, 33), (2, int(rng.integers(100, 255))), (3, 257),
+              (3, int(rng.integers(3, 8)))]
+    out = []
+    for R, C in shapes:
+        x = softmax_rows(rng, (R, C))
+        out.append(softmax_case(rng, f"{R}x{C}", x, ["out", "x", "n"], np2(C), (R,)))
+    return out
+
+
+def _judges():
+    from .judging import KernelJudge
+
+    return {"ch02-masked-load-store": KernelJudge("softmax_rows_kernel", _judge_cases)}
+
+
+JUDGES = _judges()

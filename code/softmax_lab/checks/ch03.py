@@ -30,3 +30,26 @@ def check_naive(naive_softmax) -> Verdict:
     for name, values in NAIVE_CASES:
         report.run(name, lambda v=values: softmax_problem(naive_softmax, v))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def _judge_cases(rng):
+    from .judging import np2, softmax_case, softmax_rows
+
+    out = []
+    for R, C in [(1, 1), (2, int(rng.integers(20, 40))), (3, 32), (2, int(rng.integers(3, 9)))]:
+        x = softmax_rows(rng, (R, C))
+        out.append(softmax_case(rng, f"{R}x{C}", x, ["out", "x", "n"], min(np2(C), 1024), (R * C,)))
+    x = 1000.0 + rng.normal(0, 3, (1, 5))
+    out.append(softmax_case(rng, "large values 1x5", x, ["out", "x", "n"], 8, (5,)))
+    return out
+
+
+def _judges():
+    from .judging import KernelJudge
+
+    return {"ch03-naive-normalize": KernelJudge("my_naive_kernel", _judge_cases)}
+
+
+JUDGES = _judges()

@@ -87,3 +87,53 @@ def check_fused(fused_softmax) -> Verdict:
         report.run(name, lambda v=values, s=step: softmax_problem(fused_softmax, v, triton.next_power_of_2,
                                                                   strided_cols=s))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def three_pass_counts(rows: int, cols: int) -> tuple[int, int]:
+    """What the library's three_pass_softmax loads and stores (elements); tests/test_checks_ch00_04.py checks
+    it against the counted traffic (memcount)."""
+    return 3 * rows * cols + 2 * rows, 2 * rows * cols + 2 * rows
+
+
+def _traffic_calls(rng):
+    from .judging import PCall, expect_equal
+
+    calls = []
+    for _ in range(3):
+        r, c = int(rng.integers(1, 50)), int(rng.integers(1, 3000))
+        calls.append(PCall(f"three_pass on {r}x{c}", "three_pass_traffic", [r, c],
+                           expect_equal(list(three_pass_counts(r, c)))))
+        calls.append(PCall(f"fused on {r}x{c}", "fused_traffic", [r, c], expect_equal([r * c, r * c])))
+    return calls
+
+
+def _fused_cases(rng):
+    from .judging import BIG_STEP, INT64_HINT, gpu_scale, np2, softmax_case, softmax_rows
+
+    args = ["out", "x", "x_stride", "out_stride", "n"]
+    out = []
+    for R, C in [(1, 1), (2, 31), (3, 32), (4, 33), (2, int(rng.integers(100, 255))), (3, 257)]:
+        x = softmax_rows(rng, (R, C))
+        out.append(softmax_case(rng, f"{R}x{C}", x, args, np2(C), (R,)))
+    for R, C in [(4, int(rng.integers(5, 60))), (3, int(rng.integers(200, 300)))]:
+        x = softmax_rows(rng, (R, C))
+        out.append(softmax_case(rng, f"strided input and output {R}x{C}", x, args, np2(C), (R,), strided=True))
+    x = softmax_rows(rng, (3, 7))
+    out.append(softmax_case(rng, "64-bit row offsets", x, args, 8, (3,), strided=True, int64=True,
+                            hint=INT64_HINT))
+    if gpu_scale():  # last: a fault here may spoil the GPU context for later launches
+        out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 37)),
+                                args, 64, (3,), hint=INT64_HINT, big_step=BIG_STEP))
+    return out
+
+
+def _judges():
+    from .judging import KernelJudge, PythonJudge
+
+    return {"ch04-traffic": PythonJudge(_traffic_calls),
+            "ch04-fused": KernelJudge("my_fused_kernel", _fused_cases, int64=True)}
+
+
+JUDGES = _judges()

@@ -204,3 +204,69 @@ def check_online_softmax(online_softmax) -> Verdict:
         report.run(name, lambda x=x, block=block, pitfall=pitfall: online_problem(online_softmax, x, block,
                                                                                   pitfall))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def _update_calls(rng):
+    from .judging import PCall
+
+    def expect(row, tile):
+        want = _expected_steps(row, tile)
+
+        def problem(value):
+            if not isinstance(value, list) or len(value) != len(want):
+                return f"expected {len(want)} (m, l) steps"
+            for k, (got, (m, l)) in enumerate(zip(value, want), start=1):
+                if not (isinstance(got, list) and len(got) == 2 and _close(float(got[0]), m)
+                        and _close(float(got[1]), l)):
+                    return f"after tile {k}: (m, l) = {got!r}, expected ({m:.6g}, {l:.6g})"
+            return ""
+        return problem
+
+    calls = []
+    for n, tile in ((int(rng.integers(5, 40)), int(rng.integers(2, 8))), (int(rng.integers(20, 60)), 4)):
+        row = [float(v) for v in rng.normal(0, 3, n)]
+        calls.append(PCall(f"random row of {n}, tiles of {tile}", "online_update", [], expect(row, tile), row, tile))
+    rising = [float(v) for v in np.sort(rng.normal(0, 4, 24))]
+    calls.append(PCall("rising row, tiles of 4", "online_update", [], expect(rising, 4), rising, 4))
+    lead = [NEG_INF, NEG_INF, NEG_INF] + [float(v) for v in rng.normal(0, 3, 5)]
+    calls.append(PCall("first tile all -inf", "online_update", [], expect(lead, 3), lead, 3))
+    big = [1000.0 + float(v) for v in rng.normal(0, 2, 6)]
+    calls.append(PCall("large values", "online_update", [], expect(big, 2), big, 2))
+    return calls
+
+
+def _kernel_cases(rng):
+    from .judging import BIG_STEP, INT64_HINT, gpu_scale, softmax_case, softmax_rows
+
+    args = ["x", "out", "x_stride", "out_stride", "n"]
+    out = []
+    for R, C, block in [(1, 1, 32), (2, 31, 32), (4, 33, 32), (3, int(rng.integers(200, 300)), 64),
+                        (2, int(rng.integers(65, 130)), 32)]:
+        x = softmax_rows(rng, (R, C))
+        out.append(softmax_case(rng, f"{R}x{C}, BLOCK={block}", x, args, block, (R,)))
+    x = np.tile(np.linspace(-8, 8, 192), (2, 1)) + rng.normal(0, 0.01, (2, 192))
+    out.append(softmax_case(rng, "max in the last tile 2x192, BLOCK=32", x, args, 32, (2,)))
+    x = rng.normal(0, 3, (2, 300))
+    x[:, :128] = NEG_INF
+    out.append(softmax_case(rng, "first two tiles all -inf 2x300, BLOCK=64", x, args, 64, (2,)))
+    x = softmax_rows(rng, (3, int(rng.integers(100, 200))))
+    out.append(softmax_case(rng, f"strided input and output 3x{x.shape[1]}, BLOCK=64", x, args, 64, (3,),
+                            strided=True))
+    x = softmax_rows(rng, (3, 40))
+    out.append(softmax_case(rng, "64-bit row offsets", x, args, 32, (3,), strided=True, int64=True, hint=INT64_HINT))
+    if gpu_scale():  # last: a fault here may spoil the GPU context for later launches
+        out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 70)),
+                                args, 32, (3,), hint=INT64_HINT, big_step=BIG_STEP))
+    return out
+
+
+def _judges():
+    from .judging import KernelJudge, PythonJudge
+
+    return {"ch05-online-update": PythonJudge(_update_calls),
+            "ch05-online-kernel": KernelJudge("online_softmax_kernel", _kernel_cases, int64=True)}
+
+
+JUDGES = _judges()

@@ -140,3 +140,72 @@ def check_masked_softmax(masked_softmax) -> Verdict:
         report.run(name, lambda s=scores, c=causal, p=left_pad, st=strict: masked_problem(masked_softmax, s, c, p,
                                                                                            st))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def _judge_case(rng, name, B, H, S, dtype, causal, pad, strided=False, int64=False, big_step=0):
+    import numpy as np
+
+    from .judging import INT64_HINT, Buf, KCase, big_rows_input, big_rows_output, np2, rows_input, rows_output
+
+    R = B * H * S
+    x = rng.normal(0, 3, (R, S))
+    if big_step:
+        xin = big_rows_input(rng, x, big_step, dtype)
+    else:
+        xin = rows_input(rng, x, S + int(rng.integers(3, 20)) if strided else S, dtype)
+    xv = np.stack([xin.storage[r * xin.step: r * xin.step + S] for r in range(R)])
+    rows = np.arange(R)
+    q = (rows % S)[:, None]
+    k = np.arange(S)[None, :]
+    keep = np.ones((R, S), dtype=bool)
+    if causal:
+        keep &= k <= q
+    pads = np.zeros(B, dtype=np.int64) if pad is None else np.asarray(pad)
+    if pad is not None:
+        keep &= k >= pads[rows // (H * S)][:, None]
+    s = np.where(keep, xv, -np.inf)
+    m = s.max(axis=1, keepdims=True)
+    m = np.where(np.isinf(m), 0.0, m)
+    e = np.exp(s - m)
+    tot = e.sum(axis=1, keepdims=True)
+    ref = e / np.where(tot == 0, 1.0, tot)
+    if big_step:
+        out = big_rows_output(ref, big_step, dtype)
+    else:
+        out = rows_output(ref, S + int(rng.integers(3, 20)) if strided else S, dtype)
+    padbuf = Buf(pads.astype(np.float64) if pad is not None else np.zeros(max(B, 1)), "int32")
+    args = [("buf", "x"), ("buf", "out"), ("buf", "pad"), ("int", xin.kernel_step or xin.step),
+            ("int", out.kernel_step or out.step), ("int", S), ("int", H * S)]
+    return KCase(name, (R,), args, {"x": xin, "out": out, "pad": padbuf},
+                 {"BLOCK": np2(S), "CAUSAL": causal, "HAS_PAD": pad is not None}, int64=int64,
+                 hint=INT64_HINT if int64 or big_step else "")
+
+
+def _judge_cases(rng):
+    from .judging import BIG_STEP, gpu_scale
+
+    S1, S2 = int(rng.integers(20, 40)), int(rng.integers(10, 20))
+    return [
+        _judge_case(rng, "no mask 1x1x1", 1, 1, 1, "float32", False, None),
+        _judge_case(rng, f"causal fp32 2x1x{S1}", 2, 1, S1, "float32", True, None),
+        _judge_case(rng, f"causal fp16 1x1x{S1}", 1, 1, S1, "float16", True, None),
+        _judge_case(rng, f"causal bf16 1x2x{S2}", 1, 2, S2, "bfloat16", True, None),
+        _judge_case(rng, f"causal + left padding 2x2x{S2}", 2, 2, S2, "float32", True,
+                    [0, int(rng.integers(2, S2 - 1))]),
+        _judge_case(rng, f"left padding only, fp16, strided 2x1x{S2}", 2, 1, S2, "float16", False,
+                    [int(rng.integers(1, S2 - 1)), 0], strided=True),
+        _judge_case(rng, "a sequence that is all padding", 2, 1, 8, "float32", True, [8, 1]),
+        _judge_case(rng, "64-bit row offsets", 1, 1, 5, "float32", True, None, strided=True, int64=True),
+    ] + ([_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 1, 1, 3, "float32", True, None,
+                      big_step=BIG_STEP)] if gpu_scale() else [])  # last: a fault may spoil the GPU context
+
+
+def _judges():
+    from .judging import KernelJudge
+
+    return {"ch06-masked": KernelJudge("masked_softmax_kernel", _judge_cases, int64=True)}
+
+
+JUDGES = _judges()

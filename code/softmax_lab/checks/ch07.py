@@ -156,3 +156,45 @@ def check_choose_rows(choose_rows) -> Verdict:
     for M, N, n_sms in ROWS_CASES:
         report.run(f"{M} rows of {N}, {n_sms} SMs", lambda M=M, N=N, s=n_sms: _rows_problem(choose_rows, M, N, s))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def _bandwidth_calls(rng):
+    from .judging import PCall, expect_equal
+
+    calls = []
+    for dtype, size in (("float16", 2), ("float32", 4), ("bfloat16", 2)):
+        M, N = int(rng.integers(1, 100000)), int(rng.integers(1, 5000))
+        ms = float(np.round(rng.uniform(0.01, 5.0), 4))
+        want = 2 * M * N * size
+        calls.append(PCall(f"bytes_moved({M}, {N}, {dtype})", "bytes_moved", [M, N, {"dtype": dtype}],
+                           expect_equal(want)))
+        calls.append(PCall(f"achieved_gbps({M}, {N}, {dtype}, {ms})", "achieved_gbps",
+                           [M, N, {"dtype": dtype}, ms], expect_equal(want / (ms * 1e-3) / 1e9)))
+    return calls
+
+
+def _rows_calls(rng):
+    from .judging import PCall, expect_equal
+
+    calls = []
+    for _ in range(8):
+        M, N, sms = int(rng.integers(1, 200000)), int(rng.integers(1, 70000)), int(rng.integers(8, 160))
+        calls.append(PCall(f"choose_rows({M}, {N}, {sms})", "choose_rows", [M, N, sms],
+                           expect_equal(rows_rule(M, N, sms))))
+    for M, N, sms in ((65536, 128, 132), (1055, 64, 132)):
+        calls.append(PCall(f"choose_rows({M}, {N}, {sms})", "choose_rows", [M, N, sms],
+                           expect_equal(rows_rule(M, N, sms))))
+    return calls
+
+
+def _judges():
+    from .judging import PythonJudge
+
+    return {"ch07-bandwidth": PythonJudge(_bandwidth_calls), "ch07-rows": PythonJudge(_rows_calls)}
+
+
+import numpy as np  # noqa: E402
+
+JUDGES = _judges()

@@ -101,3 +101,47 @@ def check_softmax_backward(softmax_backward) -> Verdict:
     for name, y, dy, pitfall in _cases():
         report.run(name, lambda y=y, dy=dy, p=pitfall: backward_problem(softmax_backward, y, dy, p))
     return Verdict(report.show())
+
+
+# ------------------------------------------------------------------------------- what the grader launches
+
+def _judge_case(rng, name, R, C, dtype, strided=False, int64=False, big_step=0):
+    from .judging import (INT64_HINT, KCase, big_rows_input, big_rows_output, cast, np2, rows_input, rows_output,
+                          softmax64, view_of)
+
+    gap = (lambda: C + int(rng.integers(3, 30))) if strided else (lambda: C)
+    y = cast(softmax64(rng.normal(0, 3, (R, C))), dtype)
+    if big_step:
+        yin, dyin = big_rows_input(rng, y, big_step, dtype), big_rows_input(rng, rng.normal(0, 1, (R, C)), big_step,
+                                                                              dtype)
+    else:
+        yin, dyin = rows_input(rng, y, gap(), dtype), rows_input(rng, rng.normal(0, 1, (R, C)), gap(), dtype)
+    y64, dy64 = view_of(yin, yin.storage), view_of(dyin, dyin.storage)
+    ref = y64 * (dy64 - (dy64 * y64).sum(axis=1, keepdims=True))
+    out = big_rows_output(ref, big_step, dtype) if big_step else rows_output(ref, gap(), dtype)
+    args = [("buf", "y"), ("buf", "dy"), ("buf", "out"), ("int", yin.kernel_step or yin.step),
+            ("int", dyin.kernel_step or dyin.step), ("int", out.kernel_step or out.step), ("int", C)]
+    return KCase(name, (R,), args, {"y": yin, "dy": dyin, "out": out}, {"BLOCK": np2(C)}, int64=int64,
+                 hint=INT64_HINT if int64 or big_step else "")
+
+
+def _judge_cases(rng):
+    from .judging import BIG_STEP, gpu_scale
+
+    C = int(rng.integers(100, 260))
+    return [_judge_case(rng, "1x1", 1, 1, "float32"), _judge_case(rng, "2x31", 2, 31, "float32"),
+            _judge_case(rng, "3x32", 3, 32, "float32"), _judge_case(rng, f"2x{C}", 2, C, "float32"),
+            _judge_case(rng, "fp16 2x100", 2, 100, "float16"), _judge_case(rng, "bf16 2x60", 2, 60, "bfloat16"),
+            _judge_case(rng, f"strided 3x{C}", 3, C, "float32", strided=True),
+            _judge_case(rng, "64-bit row offsets", 3, 9, "float32", strided=True, int64=True)] + (
+        [_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 3, 40, "float32", big_step=BIG_STEP)]
+        if gpu_scale() else [])  # last: a fault may spoil the GPU context
+
+
+def _judges():
+    from .judging import KernelJudge
+
+    return {"ch08-backward": KernelJudge("softmax_backward_kernel", _judge_cases, int64=True)}
+
+
+JUDGES = _judges()

@@ -107,7 +107,19 @@ class InvalidNotebook(Exception):
     """The submission is not a readable notebook (the message says why, in plain words)."""
 
 
+MAX_NOTEBOOK_BYTES = 20 * 2**20
+MAX_CELLS = 2000
+
+
 def read_submission(path: Path) -> nbformat.NotebookNode:
+    """The submission as a notebook, or InvalidNotebook saying why (size and cell count are checked first)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError as err:
+        raise InvalidNotebook(f"cannot read the file: {err.strerror or err}") from None
+    if size > MAX_NOTEBOOK_BYTES:
+        raise InvalidNotebook(f"the notebook is {size / 2**20:.0f} MB, more than the grader's limit of "
+                              f"{MAX_NOTEBOOK_BYTES // 2**20} MB (clear the outputs: Edit > Clear Outputs of All Cells)")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -121,6 +133,8 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
                               "(the file is damaged: re-download it from Jupyter, File > Download)") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise InvalidNotebook("valid JSON, but not a Jupyter notebook (no list of cells)")
+    if len(data["cells"]) > MAX_CELLS:
+        raise InvalidNotebook(f"the notebook has {len(data['cells'])} cells, more than the grader's limit of {MAX_CELLS}")
     try:
         return nbformat.reads(text, as_version=4)
     except Exception as err:  # noqa: BLE001 - any nbformat failure is a broken submission
@@ -180,8 +194,23 @@ class Graft:
 
 
 def neutralize_nbval_comments(source: str) -> str:
-    """Disarm nbval's comment markers (``# NBVAL_SKIP`` ...) in a learner's cell: they would change checking."""
-    return _NBVAL_COMMENT.sub(lambda m: f"{m.group(1)}# ({m.group(2)} ignored by the grader)", source)
+    """Disarm nbval's comment markers (``# NBVAL_SKIP``, ``## NBVAL_RAISES_EXCEPTION`` ...) in a learner's cell.
+
+    nbval splits the source with ``str.splitlines`` (which also breaks at \\r, \\f, \\u2028 ...) and strips any
+    number of ``#``: so do we. (The sandboxed plugin also ignores markers in exercise cells.)"""
+    out = []
+    for line in source.splitlines(keepends=True):
+        stripped = line.strip()
+        body = line[: len(line.rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"))]
+        ending = line[len(body):]
+        if stripped.startswith("#"):
+            marker = stripped.lstrip("#").strip()
+            if marker.upper().startswith(("NBVAL_", "PYTEST_VALIDATE")) or _NBVAL_COMMENT.match(body):
+                indent = body[: len(body) - len(body.lstrip())]
+                safe = re.sub(r"[^A-Za-z0-9_]", "", marker)[:60]
+                line = f"{indent}# ({safe} ignored by the grader)" + ending  # a comment nbval does not obey
+        out.append(line)
+    return "".join(out)
 
 
 def graft(chapter: Chapter, submission, blank: set[str] = frozenset()) -> Graft:

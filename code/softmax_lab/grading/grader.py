@@ -28,7 +28,9 @@ class Options:
     limits: Limits = field(default_factory=Limits)
     sanitize: str = DEFAULT_SANITIZE
     expected_chapter: str | None = None  # --chapter: a notebook of another chapter scores 'missing'
-    partial: bool = False                # award points * k/n for a failed check printing "(k/n checks passed)"
+    partial: bool = False                # award points * k/n of the grader's own checks for a failed exercise
+    judge: bool = True                   # launch the learner's code on fresh inputs outside nbval (judge.py)
+    seed: int | None = None              # the judge's inputs; None: fresh from os.urandom per submission
 
 
 @dataclass
@@ -40,13 +42,27 @@ class SubmissionResult:
     answers: dict[str, str] = field(default_factory=dict)
     runs: int = 0
     seconds: float = 0.0
+    seed: int | None = None
     log: str = ""
 
 
 def _row(submission, chapter, exercise, points, max_points, status, message) -> dict:
     assert status in STATUSES, status
     return {"submission": submission, "chapter": chapter, "exercise": exercise, "points": _fmt(points),
-            "max_points": _fmt(max_points), "status": status, "message": message.strip()}
+            "max_points": _fmt(max_points), "status": status, "message": safe_text(message).strip()}
+
+
+def safe_text(text: str, line_limit: int = 300, lines: int = 40) -> str:
+    """Text that may hold what a learner's code printed, made safe for the gradebook and feedback: valid UTF-8
+    (lone surrogates replaced), no control characters but newlines, each line and the number of lines capped."""
+    text = str(text).encode("utf-8", "replace").decode("utf-8", "replace")
+    out = []
+    for ln in text.splitlines()[:lines]:
+        ln = "".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in ln)
+        out.append(ln if len(ln) <= line_limit else ln[: line_limit - 3] + "...")
+    if len(text.splitlines()) > lines:
+        out.append(f"... ({len(text.splitlines()) - lines} more lines)")
+    return "\n".join(out)
 
 
 def _fmt(x) -> str:
@@ -185,7 +201,8 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
         numbers = code_cell_numbers(g.nb)
         first = min(ex.cell for ex in chapter.exercises)
         timeouts = {n: (limits.setup_timeout if k < first else limits.cell_timeout) for k, n in numbers.items()}
-        run = run_notebook(g.nb, limits, timeouts, opts.sanitize)
+        run = run_notebook(g.nb, limits, timeouts, opts.sanitize,
+                           exercise_cells=[numbers[ex.cell] for ex in chapter.exercises])
         result.runs += 1
         result.seconds += run.seconds
         if run.fatal is None:
@@ -234,8 +251,9 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
             for ex in chapter.exercises:
                 verdict.setdefault(ex.id, ("error", msg))
             break
+    decided: dict[str, tuple[str, str, dict | None]] = {}
     for ex in chapter.exercises:
-        extra = [n for n in [g.found.get(ex.id, "")] + notes if n]
+        ck_rec = None
         if ex.id in verdict:
             status, msg = verdict[ex.id]
         elif ex.id in g.missing:
@@ -260,11 +278,49 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
                 status, msg = _check_message(ck_rec, _expected_text(chapter.nb.cells[ex.check]), limits.memory_mb)
                 if "MemoryError" in msg and "caps memory" not in msg:
                     msg += f" (the grader caps memory at {limits.memory_mb} MB)"
+        decided[ex.id] = (status, msg, ck_rec if status == "failed" and ex.id not in verdict else None)
+
+    # The judge: the learner's own code, launched by the grader on fresh inputs, judged here. It can only take
+    # points away from what nbval's run gave (a check that passed in the notebook proves nothing by itself).
+    from . import judge
+
+    table = judge.judges() if opts.judge else {}
+    wanted = {ex.id: g.nb.cells[ex.cell].source for ex in chapter.exercises if ex.id in table
+              and (decided[ex.id][0] == "passed" or (opts.partial and decided[ex.id][0] == "failed"))}
+    seed = opts.seed if opts.seed is not None else judge.new_seed()
+    verdicts = judge.run(chapter.chapter, wanted, limits, seed) if wanted else {}
+    result.seed = seed
+    for ex in chapter.exercises:
+        extra = [n for n in [g.found.get(ex.id, "")] + notes if n]
+        status, msg, ck_rec = decided[ex.id]
+        jv = verdicts.get(ex.id)
+        if status == "passed" and jv is not None and not jv.ok:
+            status = "failed"
+            msg = ("the notebook's check passed, but the grader's own launch of your code on fresh inputs did not "
+                   "(the grader calls your kernel/functions itself; the check cell's output alone earns nothing):\n"
+                   + jv.text(ex.id))
         points = ex.points if status == "passed" else 0
         if status == "failed" and opts.partial:
-            m = _SUMMARY.search(msg)
-            if m and int(m.group("n")) > 0:
-                points = round(ex.points * int(m.group("k")) / int(m.group("n")), 2)
+            points = round(ex.points * _partial_fraction(jv, ck_rec, ex.id), 2)
         msg = "\n".join([msg] + [f"note: {n}" for n in extra])
         result.rows.append(_row(name, chapter.chapter, ex.id, points, ex.points, status, msg))
     return result
+
+
+def _partial_fraction(jv, ck_rec: dict | None, ident: str) -> float:
+    """k/n for --partial-credit, computed by the grader and clamped below 1 (the exercise failed).
+
+    From the grader's own checks (the judge) when it ran; otherwise from the check's LAST output line, only when
+    it is exactly the verdict line of this exercise (a learner's print cannot come after it)."""
+    fractions = []
+    if jv is not None and jv.total > 0:
+        fractions.append(jv.passed / jv.total)
+    if ck_rec is not None:
+        lines = [ln for ln in (ck_rec.get("stdout") or "").splitlines() if ln.strip()]
+        m = _SUMMARY.fullmatch(lines[-1].strip()) if lines else None
+        if m and m.group("id") == ident and 0 < int(m.group("n")) <= 10000:
+            fractions.append(min(int(m.group("k")), int(m.group("n"))) / int(m.group("n")))
+    if not fractions:
+        return 0.0
+    frac = min(fractions)
+    return max(0.0, min(frac, 0.99))

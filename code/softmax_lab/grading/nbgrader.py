@@ -52,9 +52,33 @@ def wrap_check(source: str, exercise: str) -> str:
     )
 
 
+def hints_outside(source: str) -> str:
+    """Move each solution region's ``# HINT:`` lines to just before its ``### BEGIN SOLUTION``: nbgrader replaces
+    the whole region (hints included) with ``raise NotImplementedError()``, and learners must keep the hints,
+    as in the notebooks ``softmax-lab build`` makes."""
+    lines = source.split("\n")
+    out, region, hints = [], None, []
+    for line in lines:
+        mark = line.strip()
+        if mark == "### BEGIN SOLUTION":
+            region, hints = [line], []
+        elif region is not None and mark == "### END SOLUTION":
+            out += hints + region + [line]
+            region = None
+        elif region is not None:
+            (hints if mark.startswith("# HINT:") else region).append(line)
+        else:
+            out.append(line)
+    if region is not None:  # unbalanced markers: leave the cell as it was
+        return source
+    return "\n".join(out)
+
+
 def convert(nb) -> nbformat.NotebookNode:
-    """The nbgrader source version of one solution notebook (a new object)."""
+    """The nbgrader source version of one solution notebook (a new object): nbgrader metadata on each cell,
+    hints kept outside the regions nbgrader replaces, outputs and widget state dropped."""
     out = copy.deepcopy(nb)
+    out.metadata.pop("widgets", None)  # saved ipywidgets state: stale, large, and not the learner's
     points = {tag_value(c, "exercise:"): tag_value(c, "points:") for c in out.cells if tag_value(c, "exercise:")}
     qpoints = {tag_value(c, "question:"): tag_value(c, "points:") for c in out.cells if tag_value(c, "question:")}
     cells = []
@@ -64,6 +88,7 @@ def convert(nb) -> nbformat.NotebookNode:
         ex, check = tag_value(cell, "exercise:"), tag_value(cell, "check:")
         q, ans = tag_value(cell, "question:"), tag_value(cell, "answer:")
         if ex is not None:
+            cell.source = hints_outside(cell.source)
             cell.metadata["nbgrader"] = _meta(ex, solution=True)
         elif check is not None:
             cell.source = wrap_check(cell.source, check)
@@ -72,7 +97,9 @@ def convert(nb) -> nbformat.NotebookNode:
         elif q is not None:
             cell.metadata["nbgrader"] = _meta(f"question-{q}", locked=True)
         elif ans is not None:
+            cell.source = hints_outside(cell.source)
             cell.metadata["nbgrader"] = _meta(ans, solution=True, grade=True, points=int(qpoints.get(ans) or 0))
+        cell.metadata.pop("widgets", None)
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None

@@ -7,7 +7,13 @@ It changes nothing about how nbval runs or compares cells. It only
   learner's code runs, does not inherit that descriptor, so learner code cannot forge these lines;
 * notices a dead kernel (``os._exit``, a segfault, the memory limit) within half a second instead of waiting
   for the cell timeout, and then stops the session: the grader decides what to rerun;
-* gives each cell its own timeout (setup cells before the first exercise get a longer one).
+* gives each cell its own timeout (setup cells before the first exercise get a longer one);
+* ignores nbval's comment markers (``# NBVAL_SKIP``, ``## NBVAL_RAISES_EXCEPTION`` ...) in the learner's cells;
+* makes this process non-dumpable, so that the kernel (same user, no capabilities in the sandbox) cannot open
+  this process's file descriptors through ``/proc/<pid>/fd`` or read its memory, and removes the pipe's
+  number from the environment the kernel inherits.
+
+Nothing here decides points: these records are diagnostics, and the grader validates every field.
 """
 from __future__ import annotations
 
@@ -21,9 +27,25 @@ import pytest
 from nbval import kernel as nbval_kernel
 from nbval import plugin as nbval_plugin
 
-_CONFIG = json.loads(os.environ.get("SOFTMAX_LAB_GRADE_CONFIG", "{}"))
+_CONFIG = json.loads(os.environ.pop("SOFTMAX_LAB_GRADE_CONFIG", "{}"))  # the kernel does not inherit it
+
+
+def _no_dump() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4 -> 0
+    except Exception:  # noqa: BLE001 - not Linux: nothing to protect this way
+        pass
+
+
+_no_dump()
+_EXERCISE_CELLS = set(_CONFIG.get("exercise_cells", []))
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _out = None
+
+
+_LAST_REPLY: dict = {}
 
 
 class KernelDied(RuntimeError):
@@ -37,7 +59,7 @@ def _emit(record: dict) -> None:
         if fd is None:
             return
         _out = os.fdopen(int(fd), "w", encoding="utf-8", buffering=1)
-    _out.write(json.dumps(record) + "\n")
+    _out.write(json.dumps(record, ensure_ascii=True, default=str) + "\n")
     _out.flush()
 
 
@@ -58,6 +80,7 @@ def _await_reply(self, msg_id, timeout=None):
                 raise
             continue
         if msg["parent_header"].get("msg_id") == msg_id:
+            _LAST_REPLY[msg_id] = msg["content"]  # its status says 'error' even when the error output was lost
             if msg["content"]["status"] == "aborted":
                 raise RuntimeError("Kernel aborted execution request")
             return
@@ -98,7 +121,15 @@ def _runtest(self):
     record = {"event": "end", "cell": cell, "status": "passed", "message": ""}
     t0 = time.monotonic()
     try:
+        _LAST_REPLY.clear()
         _orig_runtest(self)
+        reply = next(iter(_LAST_REPLY.values()), {})
+        if reply.get("status") == "error" and cell in _EXERCISE_CELLS:
+            # The kernel said the cell failed, but no error output came (e.g. an exception message holding a
+            # lone surrogate could not be sent): still an error.
+            record.update(status="raised", message="the cell raised an exception")
+            record["reply_error"] = {"ename": str(reply.get("ename", "Error"))[:200],
+                                     "evalue": str(reply.get("evalue", ""))[:2000], "traceback": ""}
     except KernelDied as err:
         record.update(status="died", message=str(err))
         raise
@@ -124,6 +155,9 @@ def _runtest(self):
     finally:
         record["seconds"] = round(time.monotonic() - t0, 3)
         record.update(_outputs_text(self.test_outputs))
+        if record.get("reply_error") and not record.get("error"):
+            record["error"] = record.pop("reply_error")
+        record.pop("reply_error", None)
         _emit(record)
         if record["status"] in ("died", "timeout", "grader-error"):
             # The grader reruns without the culprit; running on would only cost time.
@@ -131,6 +165,19 @@ def _runtest(self):
 
 
 nbval_plugin.IPyNbCell.runtest = _runtest
+
+# nbval reads comment markers from every cell's source; in the learner's cells they must change nothing.
+_orig_collect = nbval_plugin.IPyNbFile.collect
+
+
+def _collect(self):
+    for item in _orig_collect(self):
+        if getattr(item, "cell_num", None) in _EXERCISE_CELLS:
+            item.options.update(check=False, check_exception=False, skip=False)
+        yield item
+
+
+nbval_plugin.IPyNbFile.collect = _collect
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -23,7 +23,7 @@ def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:  # lone surrogates -> ?
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -53,7 +53,26 @@ def read_gradebook(path: Path) -> list[dict]:
         reader = csv.DictReader(f)
         if reader.fieldnames != COLUMNS:
             raise ValueError(f"{path} is not a gradebook (columns {reader.fieldnames}, expected {COLUMNS})")
-        return list(reader)
+        return [{k: unescape_cell(v or "") for k, v in r.items()} for r in reader]
+
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def escape_cell(value) -> str:
+    """A CSV cell a spreadsheet will not run as a formula (=HYPERLINK(...), @SUM(...), +cmd|...): a leading
+    apostrophe, as OWASP recommends. Plain numbers are left alone."""
+    text = str(value)
+    if text.startswith(_FORMULA) and not _NUMBER.match(text):
+        return "'" + text
+    if text.startswith("'") and text[1:].startswith(_FORMULA):
+        return "'" + text  # an apostrophe of the learner's own survives a round trip
+    return text
+
+
+def unescape_cell(text: str) -> str:
+    return text[1:] if text.startswith("'") and text[1:].startswith(_FORMULA + ("'",)) else text
 
 
 def csv_text(rows: list[dict], columns: list[str]) -> str:
@@ -62,7 +81,7 @@ def csv_text(rows: list[dict], columns: list[str]) -> str:
     w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: r.get(k, "") for k in columns})
+        w.writerow({k: escape_cell(r.get(k, "")) for k in columns})
     return buf.getvalue()
 
 
@@ -83,8 +102,28 @@ def read_state(gradebook: Path) -> dict[str, str]:
         return {}
 
 
-def write_state(gradebook: Path, graded: dict[str, str]) -> None:
-    atomic_write(state_path(gradebook), json.dumps({"graded": dict(sorted(graded.items()))}, indent=1) + "\n")
+def read_state_options(gradebook: Path) -> dict[str, str]:
+    """The grading options the gradebook was made with ({} when unknown)."""
+    try:
+        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
+        return {str(k): str(v) for k, v in (data.get("options") or {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def read_state_seeds(gradebook: Path) -> dict[str, int]:
+    """The judge's seed per submission (its fresh inputs can be drawn again from it)."""
+    try:
+        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
+        return {str(k): int(v) for k, v in (data.get("seeds") or {}).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def write_state(gradebook: Path, graded: dict[str, str], options: dict[str, str] | None = None,
+                seeds: dict[str, int] | None = None) -> None:
+    atomic_write(state_path(gradebook), json.dumps({"graded": dict(sorted(graded.items())), "options": options or {},
+                                                    "seeds": dict(sorted((seeds or {}).items()))}, indent=1) + "\n")
 
 
 # -------------------------------------------------------------------------------------------------- feedback
@@ -144,6 +183,16 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
 
 def safe_filename(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
+
+
+def feedback_name(learner: str) -> str:
+    """The feedback file of a learner: their id when it is a plain file name, else a readable part plus a hash
+    of the whole id (josé and josè must not share a file)."""
+    safe = safe_filename(learner)
+    if safe == learner and len(safe) <= 100:
+        return f"{safe}.md"
+    digest = hashlib.sha256(learner.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    return f"{safe[:80]}-{digest}.md"
 
 
 # -------------------------------------------------------------------------------------------- manual grading

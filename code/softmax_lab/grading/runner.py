@@ -1,15 +1,17 @@
-"""Run one grafted notebook under nbval in its own process, in a scratch directory, with limits.
+"""Run one grafted notebook under nbval in its own sandbox, with limits.
 
-    pytest --nbval-lax --nbval-current-env --nbval-sanitize-with CFG NB   (+ nbval_plugin.py as conftest.py)
+    bwrap ... -- pytest --nbval-lax --nbval-current-env --nbval-sanitize-with CFG NB   (+ nbval_plugin.py)
 
-* The notebook sits alone in a fresh scratch directory, which is the kernel's working directory; HOME points
-  into the scratch directory too. Deleting or overwriting files there harms nothing.
+* Every run gets a fresh bubblewrap sandbox (``sandbox.py``): its own PID, network, IPC and mount namespaces,
+  the code and venv read-only, a private tmpfs as working directory and ``HOME``, a minimal environment.
+  When the run ends (or the grader dies) everything in it dies, daemons included.
 * Limits: a timeout per cell (nbval interrupts the cell), a wall-clock limit for the whole run, and a memory
-  cap: on the CPU as a data-size limit (``RLIMIT_DATA``: heap and private writable mappings, so allocations
-  fail with MemoryError; not ``RLIMIT_AS``, which PyPI's CUDA build of torch cannot even be imported under), and
-  everywhere as a watchdog on the resident memory of the whole process tree. Either limit, or a crash, ends
-  only this process tree (the pytest process, the kernel in its own session, and their children).
-* Cell results come back as JSON lines on a pipe the kernel does not inherit (see ``nbval_plugin``).
+  cap: on the CPU as a data-size limit (``ulimit -d`` inside the sandbox: heap and private writable mappings, so
+  allocations fail with MemoryError; not ``ulimit -v``, under which PyPI's CUDA build of torch cannot even be
+  imported), and everywhere as a watchdog on the resident memory of the whole process tree.
+* Cell results come back as JSON lines on a pipe held by the pytest process only; that process makes itself
+  non-dumpable, so the kernel (the learner's code) cannot open it through ``/proc/<pid>/fd``. These records
+  are still only *diagnostics*: the points come from the judge (``judge.py``), outside.
 """
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ regex: 0x[0-9a-f]{6,}
 replace: ADDR
 """
 
+MAX_RECORD_BYTES = 8 * 2**20  # what the grader keeps of one run's cell records
+
 STOP = threading.Event()  # set on Ctrl-C: every running notebook is killed
 
 
@@ -52,8 +56,10 @@ class Limits:
     setup_timeout: float = 300.0   # seconds per cell before the first exercise (imports, helpers)
     wall_timeout: float = 900.0    # seconds for one run of the whole notebook
     memory_mb: int = 8192          # memory cap for the whole run (0: none)
-    rlimit_as: bool | None = None  # address-space limit; None: only when no GPU is visible
+    rlimit_as: bool | None = None  # the data-size limit (historical name); None: only when no GPU is visible
     keep_scratch: bool = False
+    sandbox: bool = True           # False only with --unsafe-no-sandbox
+    tmp_mb: int = 1024             # size of the sandbox's private /tmp (tmpfs)
 
 
 @dataclass
@@ -65,7 +71,7 @@ class RunResult:
 
 
 def gpu_visible() -> bool:
-    """A GPU may be used (cheap test, without importing torch): RLIMIT_AS would break CUDA's mappings."""
+    """A GPU may be used (cheap test, without importing torch): CUDA reserves far more than the cap."""
     if os.environ.get("SOFTMAX_LAB_DEVICE", "").strip().lower() in ("cpu", "interpreter"):
         return False
     return any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"))
@@ -131,6 +137,7 @@ class _Tree:
 
 
 def _write_config(scratch: Path, sanitize: str) -> tuple[Path, Path]:
+    """pytest.ini, conftest.py (our plugin) and nbval's sanitize config, in the folder given."""
     ini = scratch / "pytest.ini"
     ini.write_text("[pytest]\naddopts =\n", encoding="utf-8")
     # The plugin goes in as the run's conftest.py rather than `-p softmax_lab...`: importing the package
@@ -140,6 +147,47 @@ def _write_config(scratch: Path, sanitize: str) -> tuple[Path, Path]:
     cfg = scratch / "nbval_sanitize.cfg"
     cfg.write_text(sanitize, encoding="utf-8")
     return ini, cfg
+
+
+RECORD_STATUSES = ("passed", "mismatch", "raised", "timeout", "died", "grader-error", "setup-error", "skipped")
+
+
+def _text(value, limit: int) -> str:
+    """A record's text field: a str (anything else becomes ''), lone surrogates replaced, truncated."""
+    if not isinstance(value, str):
+        return ""
+    return value.encode("utf-8", "replace").decode("utf-8", "replace")[:limit]
+
+
+def parse_record(line: str) -> dict | None:
+    """One cell record from the plugin, validated field by field (None when it is not a valid record)."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict):
+        return None
+    event = rec.get("event")
+    if event == "finished":
+        return {"event": "finished"}
+    cell = rec.get("cell")
+    if event not in ("start", "end") or not isinstance(cell, int) or isinstance(cell, bool) or not 0 <= cell < 10**6:
+        return None
+    if event == "start":
+        return {"event": "start", "cell": cell}
+    status = rec.get("status")
+    if status not in RECORD_STATUSES:
+        return None
+    out = {"event": "end", "cell": cell, "status": status, "message": _text(rec.get("message"), 2000),
+           "stdout": _text(rec.get("stdout"), 20000), "stderr": _text(rec.get("stderr"), 4000),
+           "display": _text(rec.get("display"), 4000), "error": None}
+    err = rec.get("error")
+    if isinstance(err, dict):
+        out["error"] = {"ename": _text(err.get("ename"), 200) or "Error", "evalue": _text(err.get("evalue"), 2000),
+                        "traceback": _text(err.get("traceback"), 4000)}
+    elif status == "raised":
+        out["error"] = None
+    return out
 
 
 def code_cell_numbers(nb) -> dict[int, int]:
@@ -153,47 +201,71 @@ def code_cell_numbers(nb) -> dict[int, int]:
 
 
 def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, sanitize: str = DEFAULT_SANITIZE,
-                 env: dict | None = None) -> RunResult:
-    """Run ``nb`` (a notebook node) under nbval in a separate process; see the module docstring.
+                 env: dict | None = None, exercise_cells: list[int] | None = None) -> RunResult:
+    """Run ``nb`` (a notebook node) under nbval in a fresh sandbox; see the module docstring.
 
-    ``timeouts`` maps nbval cell numbers to per-cell timeouts (others get ``limits.cell_timeout``).
+    ``timeouts`` maps nbval cell numbers to per-cell timeouts (others get ``limits.cell_timeout``);
+    ``exercise_cells``: nbval cell numbers of the learner's cells (nbval markers in them are ignored).
     """
-    scratch = Path(tempfile.mkdtemp(prefix="softmax-lab-grade-"))
-    work, home = scratch / "work", scratch / "home"
-    work.mkdir()
-    home.mkdir()
-    nb_path = work / "submission.ipynb"
-    nbformat.write(nb, str(nb_path))
-    ini, cfg = _write_config(scratch, sanitize)
+    from . import sandbox
+
+    scratch = sandbox.new_scratch()
+    grader_dir = scratch / "in"
+    grader_dir.mkdir()
+    # Lone surrogates (valid in JSON, not in UTF-8) become "?": the sandbox reads the notebook back as UTF-8.
+    (grader_dir / "submission.ipynb").write_bytes(nbformat.writes(nb).encode("utf-8", "replace"))
+    _write_config(grader_dir, sanitize)
     log_path = scratch / "pytest.log"
 
     rfd, wfd = os.pipe()
-    config = {"fd": wfd, "timeouts": {str(k): v for k, v in (timeouts or {}).items()}}
-    child_env = dict(os.environ if env is None else env)
-    real_home = Path.home()
-    child_env.update({
-        "SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
-        "HOME": str(home),
-        "IPYTHONDIR": str(home / ".ipython"),
-        "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "MPLBACKEND": "Agg",
-        # Small thread pools and malloc arenas: several submissions share the CPUs (--jobs), and every thread
-        # arena reserves memory that RLIMIT_DATA counts.
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-        "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1"),
-        "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
-        # Keep compiled-kernel and font caches where they were: rebuilding them per submission costs seconds.
-        "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(real_home / ".triton" / "cache")),
-        "MPLCONFIGDIR": os.environ.get("MPLCONFIGDIR", str(real_home / ".config" / "matplotlib")),
-    })
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin",
-           "-p", "no:cacheprovider", "-c", str(ini), "--rootdir", str(scratch),
-           "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", str(cfg),
-           "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",
-           str(nb_path)]
+    config = {"fd": wfd, "timeouts": {str(k): v for k, v in (timeouts or {}).items()},
+              "exercise_cells": list(exercise_cells or [])}
     rlimit_as = (not gpu_visible()) if limits.rlimit_as is None else limits.rlimit_as
+    if limits.sandbox:
+        child_env = sandbox.base_env({"SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
+                                      "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+        child_env.update(env or {})
+        inner = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin",
+                 "-p", "no:cacheprovider", "-c", "/grader/pytest.ini", "--rootdir", "/tmp",
+                 "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", "/grader/nbval_sanitize.cfg",
+                 "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",
+                 "/tmp/work/submission.ipynb"]
+        cmd = sandbox.command(inner, grader_dir=grader_dir, env=child_env, tmp_mb=limits.tmp_mb,
+                              memory_mb=limits.memory_mb, rlimit_as=rlimit_as, cwd="/tmp",
+                              prelude="cp /grader/submission.ipynb /tmp/work/ && cp /grader/conftest.py /tmp/ "
+                                      "&& mkdir -p /tmp/home/.config/matplotlib")
+        cwd = "/"
+        post_limit = False
+    else:  # --unsafe-no-sandbox: the old separate process, for trusted notebooks only
+        work, home = scratch / "work", scratch / "home"
+        work.mkdir()
+        home.mkdir()
+        nb_path = work / "submission.ipynb"
+        shutil.copy(grader_dir / "submission.ipynb", nb_path)
+        shutil.copy(grader_dir / "conftest.py", scratch / "conftest.py")
+        child_env = dict(os.environ if env is None else env)
+        real_home = Path.home()
+        child_env.update({
+            "SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
+            "HOME": str(home),
+            "IPYTHONDIR": str(home / ".ipython"),
+            "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+            "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1"),
+            "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
+            "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(real_home / ".triton" / "cache")),
+            "MPLCONFIGDIR": os.environ.get("MPLCONFIGDIR", str(real_home / ".config" / "matplotlib")),
+        })
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin",
+               "-p", "no:cacheprovider", "-c", str(grader_dir / "pytest.ini"), "--rootdir", str(scratch),
+               "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", str(grader_dir / "nbval_sanitize.cfg"),
+               "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",
+               str(nb_path)]
+        cwd = str(scratch)
+        post_limit = True
 
     lines: list[str] = []
     result = RunResult()
@@ -201,8 +273,9 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     killed: tuple[str, str] | None = None
     log = open(log_path, "wb")
     try:
-        proc = subprocess.Popen(cmd, cwd=str(scratch), env=child_env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, pass_fds=(wfd,), start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=child_env if not limits.sandbox else {"PATH": "/usr/bin:/bin"},
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(wfd,),
+                                start_new_session=True)
     except BaseException:
         os.close(rfd)
         log.close()
@@ -213,10 +286,13 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
 
     def read_pipe():
         with os.fdopen(rfd, "r", encoding="utf-8", errors="replace") as f:
+            total = 0
             for line in f:
-                lines.append(line)
+                total += len(line)
+                if total <= MAX_RECORD_BYTES:  # a flood of output cannot exhaust the grader's memory
+                    lines.append(line)
 
-    _limit(proc.pid, limits.memory_mb, rlimit_as)
+    _limit(proc.pid, limits.memory_mb, rlimit_as and post_limit)
     reader = threading.Thread(target=read_pipe, daemon=True)
     reader.start()
     tree = _Tree(proc.pid)
@@ -258,9 +334,8 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     started: list[int] = []
     finished = False
     for line in lines:
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+        rec = parse_record(line)
+        if rec is None:
             continue
         if rec.get("event") == "start":
             started.append(rec["cell"])
@@ -277,6 +352,8 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
         result.fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
     elif not finished:
         sig = -proc.returncode if proc.returncode and proc.returncode < 0 else None
+        if limits.sandbox and proc.returncode and proc.returncode > 128:
+            sig = proc.returncode - 128  # bwrap reports a child killed by a signal as 128 + signal
         how = f"was killed by signal {sig}" if sig else f"exited with status {proc.returncode}"
         result.fatal = {"cell": running, "status": "died", "message": f"the grading process {how}"}
     return result

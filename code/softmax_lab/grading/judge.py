@@ -1,0 +1,305 @@
+"""Judge outside the sandbox: launch the learner's own code on fresh inputs, read back arrays, decide here.
+
+For every exercise with a judge (``JUDGES`` in ``softmax_lab.checks.chNN``, see ``checks/judging.py``):
+
+1. here: draw fresh inputs from the grader's seed, write them as ``.npy`` files and ``judge.json``;
+2. in a fresh sandbox *without* the softmax_lab package: ``judge_harness.py`` defines only the learner's
+   ``@triton.jit`` functions (kernel exercises; checked to be Triton code) or runs the cell (Python exercises,
+   in a separate sandbox), launches/calls them, and saves the outputs;
+3. here: read the outputs with strict parsers (``np.load(allow_pickle=False)``, a validated JSON), compare with
+   float64 references computed here, and count k/n. Nothing the learner prints is read.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import sandbox
+from .runner import STOP, Limits, gpu_visible
+
+REGISTRY: dict[str, object] = {}  # exercise id -> judge; tests add the fixture chapter's here
+_LOADED = False
+MAX_RESULTS_BYTES = 2 * 2**20
+
+
+def judges() -> dict[str, object]:
+    """Every judge declared by the chapter check modules (``JUDGES`` dicts), plus REGISTRY."""
+    global _LOADED
+    if not _LOADED:
+        from .. import checks
+
+        for info in sorted(pkgutil.iter_modules(checks.__path__), key=lambda m: m.name):
+            if info.name.startswith("ch"):
+                mod = importlib.import_module(f"{checks.__name__}.{info.name}")
+                for k, v in getattr(mod, "JUDGES", {}).items():
+                    REGISTRY.setdefault(k, v)
+        _LOADED = True
+    return REGISTRY
+
+
+@dataclass
+class Verdict:
+    passed: int = 0
+    total: int = 0
+    lines: list[str] = field(default_factory=list)
+    note: str = ""          # said once, before the lines (the kernel is missing, the source was refused ...)
+
+    @property
+    def ok(self) -> bool:
+        return self.total > 0 and self.passed == self.total
+
+    def add(self, name: str, problem: str) -> None:
+        self.total += 1
+        if problem:
+            self.lines.append(f"FAIL  {name}: {problem}")
+        else:
+            self.passed += 1
+
+    def text(self, ident: str) -> str:
+        body = ([self.note] if self.note else []) + self.lines[:8]
+        if len(self.lines) > 8:
+            body.append(f"... and {len(self.lines) - 8} more")
+        word = "PASSED" if self.ok else "FAILED"
+        return "\n".join(body + [f"{ident}: {word} ({self.passed}/{self.total} grader checks passed)"])
+
+
+def _strict_json(text: str):
+    def constant(name):
+        if name in ("Infinity", "-Infinity", "NaN"):
+            return float(name.replace("Infinity", "inf").replace("NaN", "nan"))
+        raise ValueError(name)
+    return json.loads(text, parse_constant=constant)
+
+
+def _clean(text, limit=300) -> str:
+    if not isinstance(text, str):
+        return ""
+    text = text.encode("utf-8", "replace").decode("utf-8", "replace")
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return text[:limit]
+
+
+def _run_harness(grader_dir: Path, out_dir: Path, limits: Limits, timeout: float) -> str:
+    """Run the harness in a fresh sandbox; '' or what went wrong (killed, timed out)."""
+    shutil.copy(Path(__file__).with_name("judge_harness.py"), grader_dir / "judge_harness.py")
+    rlimit_as = (not gpu_visible()) if limits.rlimit_as is None else limits.rlimit_as
+    inner = [sys.executable, "-I", "/grader/judge_harness.py"]
+    if limits.sandbox:
+        env = sandbox.base_env()
+        env.pop("PYTHONPATH", None)
+        cmd = sandbox.command(inner, grader_dir=grader_dir, out_dir=out_dir, env=env, tmp_mb=256,
+                              memory_mb=limits.memory_mb, rlimit_as=rlimit_as, cwd="/tmp/work", package=False)
+        popen_env = {"PATH": "/usr/bin:/bin"}
+    else:  # --unsafe-no-sandbox: the same harness, paths mapped by symlinks is not possible: run in place
+        text = (grader_dir / "judge_harness.py").read_text(encoding="utf-8")
+        text = text.replace('OUT = "/grader-out"', f"OUT = {str(out_dir)!r}").replace('IN = "/grader"',
+                                                                                      f"IN = {str(grader_dir)!r}")
+        (grader_dir / "judge_harness.py").write_text(text, encoding="utf-8")
+        cmd = [sys.executable, "-I", str(grader_dir / "judge_harness.py")]
+        popen_env = dict(os.environ)
+    proc = subprocess.Popen(cmd, env=popen_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True, cwd=str(grader_dir))
+    from .runner import _Tree
+
+    tree = _Tree(proc.pid)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree.kill()
+        proc.communicate()
+        return f"the grader's run of your code took longer than {timeout:g} s"
+    finally:
+        tree.kill(group=False)
+    if STOP.is_set():
+        raise KeyboardInterrupt
+    if proc.returncode != 0:
+        return f"the grader's run of your code ended with status {proc.returncode}" + (f" ({_clean(err.decode('utf-8', 'replace')[-300:], 300)})" if os.environ.get("SOFTMAX_LAB_JUDGE_DEBUG") else "")
+    return ""
+
+
+def _write_array(path: Path, values: np.ndarray, dtype: str) -> None:
+    from ..checks.judging import to_file_array
+
+    np.save(path, to_file_array(values, dtype), allow_pickle=False)
+
+
+def _read_array(path: Path, dtype: str, size: int) -> np.ndarray | None:
+    from ..checks.judging import from_file_array, to_file_array
+
+    want = to_file_array(np.zeros(1), dtype).dtype
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 + size * want.itemsize + 4096:
+            return None
+        arr = np.load(path, allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    if arr.dtype != want or arr.shape != (size,):
+        return None
+    return from_file_array(arr, dtype)
+
+
+def run(chapter_id: str, sources: dict[str, str], limits: Limits, seed: int) -> dict[str, Verdict]:
+    """Judge the exercises in ``sources`` (exercise id -> the learner's cell source) that have a judge."""
+    table = judges()
+    todo = {k: v for k, v in sources.items() if k in table}
+    results: dict[str, Verdict] = {}
+    if not todo:
+        return results
+    rng = np.random.default_rng(seed)
+    timeout = max(60.0, min(limits.wall_timeout, 2 * limits.cell_timeout))
+    kernels = {k: v for k, v in todo.items() if table[k].kind == "kernel"}
+    pythons = {k: v for k, v in todo.items() if table[k].kind == "python"}
+    for group in (kernels, pythons):
+        if not group:
+            continue
+        scratch = sandbox.new_scratch()
+        try:
+            results.update(_run_group(group, table, rng, scratch, limits, timeout))
+        finally:
+            if not limits.keep_scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+    return results
+
+
+def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float) -> dict[str, Verdict]:
+    grader_dir, out_dir = scratch / "in", scratch / "out"
+    grader_dir.mkdir()
+    out_dir.mkdir()
+    spec, plans = [], {}
+    for n, (ident, source) in enumerate(sorted(group.items())):
+        judge = table[ident]
+        if judge.kind == "kernel":
+            cases = judge.cases(rng)
+            entries = []
+            for k, case in enumerate(cases):
+                bufs = {}
+                for name, buf in case.buffers.items():
+                    fname = f"e{n}_c{k}_{name}.npy"
+                    _write_array(grader_dir / fname, buf.storage, buf.dtype)
+                    bufs[name] = {"file": fname, "dtype": buf.dtype}
+                    if buf.size:
+                        bufs[name].update(size=buf.size, windows=[list(w) for w in buf.windows], base=buf.base)
+                entries.append({"grid": list(case.grid), "args": [{a[0]: a[1]} for a in case.args],
+                                "constexprs": case.constexprs, "buffers": bufs, "int64": case.int64,
+                                "outputs": [b for b, v in case.buffers.items() if v.output]})
+            spec.append({"id": ident, "kind": "kernel", "kernel": judge.kernel, "source": source,
+                         "int64": judge.int64, "cases": entries, "out_prefix": f"e{n}_"})
+            plans[ident] = (n, cases)
+        else:
+            calls = judge.calls(rng)
+            spec.append({"id": ident, "kind": "python", "source": source,
+                         "calls": [{"fn": c.fn, "args": c.args, **({"fold": c.fold, "tile": c.tile} if c.fold
+                                                                   else {})} for c in calls]})
+            plans[ident] = (n, calls)
+    (grader_dir / "judge.json").write_text(json.dumps({"exercises": spec}), encoding="utf-8")
+    trouble = _run_harness(grader_dir, out_dir, limits, timeout)
+    raw = {}
+    res_path = out_dir / "results.json"
+    if not trouble:
+        try:
+            if res_path.is_symlink() or res_path.stat().st_size > MAX_RESULTS_BYTES:
+                raise ValueError("too big")
+            raw = _strict_json(res_path.read_text(encoding="utf-8"))
+            if not isinstance(raw, dict):
+                raise ValueError("not an object")
+        except (OSError, ValueError, UnicodeDecodeError):
+            trouble = "the grader's run of your code left no readable results"
+    out = {}
+    for ident in group:
+        n, items = plans[ident]
+        v = Verdict()
+        rec = raw.get(ident) if isinstance(raw, dict) else None
+        if trouble or not isinstance(rec, dict):
+            v.note = trouble or "the grader's run of your code left no result for this exercise"
+            for item in items:
+                v.add(item.name, "not run")
+            out[ident] = v
+            continue
+        if table[ident].kind == "kernel":
+            _kernel_verdict(v, rec, table[ident], items, out_dir, n)
+        else:
+            _python_verdict(v, rec, items)
+        out[ident] = v
+    return out
+
+
+def _kernel_verdict(v: Verdict, rec: dict, judge, cases, out_dir: Path, n: int) -> None:
+    status = rec.get("status")
+    if status == "no-kernel":
+        v.note = (f"your exercise cell defines no @triton.jit function named `{judge.kernel}`: the grader launches "
+                  "that kernel itself, with its own buffers and grid (a launcher that calls torch.softmax or a "
+                  "library kernel earns nothing)")
+    elif status == "rejected":
+        v.note = ("the grader runs your @triton.jit functions alone, and refused them: "
+                  f"{_clean(rec.get('message'))} (keep the kernel to Triton code: tl.* calls on its arguments)")
+    elif status != "ran":
+        v.note = f"the grader could not define your kernel: {_clean(rec.get('message'))}"
+    got = rec.get("cases") if status == "ran" else None
+    if not isinstance(got, list) or len(got) != len(cases):
+        for case in cases:
+            v.add(case.name, "not run" if not v.note else "no kernel to launch")
+        return
+    for k, (case, r) in enumerate(zip(cases, got)):
+        if not isinstance(r, dict):
+            v.add(case.name, "no result")
+            continue
+        if r.get("status") == "raised":
+            v.add(case.name, f"the launch of {judge.kernel} raised {_clean(r.get('message'), 200)}")
+            continue
+        problem = ""
+        for name, buf in case.buffers.items():
+            if not buf.output:
+                continue
+            from ..checks.judging import output_problem
+
+            arr = _read_array(out_dir / f"e{n}_c{k}_{name}.npy", buf.dtype, buf.storage.size)
+            problem = "its output did not come back" if arr is None else output_problem(buf, arr)
+            if problem:
+                break
+        narrow = r.get("narrow_offsets")
+        if not problem and case.int64 and isinstance(narrow, int) and not isinstance(narrow, bool) and narrow > 0:
+            problem = case.hint
+        elif problem and case.hint and not case.int64:  # the GPU case with real 2**31+ element buffers
+            problem = f"{problem} - {case.hint}"
+        v.add(f"{case.name} (grader's launch of {judge.kernel})", problem)
+
+
+def _python_verdict(v: Verdict, rec: dict, calls) -> None:
+    if rec.get("status") == "raised":
+        v.note = f"your exercise cell raised when the grader ran it alone: {_clean(rec.get('message'), 200)}"
+    got = rec.get("results") if rec.get("status") == "ran" else None
+    if not isinstance(got, list) or len(got) != len(calls):
+        for c in calls:
+            v.add(c.name, "not run")
+        return
+    for c, r in zip(calls, got):
+        if not isinstance(r, dict):
+            v.add(c.name, "no result")
+        elif r.get("status") == "missing":
+            v.add(c.name, f"no function `{c.fn}` in your exercise cell")
+        elif r.get("status") != "ok":
+            v.add(c.name, f"your code raised {_clean(r.get('message'), 200)}")
+        else:
+            value = r.get("value")
+            try:
+                problem = c.expect(value)
+            except (TypeError, ValueError, OverflowError, IndexError):
+                problem = f"unexpected result {_clean(repr(value), 80)}"
+            v.add(c.name, _clean(problem))
+
+
+def new_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+__all__ = ["run", "judges", "Verdict", "REGISTRY", "new_seed", "math"]

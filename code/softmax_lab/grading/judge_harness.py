@@ -1,0 +1,323 @@
+"""Runs inside a judge sandbox (``python /grader/judge_harness.py``): launch the learner's code on the grader's
+inputs and save what comes out. It decides nothing: the grader reads /grader-out and judges, outside.
+
+Standalone on purpose: the ``softmax_lab`` package is not in this sandbox (so no check helper can be called).
+
+/grader/judge.json lists exercises:
+
+* ``kind: kernel``: only the ``@triton.jit`` functions of the learner's cell are defined (after a check of their
+  syntax tree: Triton code only, no imports, no calls outside ``tl``/``triton`` and the cell's own kernels),
+  and the named one is launched with the grader's buffers (``/grader/<file>.npy``), grid and arguments. Every
+  output buffer is saved whole (guard zones included) as ``/grader-out/<case>_<buffer>.npy``. On the CPU
+  interpreter, pointer offsets computed from ``tl.program_id`` in fewer than 64 bits are recorded.
+* ``kind: python``: the cell is run, and the named functions are called with the grader's arguments; their
+  results are saved in /grader-out/results.json.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import linecache
+import math
+import os
+import sys
+import traceback
+
+GPU = (os.environ.get("SOFTMAX_LAB_DEVICE", "").lower() not in ("cpu", "interpreter")
+       and any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/dxg")))
+if not GPU:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+if GPU and not torch.cuda.is_available():
+    GPU = False
+DEVICE = torch.device("cuda" if GPU else "cpu")
+OUT = "/grader-out"
+IN = "/grader"
+
+# ------------------------------------------------------------------------------------- kernel source check
+
+ALLOWED_BUILTINS = {"range", "float", "int", "min", "max", "len", "bool", "True", "False", "None"}
+FORBIDDEN_NODES = (ast.Import, ast.ImportFrom, ast.Lambda, ast.Global, ast.Nonlocal, ast.With, ast.AsyncWith,
+                   ast.Try, ast.Yield, ast.YieldFrom, ast.Await, ast.Delete, ast.ClassDef, ast.AsyncFunctionDef)
+
+
+class SourceRejected(Exception):
+    pass
+
+
+def _is_jit(dec) -> bool:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    return (isinstance(target, ast.Attribute) and target.attr == "jit" and isinstance(target.value, ast.Name)
+            and target.value.id == "triton")
+
+
+def _check_kernel(fn: ast.FunctionDef, kernels: set[str]) -> None:
+    """Triton code only: names are arguments, locals, tl/triton, a few builtins and the cell's kernels."""
+    for dec in fn.decorator_list:
+        if not _is_jit(dec):
+            raise SourceRejected(f"{fn.name}: only @triton.jit may decorate a kernel")
+        if isinstance(dec, ast.Call):
+            for v in list(dec.args) + [k.value for k in dec.keywords]:
+                if not isinstance(v, ast.Constant):
+                    raise SourceRejected(f"{fn.name}: @triton.jit(...) arguments must be constants")
+    args = fn.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    for default in args.defaults + [d for d in args.kw_defaults if d is not None]:
+        if not isinstance(default, ast.Constant):
+            raise SourceRejected(f"{fn.name}: default values must be constants")
+    for a in args.posonlyargs + args.args + args.kwonlyargs:
+        if a.annotation is not None and ast.unparse(a.annotation) not in ("tl.constexpr", "triton.language.constexpr"):
+            raise SourceRejected(f"{fn.name}: argument annotations other than tl.constexpr")
+    if args.vararg or args.kwarg:
+        raise SourceRejected(f"{fn.name}: *args/**kwargs")
+    for node in ast.walk(fn):
+        if node is fn:
+            continue
+        if isinstance(node, FORBIDDEN_NODES) or (isinstance(node, ast.FunctionDef)):
+            raise SourceRejected(f"{fn.name}: `{type(node).__name__}` is not Triton code")
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            raise SourceRejected(f"{fn.name}: attribute `{node.attr}`")
+        if isinstance(node, (ast.Name, ast.arg)):
+            ident = node.id if isinstance(node, ast.Name) else node.arg
+            if ident.startswith("__"):
+                raise SourceRejected(f"{fn.name}: name `{ident}`")
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id not in names and node.id not in ALLOWED_BUILTINS | {"tl", "triton"} | kernels:
+                raise SourceRejected(f"{fn.name}: uses `{node.id}`, defined outside the kernel")
+        if isinstance(node, ast.Call):
+            f = node.func
+            while isinstance(f, ast.Attribute):
+                f = f.value
+            if isinstance(f, ast.Name) and not (f.id in ("tl", "triton") or f.id in kernels or f.id in names
+                                                or f.id in ALLOWED_BUILTINS):
+                raise SourceRejected(f"{fn.name}: calls `{ast.unparse(node.func)}`")
+            if isinstance(f, ast.Call) or isinstance(f, ast.Subscript):
+                continue
+
+
+def define_kernels(source: str) -> dict:
+    """The cell's @triton.jit functions, defined alone (nothing else of the cell runs)."""
+    tree = ast.parse(source)
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and any(_is_jit(d) for d in n.decorator_list)]
+    kernels = {d.name for d in defs}
+    for d in defs:
+        _check_kernel(d, kernels)
+    module = ast.Module(body=defs, type_ignores=[])
+    text = ast.unparse(module) + "\n"
+    filename = "<learner-kernels>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # triton reads the source
+    ns = {"triton": triton, "tl": tl, "__name__": "learner_kernels"}
+    exec(compile(text, filename, "exec"), ns)  # noqa: S102 - checked above: only Triton definitions
+    return {name: ns[name] for name in kernels}
+
+
+# ------------------------------------------------------------------------ 64-bit offsets in the interpreter
+
+
+class _FromPid(np.ndarray):
+    """A numpy array derived from tl.program_id (numpy carries the subclass through arithmetic)."""
+
+
+NARROW = []  # (kernel argument position unknown) one entry per addptr with a narrow pid-derived offset
+
+
+def _arm_int64_probe() -> None:
+    from triton.runtime import interpreter as it
+
+    B = it.InterpreterBuilder
+    if getattr(B, "_judge_armed", False):
+        return
+    B._judge_armed = True
+    get_pid, addptr, splat, bcast = B.create_get_program_id, B.create_addptr, B.create_splat, B.create_broadcast
+
+    def create_get_program_id(self, axis):
+        h = get_pid(self, axis)
+        h.data = h.data.view(_FromPid)
+        return h
+
+    def create_addptr(self, ptr, offset):
+        if isinstance(offset.data, _FromPid) and offset.data.dtype.itemsize < 8 and PROBE["on"]:
+            NARROW.append(str(offset.data.dtype))
+        return addptr(self, ptr, offset)
+
+    def tagged(h, src):
+        if isinstance(src.data, _FromPid) and not isinstance(h.data, _FromPid):
+            h.data = np.asarray(h.data).view(_FromPid)
+        return h
+
+    B.create_get_program_id, B.create_addptr = create_get_program_id, create_addptr
+    B.create_splat = lambda self, ret_ty, arg: tagged(splat(self, ret_ty, arg), arg)
+    B.create_broadcast = lambda self, arg, shape: tagged(bcast(self, arg, shape), arg)
+
+
+PROBE = {"on": False}
+
+# ---------------------------------------------------------------------------------------------- buffers
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
+          "int32": torch.int32, "int64": torch.int64}
+
+
+def _load_buffer(spec: dict) -> torch.Tensor:
+    arr = np.load(os.path.join(IN, os.path.basename(spec["file"])), allow_pickle=False)
+    t = torch.from_numpy(np.ascontiguousarray(arr))
+    if spec["dtype"] == "bfloat16":
+        t = t.view(torch.int16).view(torch.bfloat16)
+    if not spec.get("size"):
+        return t.to(DEVICE)
+    big = torch.zeros(int(spec["size"]), dtype=t.dtype, device=DEVICE)  # windows of values, zeros elsewhere
+    at = 0
+    for start, length in spec["windows"]:
+        big[int(start): int(start) + int(length)] = t[at: at + int(length)].to(DEVICE)
+        at += int(length)
+    return big
+
+
+def _pointer(t: torch.Tensor, spec: dict) -> torch.Tensor:
+    return t[int(spec.get("base", 0)):] if spec.get("base") else t
+
+
+def _save_buffer(t: torch.Tensor, dtype: str, path: str, spec: dict | None = None) -> None:
+    if spec and spec.get("size"):
+        t = torch.cat([t[int(s): int(s) + int(n)] for s, n in spec["windows"]])
+    t = t.detach().cpu()
+    arr = t.view(torch.int16).numpy() if dtype == "bfloat16" else t.numpy()
+    np.save(path, arr, allow_pickle=False)
+
+
+def _error_text(err: BaseException) -> str:
+    text = f"{type(err).__name__}: {err}"
+    return text.encode("utf-8", "replace").decode("utf-8", "replace")[:600]
+
+
+def run_kernel_exercise(ex: dict) -> dict:
+    try:
+        kernels = define_kernels(ex["source"])
+    except SourceRejected as err:
+        return {"status": "rejected", "message": str(err)[:400]}
+    except SyntaxError as err:
+        return {"status": "rejected", "message": f"the cell does not parse: {err.msg} (line {err.lineno})"}
+    except Exception as err:  # noqa: BLE001
+        return {"status": "rejected", "message": _error_text(err)}
+    kernel = kernels.get(ex["kernel"])
+    if kernel is None:
+        return {"status": "no-kernel", "message": ""}
+    if ex.get("int64") and not GPU:
+        _arm_int64_probe()
+    cases = []
+    for k, case in enumerate(ex["cases"]):
+        bufs = {name: _load_buffer(spec) for name, spec in case["buffers"].items()}
+        args = []
+        for a in case["args"]:
+            if "buf" in a:
+                args.append(_pointer(bufs[a["buf"]], case["buffers"][a["buf"]]))
+            elif "int" in a:
+                args.append(int(a["int"]))
+            else:
+                args.append(float(a["float"]))
+        del NARROW[:]
+        PROBE["on"] = bool(case.get("int64"))
+        rec = {"status": "ok", "message": ""}
+        try:
+            kernel[tuple(case["grid"])](*args, **case.get("constexprs", {}))
+            if GPU:
+                torch.cuda.synchronize()
+        except Exception as err:  # noqa: BLE001 - the learner's kernel failed: reported, judged outside
+            rec = {"status": "raised", "message": _error_text(err)}
+        PROBE["on"] = False
+        rec["narrow_offsets"] = len(NARROW)
+        for name in case["outputs"]:
+            try:
+                _save_buffer(bufs[name], case["buffers"][name]["dtype"],
+                             os.path.join(OUT, f"{os.path.basename(ex.get('out_prefix', ''))}c{k}_{name}.npy"),
+                             case["buffers"][name])
+            except Exception as err:  # noqa: BLE001 - e.g. a CUDA fault left by the launch: reported as missing
+                rec = {"status": "raised", "message": _error_text(err), "narrow_offsets": 0}
+        del bufs
+        if GPU:
+            torch.cuda.empty_cache()
+        cases.append(rec)
+    return {"status": "ran", "cases": cases}
+
+
+# ----------------------------------------------------------------------------------------- python exercises
+
+
+def _arg(a):
+    if isinstance(a, dict) and "dtype" in a and len(a) == 1:
+        return DTYPES[a["dtype"]]
+    if isinstance(a, dict) and "tensor" in a:
+        return torch.tensor([float(v) for v in a["tensor"]], dtype=DTYPES[a.get("tensor_dtype", "float64")])
+    return a
+
+
+def _plain(value, depth=0):
+    """The learner's return value as JSON data (numbers, lists), or a string saying what it was."""
+    if depth > 3:
+        return "<nested too deep>"
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.item()
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if isinstance(value, (list, tuple)) and len(value) <= 1000:
+        return [_plain(v, depth + 1) for v in value]
+    return f"<{type(value).__name__}>"
+
+
+def run_python_exercise(ex: dict) -> dict:
+    ns = {"__name__": "__main__", "math": math, "torch": torch, "triton": triton, "tl": tl, "np": np}
+    try:
+        exec(compile(ex["source"], "<exercise cell>", "exec"), ns)  # noqa: S102 - the sandbox is the boundary
+    except BaseException as err:  # noqa: BLE001
+        return {"status": "raised", "message": _error_text(err)}
+    results = []
+    for call in ex["calls"]:
+        fn = ns.get(call["fn"])
+        if not callable(fn):
+            results.append({"status": "missing", "message": call["fn"]})
+            continue
+        try:
+            if "fold" in call:  # (m, l) = fn(m, l, tile) over the tiles of a row
+                m, l, steps = -math.inf, 0.0, []
+                row = [float(v) for v in call["fold"]]
+                for s in range(0, len(row), call["tile"]):
+                    m, l = fn(m, l, torch.tensor(row[s:s + call["tile"]], dtype=torch.float64))
+                    m, l = float(m), float(l)
+                    steps.append([m, l])
+                value = steps
+            else:
+                value = fn(*[_arg(a) for a in call["args"]])
+            results.append({"status": "ok", "value": _plain(value)})
+        except Exception as err:  # noqa: BLE001
+            results.append({"status": "raised", "message": _error_text(err)})
+    return {"status": "ran", "results": results}
+
+
+def main() -> int:
+    spec = json.load(open(os.path.join(IN, "judge.json"), encoding="utf-8"))
+    out = {}
+    for ex in spec["exercises"]:
+        try:
+            out[ex["id"]] = run_kernel_exercise(ex) if ex["kind"] == "kernel" else run_python_exercise(ex)
+        except BaseException as err:  # noqa: BLE001
+            out[ex["id"]] = {"status": "raised", "message": _error_text(err),
+                             "trace": traceback.format_exc()[-1500:]}
+    with open(os.path.join(OUT, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=True, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

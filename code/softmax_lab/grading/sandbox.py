@@ -1,0 +1,244 @@
+"""The sandbox every submission runs in: Debian's bubblewrap (`bwrap`), one fresh sandbox per run.
+
+    bwrap --die-with-parent --new-session --unshare-pid --unshare-net --unshare-ipc --unshare-uts \\
+          --ro-bind /usr /usr ... --tmpfs /tmp --ro-bind SCRATCH/in /grader ... -- sh -c 'ulimit -d ...' python ...
+
+Inside it the learner's code sees:
+
+* read-only: the system (``/usr``, ``/etc``), Python and the virtual environment, and a copy of the
+  ``softmax_lab`` package (only the package: not the course checkout, not ``solutions/``);
+* read-only ``/grader``: what the grader put there for this run (the grafted notebook, nbval's config);
+* writable: a private ``/tmp`` (tmpfs, size-capped; the kernel's working directory and ``HOME``), and for a
+  judge run ``/grader-out``, a fresh empty folder whose files the grader reads with a strict parser;
+* no network (only its own loopback), its own PID namespace (``--die-with-parent``: when the run ends or the
+  grader dies, every process in it dies, daemons included), its own IPC and hostname, a minimal environment
+  (no instructor variables), no capabilities.
+
+What it does not stop is written in docs/grading.md ("Threat model").
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1]  # .../softmax_lab
+INSIDE_PACKAGE_ROOT = "/opt/softmax-lab"        # the package appears as /opt/softmax-lab/softmax_lab
+APT_PACKAGE = "bubblewrap"
+SCRATCH_PREFIX = "softmax-lab-grade-"
+
+
+class SandboxMissing(RuntimeError):
+    """bwrap is not installed (or does not work here)."""
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def missing_message() -> str:
+    return (f"the grader runs every submission in a bubblewrap sandbox, but `bwrap` is not installed: install "
+            f"Debian's package `{APT_PACKAGE}` (apt-get install -y {APT_PACKAGE}; Fedora/Arch: the same name), "
+            "or pass --unsafe-no-sandbox to grade without isolation (only for notebooks you trust; the gradebook "
+            "records it)")
+
+
+_WORKS: dict[str, str] = {}
+
+
+def check_works() -> None:
+    """Raise SandboxMissing when bwrap is missing or cannot create its namespaces here (checked once)."""
+    import subprocess
+
+    exe = bwrap_path()
+    if exe is None:
+        raise SandboxMissing(missing_message())
+    if exe not in _WORKS:
+        cmd = [exe, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc",
+               "true"]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+            _WORKS[exe] = "" if p.returncode == 0 else (p.stderr.strip() or f"exit status {p.returncode}")
+        except (OSError, subprocess.SubprocessError) as err:
+            _WORKS[exe] = str(err)
+    if _WORKS[exe]:
+        raise SandboxMissing(f"bwrap is installed but cannot create a sandbox here ({_WORKS[exe][:300]}); it needs "
+                             "user namespaces or root. Pass --unsafe-no-sandbox to grade without isolation.")
+
+
+def _checkout() -> Path | None:
+    """The course checkout the package runs from (editable install: CHECKOUT/code/softmax_lab), else None."""
+    return PACKAGE.parents[1] if PACKAGE.parent.name == "code" else None
+
+
+def _python_dirs() -> list[str]:
+    """Directories Python needs (interpreter, standard library, site-packages), never the course checkout:
+    sys.path entries inside it (code/, tests/ ...) are left out; a venv inside it (.venv) is bound alone."""
+    checkout = _checkout()
+    pythons = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), os.path.realpath(sys.exec_prefix),
+               os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    dirs = set(pythons)
+    for p in sys.path:
+        if p and os.path.isdir(p):
+            dirs.add(os.path.realpath(p))
+    out = []
+    for d in sorted(dirs):
+        if d in ("/", "/usr", "/tmp") or d.startswith(("/usr/", "/proc", "/dev")):
+            continue
+        real = Path(d)
+        if real == PACKAGE or PACKAGE in real.parents or real in PACKAGE.parents:
+            continue  # the package (bound on its own), or a folder holding it
+        if checkout is not None and (real == checkout or real in checkout.parents or
+                                     (checkout in real.parents and d not in pythons)):
+            continue  # the checkout, a folder holding it, or something inside it other than the venv
+        out.append(d)
+    # only the outermost of nested directories
+    return [d for d in out if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in out)]
+
+
+def _venv_binds() -> list[str]:
+    args = []
+    for d in _python_dirs():
+        args += ["--ro-bind", d, d]
+    # sys.executable may be a symlink inside the venv pointing elsewhere; bind its parent too
+    exe = os.path.realpath(sys.executable)
+    if not any(exe.startswith(d.rstrip("/") + "/") for d in _python_dirs()) and not exe.startswith("/usr/"):
+        args += ["--ro-bind", os.path.dirname(exe), os.path.dirname(exe)]
+    venv_bin = os.path.dirname(os.path.abspath(sys.executable))
+    if not any(venv_bin.startswith(d.rstrip("/") + "/") for d in _python_dirs()) and not venv_bin.startswith("/usr/"):
+        args += ["--ro-bind", venv_bin, venv_bin]
+    return args
+
+
+def _system_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    args += ["--ro-bind", "/etc", "/etc"]
+    return args
+
+
+def _gpu_binds() -> list[str]:
+    args = []
+    devs = sorted(str(p) for p in Path("/dev").glob("nvidia*")) + [p for p in ("/dev/dxg",) if os.path.exists(p)]
+    for d in devs:
+        args += ["--dev-bind", d, d]
+    if devs:
+        args += ["--ro-bind", "/sys", "/sys"]
+        for lib in ("/usr/lib/wsl",):
+            if os.path.isdir(lib):
+                args += ["--ro-bind", lib, lib]
+    return args
+
+
+def command(inner: list[str], *, grader_dir: Path, out_dir: Path | None = None, env: dict[str, str],
+            tmp_mb: int = 1024, memory_mb: int = 0, rlimit_as: bool = False, cwd: str = "/tmp/work",
+            prelude: str = "", package: bool = True) -> list[str]:
+    """The bwrap command line that runs ``inner`` in a fresh sandbox (see the module docstring)."""
+    exe = bwrap_path()
+    if exe is None:
+        raise SandboxMissing(missing_message())
+    args = [exe, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--cap-drop", "ALL"]
+    args += _system_binds()
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
+    args += ["--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp"]
+    args += _venv_binds()
+    if package:  # a judge run gets no softmax_lab: no check helper to call
+        args += ["--ro-bind", str(PACKAGE), f"{INSIDE_PACKAGE_ROOT}/softmax_lab"]
+    args += ["--ro-bind", str(grader_dir), "/grader"]
+    if out_dir is not None:
+        args += ["--bind", str(out_dir), "/grader-out"]
+    args += _gpu_binds()
+    for d in ("/tmp/work", "/tmp/home", "/tmp/runtime"):
+        args += ["--dir", d]
+    args += ["--chdir", cwd, "--clearenv"]
+    for k, v in sorted(env.items()):
+        args += ["--setenv", k, v]
+    limits = "ulimit -c 0"
+    if rlimit_as and memory_mb > 0:
+        limits += f"; ulimit -d {memory_mb * 1024}"  # data size, not address space: CUDA torch maps far more than it uses
+    args += ["--", "/bin/sh", "-c", limits + (f"; {prelude}" if prelude else "") + '; exec "$@"', "sh", *inner]
+    return args
+
+
+def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The sandbox's whole environment: nothing of the instructor's except a few device/thread settings."""
+    venv_bin = os.path.dirname(os.path.abspath(sys.executable))
+    env = {
+        "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp/home",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONPATH": INSIDE_PACKAGE_ROOT,
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "IPYTHONDIR": "/tmp/home/.ipython",
+        "JUPYTER_RUNTIME_DIR": "/tmp/runtime",
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": "/tmp/home/.config/matplotlib",
+        "TRITON_CACHE_DIR": "/tmp/home/.triton/cache",  # private: a shared cache could be poisoned
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1"),
+        "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
+    }
+    for k in ("SOFTMAX_LAB_DEVICE", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET", "NVIDIA_VISIBLE_DEVICES"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    env.update(extra or {})
+    return env
+
+
+# --------------------------------------------------------------------------------------------- scratch folders
+
+
+def scratch_parent() -> Path:
+    return Path(tempfile.gettempdir())
+
+
+def new_scratch() -> Path:
+    """A fresh scratch folder for one run, named with the grader's pid (so a later start can clean it up)."""
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=str(scratch_parent())))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_scratch(min_age_s: float = 5.0) -> int:
+    """Delete scratch folders left by graders that no longer run (killed with kill -9, a power cut).
+    Returns how many were removed."""
+    removed = 0
+    try:
+        entries = list(scratch_parent().iterdir())
+    except OSError:
+        return 0
+    for p in entries:
+        if not p.name.startswith(SCRATCH_PREFIX) or not p.is_dir() or p.is_symlink():
+            continue
+        rest = p.name[len(SCRATCH_PREFIX):]
+        pid = rest.split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue  # a grader that still runs (this one included) owns it
+        try:
+            if time.time() - p.stat().st_mtime < min_age_s:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed += not p.exists()
+    return removed
