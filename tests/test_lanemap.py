@@ -52,3 +52,72 @@ def test_draw_returns_a_picture_and_prints_findings(capsys):
     assert "mask the store" in capsys.readouterr().out
     with pytest.raises(ValueError, match="small input"):
         lanemap.lane_map(fused_softmax, torch.randn(100, 100, device=DEVICE))
+
+
+# --- the lane map after a FAIL in the chapters' kernel checks -------------------------------------------------
+
+import importlib.util  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import nbformat  # noqa: E402
+
+from softmax_lab.checks import ch02, ch04, ch05, ch06, ch08  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"
+CHAPTERS = [  # (solution notebook, exercise, checks module, check, the launcher's name)
+    ("02_masks_and_padding.ipynb", "ch02-masked-load-store", ch02, ch02.check_masked_rows, "softmax_rows"),
+    ("04_three_kernels_to_one.ipynb", "ch04-fused", ch04, ch04.check_fused, "my_fused_softmax"),
+    ("05_online_softmax.ipynb", "ch05-online-kernel", ch05, ch05.check_online_softmax, "online_softmax"),
+    ("06_half_precision_and_attention.ipynb", "ch06-masked", ch06, ch06.check_masked_softmax,
+     "masked_attention_softmax"),
+    ("08_backward.ipynb", "ch08-backward", ch08, ch08.check_softmax_backward, "softmax_backward"),
+]
+
+
+def exercise(notebook, ex, tmp_path, edit=None):
+    nb = nbformat.read(ROOT / "solutions" / notebook, as_version=4)
+    source = next(c.source for c in nb.cells if f"exercise:{ex}" in c.metadata.get("tags", []))
+    source = edit(source) if edit else source
+    path = tmp_path / f"{ex.replace('-', '_')}.py"
+    path.write_text(HEADER + source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("notebook,ex,checks,check,name", CHAPTERS, ids=[c[1] for c in CHAPTERS])
+def test_solutions_draw_without_findings(notebook, ex, checks, check, name, tmp_path):
+    fn = getattr(exercise(notebook, ex, tmp_path), name)
+    x = checks.lane_input() if checks.lane_input else None
+    m = lanemap.lane_map(checks.lane_launch(fn), x if x is not None else strided())
+    assert m.findings == [], m.findings
+
+
+def test_a_failing_check_shows_the_lane_map_before_its_verdict(tmp_path, capsys):
+    # ch02 with the store's mask removed: padding lanes written into the next row and past the end.
+    def unmask(src):
+        return src.replace("tl.store(out_ptr + row * n_cols + cols, y, mask=mask)", "tl.store(out_ptr + row * n_cols + cols, y)")
+
+    fn = exercise("02_masks_and_padding.ipynb", "ch02-masked-load-store", tmp_path, unmask).softmax_rows
+    assert not ch02.check_masked_rows(fn)
+    lines = capsys.readouterr().out.strip().splitlines()
+    k = lines.index("lane map on a 4 x 10 view with rows 10 apart:")
+    assert any("mask the store" in line for line in lines[k + 1:-1])
+    assert lines[-1].startswith("ch02-masked-load-store: FAILED"), "the verdict line stays last (the grader reads it)"
+
+
+def test_a_blank_exercise_gets_no_lane_map(tmp_path, capsys):
+    nb = nbformat.read(ROOT / "solutions" / "04_three_kernels_to_one.ipynb", as_version=4)
+    from softmax_lab import build
+
+    blank = build.learner_notebook(nb)
+    source = next(c.source for c in blank.cells if "exercise:ch04-fused" in c.metadata.get("tags", []))
+    path = tmp_path / "blank_fused.py"
+    path.write_text(HEADER + source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert not ch04.check_fused(module.my_fused_softmax)
+    assert "lane map" not in capsys.readouterr().out

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+import softmax_lab
 from softmax_lab import pictures, widgets
 from softmax_lab.kernels import three_pass_softmax
 from softmax_lab.memcount import count_calls
@@ -50,7 +51,7 @@ def test_split_row_combines_to_the_whole_row():
 
 
 def test_dataflow_bytes_are_what_three_pass_really_moves():
-    x = torch.randn(3, 40)
+    x = torch.randn(3, 40, device=softmax_lab.DEVICE)
     _, counted = count_calls(three_pass_softmax, x)
     assert counted.load_bytes + counted.store_bytes == pictures.three_pass_bytes(3, 40, 4)
     assert any("80.1 MiB moved" in t for t in (a.get_title(loc="left") for a in pictures.dataflow(4096, 1024).axes))

@@ -7,6 +7,8 @@ import pytest
 
 from softmax_lab import build, web
 
+pytest.importorskip("nbconvert", reason="the web edition needs nbconvert (in requirements/lab.txt)")
+
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 

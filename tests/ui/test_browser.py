@@ -222,6 +222,20 @@ def fill_exercise(page, lab, learner: Path, solution: Path, rel: str, label: str
              f"the check of the blank exercise {ex} should print '{ex}: FAILED ...', it shows:\n{before[-800:]}")
     nb.log(f"blank exercise {ex}: its check says FAILED")
 
+    unmasked = answer.replace("tl.store(out_ptr + row * n_cols + cols, y, mask=mask)",
+                              "tl.store(out_ptr + row * n_cols + cols, y)")
+    if unmasked != answer:  # a real mistake: the check draws the kernel's lanes beside its FAIL lines
+        nb.replace_source(index, unmasked)
+        nb.run_cells(index, 2, 120)
+        wrong = check_output(nb, index + 1)
+        drawn = nb.cell_locator(index + 1).locator(".jp-OutputArea img")
+        nb.check(f"{ex}: FAILED" in wrong and "lane map on a" in wrong and "mask the store" in wrong
+                 and drawn.count() >= 1, f"an unmasked store should fail with a lane map; the check shows:\n{wrong[-800:]}")
+        with nb.step("taking the lane-map screenshot"):
+            drawn.first.evaluate("n => n.scrollIntoView({block: 'center'})")
+            nb.screenshot(f"{label}-lanemap")
+        nb.log(f"unmasked store in {ex}: FAILED, lane map shown")
+
     nb.replace_source(index, answer)
     nb.run_cells(index, 2, 120)
     after = check_output(nb, index + 1)

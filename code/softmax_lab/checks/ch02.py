@@ -12,7 +12,8 @@ import triton
 
 from ..testing import BOUNDARY_SHAPES
 from ._pitfalls import Verdict, random_rows, softmax_problem
-from .common import Report
+from .common import Report, _returned, lane_map_of
+from ..device import DEVICE as _DEVICE
 
 __all__ = ["check_masked_rows", "MASK_CASES"]
 
@@ -25,9 +26,19 @@ MASK_CASES = [
 ]
 
 
+def lane_launch(softmax_rows):
+    """How the lane map (shown after a FAIL) runs the learner's launcher on one input."""
+    return lambda x: _returned(softmax_rows(x, out := torch.empty_like(x)), out)
+
+
+def lane_input():
+    """Contiguous rows: this chapter's kernel steps from row to row by n_cols (strides come in chapter 4)."""
+    return torch.randn(4, 10, generator=torch.Generator().manual_seed(0)).to(_DEVICE)
+
+
 def check_masked_rows(softmax_rows) -> Verdict:
     """Print PASS/FAIL per case and a summary line; True when all pass."""
-    report = Report("ch02-masked-load-store")
+    report = Report("ch02-masked-load-store", drawing=lane_map_of(lane_launch(softmax_rows), lane_input))
     for name, values in MASK_CASES:
         report.run(name, lambda v=values: softmax_problem(softmax_rows, v, triton.next_power_of_2))
     return Verdict(report.show())

@@ -15,7 +15,7 @@ import triton
 from ..device import DEVICE
 from ..testing import BOUNDARY_SHAPES
 from ._pitfalls import Verdict, quiet, random_rows, softmax_problem
-from .common import Report
+from .common import Report, _returned, lane_map_of
 
 __all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES"]
 
@@ -80,9 +80,17 @@ def check_traffic(three_pass_traffic, fused_traffic) -> Verdict:
     return Verdict(report.show())
 
 
+def lane_launch(fused_softmax):
+    """How the lane map (shown after a FAIL) runs the learner's launcher on one small strided input."""
+    return lambda x: _returned(fused_softmax(x, out := torch.empty_like(x)), out)
+
+
+lane_input = None  # the default: 4 rows of 10 inside rows of 14
+
+
 def check_fused(fused_softmax) -> Verdict:
     """Print PASS/FAIL per case and a summary line; True when all pass."""
-    report = Report("ch04-fused")
+    report = Report("ch04-fused", drawing=lane_map_of(lane_launch(fused_softmax)))
     for name, values, step in FUSED_CASES:
         report.run(name, lambda v=values, s=step: softmax_problem(fused_softmax, v, triton.next_power_of_2,
                                                                   strided_cols=s))

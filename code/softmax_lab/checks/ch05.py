@@ -22,7 +22,7 @@ from ..device import DEVICE
 from ..reference import softmax_ref
 from ..testing import compare, poisoned_like, randn
 from ._pitfalls import Verdict
-from .common import Report
+from .common import Report, _returned, lane_map_of
 
 __all__ = ["check_online_update", "check_online_softmax"]
 
@@ -197,9 +197,17 @@ def _cases(seed: int = 50):
         "rows are not contiguous: step between rows with the row stride, not n_cols"
 
 
+def lane_launch(online_softmax):
+    """How the lane map (shown after a FAIL) runs the learner's launcher on one small strided input."""
+    return lambda x: _returned(online_softmax(x, out := torch.empty_like(x), BLOCK=4), out)
+
+
+lane_input = None  # the default: 4 rows of 10 inside rows of 14
+
+
 def check_online_softmax(online_softmax) -> Verdict:
     """Exercise ch05-online-kernel: ``online_softmax(x, out, BLOCK=...)`` for rows longer than one block."""
-    report = Report("ch05-online-kernel")
+    report = Report("ch05-online-kernel", drawing=lane_map_of(lane_launch(online_softmax)))
     for name, x, block, pitfall in _cases():
         report.run(name, lambda x=x, block=block, pitfall=pitfall: online_problem(online_softmax, x, block,
                                                                                   pitfall))

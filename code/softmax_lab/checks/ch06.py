@@ -15,7 +15,8 @@ from ..reference import masked_softmax_ref
 from ..testing import TOLERANCES, poisoned_like, randn
 from .ch05 import quiet
 from ._pitfalls import Verdict
-from .common import Report
+from .common import Report, lane_map_of
+from ..device import DEVICE as _DEVICE
 
 __all__ = ["check_masked_softmax"]
 
@@ -133,9 +134,24 @@ def _cases(seed: int = 60):
         True, _pad([16, 2]), False
 
 
+def lane_launch(masked_softmax):
+    """How the lane map (shown after a FAIL) runs the learner's launcher: S x S causal scores, as [1, 1, S, S]."""
+    def causal(x):
+        out = torch.empty_like(x)
+        masked_softmax(x[None, None], out[None, None], causal=True, left_pad=None)
+        return out
+
+    return causal
+
+
+def lane_input():
+    """6 x 6 scores inside rows of 9: the padding and the row stride both show."""
+    return torch.randn(6, 9, generator=torch.Generator().manual_seed(0)).to(_DEVICE)[:, :6]
+
+
 def check_masked_softmax(masked_softmax) -> Verdict:
     """Exercise ch06-masked: ``masked_softmax(scores, out, causal=..., left_pad=...)`` on [B, H, S, S] scores."""
-    report = Report("ch06-masked")
+    report = Report("ch06-masked", drawing=lane_map_of(lane_launch(masked_softmax), lane_input))
     for name, scores, causal, left_pad, strict in _cases():
         report.run(name, lambda s=scores, c=causal, p=left_pad, st=strict: masked_problem(masked_softmax, s, c, p,
                                                                                            st))

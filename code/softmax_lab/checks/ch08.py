@@ -14,7 +14,8 @@ from ..reference import softmax_backward_ref, softmax_ref
 from ..testing import TOLERANCES, poisoned_like, randn
 from .ch05 import quiet
 from ._pitfalls import Verdict
-from .common import Report
+from .common import Report, _returned, lane_map_of
+from ..device import DEVICE as _DEVICE
 
 __all__ = ["check_softmax_backward"]
 
@@ -95,9 +96,19 @@ def _cases(seed: int = 80):
         "rows are not contiguous: use each tensor's own row stride"
 
 
+def lane_launch(softmax_backward):
+    """How the lane map (shown after a FAIL) runs the learner's launcher: y drawn, dy = 1 everywhere."""
+    return lambda y: _returned(softmax_backward(y, torch.ones_like(y), out := torch.empty_like(y)), out)
+
+
+def lane_input():
+    """A softmax output of 4 contiguous rows of 10 (y, as the backward kernel receives it)."""
+    return torch.softmax(torch.randn(4, 10, generator=torch.Generator().manual_seed(0)), -1).to(_DEVICE)
+
+
 def check_softmax_backward(softmax_backward) -> Verdict:
     """Exercise ch08-backward: ``softmax_backward(y, dy, out)`` returns dx = y * (dy - sum(dy * y))."""
-    report = Report("ch08-backward")
+    report = Report("ch08-backward", drawing=lane_map_of(lane_launch(softmax_backward), lane_input))
     for name, y, dy, pitfall in _cases():
         report.run(name, lambda y=y, dy=dy, p=pitfall: backward_problem(softmax_backward, y, dy, p))
     return Verdict(report.show())
