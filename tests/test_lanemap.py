@@ -75,12 +75,13 @@ CHAPTERS = [  # (solution notebook, exercise, checks module, check, the launcher
 ]
 
 
-def exercise(notebook, ex, tmp_path, edit=None):
-    nb = nbformat.read(ROOT / "solutions" / notebook, as_version=4)
+def exercise(notebook, ex, tmp_path, edit=None, folder_nb=None):
+    """The exercise cell (of the solution, or of ``folder_nb``, a notebook object), optionally edited, imported
+    from a real file (Triton needs the source)."""
+    nb = folder_nb or nbformat.read(ROOT / "solutions" / notebook, as_version=4)
     source = next(c.source for c in nb.cells if f"exercise:{ex}" in c.metadata.get("tags", []))
-    source = edit(source) if edit else source
     path = tmp_path / f"{ex.replace('-', '_')}.py"
-    path.write_text(HEADER + source + "\n")
+    path.write_text(HEADER + (edit(source) if edit else source) + "\n")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -109,15 +110,9 @@ def test_a_failing_check_shows_the_lane_map_before_its_verdict(tmp_path, capsys)
 
 
 def test_a_blank_exercise_gets_no_lane_map(tmp_path, capsys):
-    nb = nbformat.read(ROOT / "solutions" / "04_three_kernels_to_one.ipynb", as_version=4)
     from softmax_lab import build
 
-    blank = build.learner_notebook(nb)
-    source = next(c.source for c in blank.cells if "exercise:ch04-fused" in c.metadata.get("tags", []))
-    path = tmp_path / "blank_fused.py"
-    path.write_text(HEADER + source + "\n")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    blank = build.learner_notebook(nbformat.read(ROOT / "solutions" / "04_three_kernels_to_one.ipynb", as_version=4))
+    module = exercise(None, "ch04-fused", tmp_path, folder_nb=blank)
     assert not ch04.check_fused(module.my_fused_softmax)
     assert "lane map" not in capsys.readouterr().out
