@@ -432,3 +432,15 @@ def test_backward_launcher_validates_its_knobs(knob):
     y = torch.softmax(torch.randn(2, 8, device=softmax_lab.DEVICE), -1)
     with pytest.raises(ValueError, match=next(iter(knob))):
         softmax_backward(y, torch.randn_like(y), **knob)
+
+
+def test_direct_op_calls_refuse_forward_ad_instead_of_dropping_tangents():
+    import softmax_lab.op  # noqa: F401  (registers the operators)
+
+    x, t = randn((2, 5), device=softmax_lab.DEVICE), randn((2, 5), device=softmax_lab.DEVICE)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, t)
+        with pytest.raises(RuntimeError, match="forward-mode AD"):
+            torch.ops.softmax_lab.softmax(dual, 1)
+        y = softmax_lab.softmax(dual, 1)  # the public function carries the tangent
+        assert fwAD.unpack_dual(y).tangent is not None

@@ -85,21 +85,31 @@ def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
 # ---------------------------------------------------------------------------------------------------------
 # The operators, their fake implementations and vmap rules.
 
+def _refuse_tangents(op: str, *tensors: Tensor) -> None:
+    """Called directly under forward-mode AD, a custom op would drop the tangents without a word: refuse."""
+    if any(forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+        raise RuntimeError(f"torch.ops.softmax_lab.{op} does not carry forward-mode AD tangents; call "
+                           "softmax_lab.softmax(...) instead, which implements the jvp y·(ẋ - Σ y·ẋ)")
+
+
 @torch.library.custom_op("softmax_lab::softmax", mutates_args=())
 def softmax_op(x: Tensor, dim: int) -> Tensor:
     """Softmax of ``x`` along ``dim`` (0 <= dim < x.dim(), or 0 for a 0-d x); a new contiguous tensor."""
+    _refuse_tangents("softmax", x)
     return _softmax_impl(x, dim)
 
 
 @torch.library.custom_op("softmax_lab::softmax_backward", mutates_args=())
 def softmax_backward_op(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     """dx = y·(dy - Σ dy·y) along ``dim``, for y = softmax(x) and the incoming gradient dy."""
+    _refuse_tangents("softmax_backward", y, dy)
     return _backward_impl(y, dy, dim)
 
 
 @torch.library.custom_op("softmax_lab::masked_softmax", mutates_args=())
 def masked_softmax_op(x: Tensor, mask: Tensor, dim: int) -> Tensor:
     """Softmax of ``x`` along ``dim`` under ``mask`` (bool: True takes part; float: added; broadcast to x)."""
+    _refuse_tangents("masked_softmax", x, mask)
     return _masked_impl(x, mask, dim)
 
 
