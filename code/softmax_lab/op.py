@@ -335,19 +335,9 @@ def _setup_softmax(ctx, inputs, output):
     ctx.save_for_backward(output)
 
 
-def _softmax_op_backward(ctx, dy):
-    (y,) = ctx.saved_tensors
-    return softmax_backward(y, dy, ctx.dim), None
-
-
 def _setup_backward(ctx, inputs, output):
     y, dy, ctx.dim = inputs
     ctx.save_for_backward(y, dy)
-
-
-def _backward_op_backward(ctx, g):
-    y, dy = ctx.saved_tensors
-    return (*_backward_grads(y, dy, g, ctx.dim, ctx.needs_input_grad[0], ctx.needs_input_grad[1]), None)
 
 
 def _setup_masked(ctx, inputs, output):
@@ -356,13 +346,10 @@ def _setup_masked(ctx, inputs, output):
     ctx.save_for_backward(output)
 
 
-def _masked_op_backward(ctx, dy):
-    return _MaskedRules.backward(ctx, dy)
-
-
-softmax_op.register_autograd(_softmax_op_backward, setup_context=_setup_softmax)
-softmax_backward_op.register_autograd(_backward_op_backward, setup_context=_setup_backward)
-masked_softmax_op.register_autograd(_masked_op_backward, setup_context=_setup_masked)
+# The backward formulas are the autograd.Functions' own (the Rules classes above).
+softmax_op.register_autograd(_SoftmaxRules.backward, setup_context=_setup_softmax)
+softmax_backward_op.register_autograd(_BackwardRules.backward, setup_context=_setup_backward)
+masked_softmax_op.register_autograd(_MaskedRules.backward, setup_context=_setup_masked)
 
 
 # ---------------------------------------------------------------------------------------------------------
