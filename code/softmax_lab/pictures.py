@@ -25,14 +25,14 @@ FONT = 11
 
 
 def fmt(v: float) -> str:
-    """A value as short text: -inf, nan, integers plainly, else 4 digits."""
+    """A value as short text (the widgets' text uses it too): -inf, nan, integers plainly, else 4 digits."""
     if v != v:
         return "nan"
     if math.isinf(v):
         return "-inf" if v < 0 else "inf"
-    if v == int(v) and abs(v) < 1e6:
+    if v == int(v):
         return str(int(v))
-    return f"{v:.4f}" if abs(v) >= 1e-3 else f"{v:.1e}"
+    return f"{v:.4f}" if abs(v) >= 1e-4 else f"{v:.2e}"
 
 
 def png(fig: Figure, dpi: int = 100) -> bytes:

@@ -73,25 +73,23 @@ class Stepper(widgets.VBox):
         self.prev_button.disabled = self.index == 0
         self.next_button.disabled = self.index == len(self.steps) - 1
         if self.image is not None:
-            data = self.png(self.index)
-            self.image.value = data
-            self.image.layout.width = f"{int.from_bytes(data[16:20], 'big')}px"  # natural size (PNG header)
+            _show_png(self.image, self.png(self.index))
 
 
 def trace_stepper(row, block: int | None = None, pad: float = float("-inf"), title: str = "") -> Stepper:
     """The stable softmax of your own ``row``, step by step, drawn as lanes (padded to ``block`` lanes)."""
     block = block or len(row)
     steps = pictures.trace_steps(row, block, pad)
-    shown = [(name, f"{name} = " + (_fmt(v[0]) if len(v) == 1 else "[" + ", ".join(_fmt(u) for u in v) + "]"))
+    shown = [(name, f"{name} = " + (pictures.fmt(v[0]) if len(v) == 1 else "[" + ", ".join(pictures.fmt(u) for u in v) + "]"))
              for name, v in steps]
-    return Stepper(shown, title=title or f"softmax of [{', '.join(_fmt(float(v)) for v in row)}]",
+    return Stepper(shown, title=title or f"softmax of [{', '.join(pictures.fmt(float(v)) for v in row)}]",
                    picture=lambda i: pictures.trace(row, block, pad, highlight=i))
 
 
 def online_stepper(row, tile: int, title: str = "") -> Stepper:
     """Online softmax of your own ``row`` in tiles of ``tile``: the running (m, l) drawn after each tile."""
     states = pictures.online_states(row, tile)
-    steps = [(f"tile {k + 1} = [{', '.join(_fmt(v) for v in t)}]", f"m = {_fmt(m)}, l = {l:.3f}")
+    steps = [(f"tile {k + 1} = [{', '.join(pictures.fmt(v) for v in t)}]", f"m = {pictures.fmt(m)}, l = {l:.3f}")
              for k, (t, m, l) in enumerate(states)]
     return Stepper(steps, title=title or f"online softmax, tiles of {tile}",
                    picture=lambda i: pictures.online_walk(row, tile, highlight=i))
@@ -100,30 +98,19 @@ def online_stepper(row, tile: int, title: str = "") -> Stepper:
 def padding_trace(row, block: int, pad: float) -> list[tuple[str, list[float]]]:
     """What one program computes for ``row`` in a block of ``block`` lanes whose padding lanes read ``pad``.
 
-    Returns [(step, values per lane)] in float32, as a kernel would: loaded, minus max, exp, sum, output.
+    Returns [(step, values per lane)] in float32, as a kernel would: loaded, minus max, exp, sum, output
+    (``pictures.trace_steps``, named as this chapter names them; the output only on the row's own lanes).
     """
-    import torch
-
-    n = len(row)
-    if block < n:
-        raise ValueError(f"block ({block}) must hold the row ({n})")
-    x = torch.tensor(list(row) + [pad] * (block - n), dtype=torch.float32)
-    m = x.max()
-    e = torch.exp(x - m)
-    s = e.sum()
-    y = e / s
-    return [("loaded lanes", x.tolist()), ("max", [m.item()]), ("x - max", (x - m).tolist()),
-            ("exp(x - max)", e.tolist()), ("sum", [s.item()]), ("output (stored lanes only)", y[:n].tolist())]
+    names = ["loaded lanes", "max", "x - max", "exp(x - max)", "sum", "output (stored lanes only)"]
+    steps = [(name, values) for name, (_, values) in zip(names, pictures.trace_steps(row, block, pad))]
+    steps[-1] = (steps[-1][0], steps[-1][1][:len(row)])
+    return steps
 
 
-def _fmt(v: float) -> str:
-    if v != v:
-        return "nan"
-    if v in (float("inf"), float("-inf")):
-        return "-inf" if v < 0 else "inf"
-    if v == int(v):
-        return str(int(v))
-    return f"{v:.4f}" if abs(v) >= 1e-4 else f"{v:.2e}"
+def _show_png(image: widgets.Image, data: bytes) -> None:
+    """Show PNG ``data`` in ``image`` at its natural width (read from the PNG header)."""
+    image.value = data
+    image.layout.width = f"{int.from_bytes(data[16:20], 'big')}px"
 
 
 class PaddingExplorer(widgets.VBox):
@@ -156,13 +143,7 @@ class PaddingExplorer(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs):
         # Where no widget runs (GitHub, nbviewer, the web edition): both paddings as text, and the -inf drawing.
         bundle = super()._repr_mimebundle_(**kwargs)
-        current = self.toggle.value
-        texts = []
-        for name in self.PADS:
-            self.toggle.value = name
-            texts.append(self.text)
-        self.toggle.value = current
-        bundle["text/plain"] = "\n\n".join(texts)
+        bundle["text/plain"] = "\n\n".join(self._text(name) for name in self.PADS)
         bundle["image/png"] = base64.b64encode(self.png("-inf")).decode("ascii")
         return bundle
 
@@ -175,8 +156,12 @@ class PaddingExplorer(widgets.VBox):
 
     @property
     def text(self) -> str:
-        lines = [f"row {self.row} in a block of {self.block}, padding = {self.toggle.value}"]
-        lines += [f"{name:<28}" + "  ".join(_fmt(v) for v in values) for name, values in self.steps]
+        return self._text(self.toggle.value)
+
+    def _text(self, name: str) -> str:
+        lines = [f"row {self.row} in a block of {self.block}, padding = {name}"]
+        lines += [f"{step:<28}" + "  ".join(pictures.fmt(v) for v in values)
+                  for step, values in padding_trace(self.row, self.block, self.PADS[name])]
         return "\n".join(lines)
 
     def _render(self) -> None:
@@ -187,23 +172,21 @@ class PaddingExplorer(widgets.VBox):
             for i, v in enumerate(values):
                 pad_lane = len(values) == self.block and i >= n
                 style = " style='color:#b00'" if pad_lane else ""
-                cells.append(f"<td{style}>{html.escape(_fmt(v))}</td>")
+                cells.append(f"<td{style}>{html.escape(pictures.fmt(v))}</td>")
             rows.append(f"<tr><th style='text-align:left'>{html.escape(name)}</th>{''.join(cells)}</tr>")
         self.view.value = ("<table class='softmax-lab-padding-table'>" + "".join(rows) + "</table>"
                            "<small>red: padding lanes (never stored, but they take part in max and sum)</small>")
-        data = self.png(self.toggle.value)
-        self.image.value = data
-        self.image.layout.width = f"{int.from_bytes(data[16:20], 'big')}px"
+        _show_png(self.image, self.png(self.toggle.value))
 
 
 def padding_stepper(row, block: int = 4, pad: float = float("-inf"), title: str = "") -> Stepper:
     """A Stepper through ``padding_trace``: what one program computes for ``row``, one step at a time."""
-    steps = []
-    for name, values in padding_trace(row, block, pad):
-        shown = _fmt(values[0]) if len(values) == 1 else "[" + ", ".join(_fmt(v) for v in values) + "]"
-        steps.append((name, f"{name} = {shown}"))
-    shown_row = "[" + ", ".join(_fmt(v) for v in row) + "]"
-    drawn = pictures.trace_steps(row, block, pad)
-    drawn[-1] = (drawn[-1][0] + " (stored lanes only)", drawn[-1][1][:len(row)] + [float("nan")] * (block - len(row)))
-    return Stepper(steps, title=title or f"{shown_row} in a block of {block}, padding lanes read {_fmt(pad)}",
-                   picture=lambda i: pictures.lanes(drawn, len(row), i, title=f"{shown_row}, padding reads {_fmt(pad)}"))
+    fmt = pictures.fmt
+    trace = padding_trace(row, block, pad)
+    steps = [(name, f"{name} = " + (fmt(v[0]) if len(v) == 1 else "[" + ", ".join(fmt(u) for u in v) + "]"))
+             for name, v in trace]
+    shown_row = "[" + ", ".join(fmt(v) for v in row) + "]"
+    name, stored = trace[-1]  # drawn over the whole block: the padding lanes are "not stored" (nan)
+    drawn = trace[:-1] + [(name, stored + [float("nan")] * (block - len(row)))]
+    return Stepper(steps, title=title or f"{shown_row} in a block of {block}, padding lanes read {fmt(pad)}",
+                   picture=lambda i: pictures.lanes(drawn, len(row), i, title=f"{shown_row}, padding reads {fmt(pad)}"))
