@@ -266,7 +266,9 @@ def count_memory(kernel, grid, *args, **kwargs) -> MemoryCount:
 
 def count_calls(fn: Callable, *args, _guard: bool = False, **kwargs):
     """Call ``fn(*args, **kwargs)`` (e.g. a launcher like ``three_pass_softmax(x)``) with every Triton kernel it
-    launches run through the counting interpreter. Returns ``(fn's result, MemoryCount)`` summed over launches."""
+    launches run through the counting interpreter. Returns ``(fn's result, MemoryCount)`` summed over launches.
+    ``_guard=True`` (for ``softmax_lab.lanemap``) switches off, and logs, lanes outside every tensor of a launch;
+    the underscore keeps the name out of the way of ``fn``'s own keyword arguments."""
     count = MemoryCount()
 
     def counted_run(self, *a, grid, warmup=False, **kw):
