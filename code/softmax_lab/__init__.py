@@ -2,16 +2,38 @@
 
 ``import softmax_lab`` first: it picks the device (CUDA GPU, or the CPU through Triton's interpreter) before
 any ``@triton.jit`` kernel is defined, in this package or in your notebook.
+
+How: a kernel needs ``import triton``, so the device is picked (``softmax_lab.device``) just before triton is
+first imported, or right away when torch or triton already is. Until then nothing heavy is loaded, so the
+``softmax-lab`` command, the course tools (``softmax_lab.course``) and the grader (``softmax_lab.grading``)
+never import torch.
 """
-from .device import DEVICE, ON_GPU, describe  # noqa: F401  (must stay the first import)
+import sys as _sys
 
 __version__ = "0.1.0"
-WHERE = describe()
+_DEVICE_NAMES = ("DEVICE", "ON_GPU", "WHERE", "describe")
+
+
+class _DeviceBeforeTriton:
+    """An import hook (on ``sys.meta_path``) that runs ``softmax_lab.device`` when ``triton`` is first imported,
+    then steps aside: the normal import of triton follows, with ``TRITON_INTERPRET`` already decided."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "triton" and self in _sys.meta_path:
+            _sys.meta_path.remove(self)
+            from . import device  # noqa: F401  (torch only; it does not import triton)
+        return None  # let the ordinary finders load triton
+
+
+if "torch" in _sys.modules or "triton" in _sys.modules:
+    from . import device as _device  # noqa: F401  (nothing to save: pick the device now)
+else:
+    _sys.meta_path.insert(0, _DeviceBeforeTriton())
 
 
 def doctor(verbose: bool = True) -> bool:
     """Check the environment; print one line per check and the fix for each problem. True when all pass."""
-    from .checkup import run_doctor
+    from .doctor import run_doctor
 
     return run_doctor(verbose=verbose)
 
@@ -39,6 +61,13 @@ def check(*notebooks: str) -> bool:
 
 def __getattr__(name):
     # Heavier pieces load on first use so that `import softmax_lab` stays quick.
+    if name in _DEVICE_NAMES:
+        from . import device
+
+        values = {"DEVICE": device.DEVICE, "ON_GPU": device.ON_GPU, "describe": device.describe}
+        values["WHERE"] = device.describe()
+        globals().update(values)
+        return values[name]
     if name == "softmax":  # the operator (softmax_lab/op.py); no submodule is named `softmax`, so nothing hides it
         from .op import softmax as fn
 

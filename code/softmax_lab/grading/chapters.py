@@ -1,8 +1,9 @@
 """The chapters a submission can belong to, how a submission is matched to one, and the grafted notebook.
 
 A chapter is read from its solution notebook (``solutions/NN_slug.ipynb``): its exercises (cells tagged
-``exercise:<id>`` + ``points:<n>``, each followed by its ``check:<id>`` cell) and its free-text questions
-(``question:<id>`` + ``points:<n>``, the ``answer:<id>`` cell after it, and the ``rubric:<id>`` cell).
+``exercise:<id>``, each followed by its ``check:<id>`` cell) and its free-text questions (``question:<id>``,
+the ``answer:<id>`` cell after it, and the ``rubric:<id>`` cell). Points come from the exercise registry
+(``softmax_lab.course.registry``), never from the notebook.
 
 Grafting: a copy of the solution notebook in which only the exercise cells' sources are replaced by the
 learner's. Every other cell (setup, demonstrations, and the checks with their stored outputs) stays the
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import nbformat
 
-from ..build import has_solution, strip_solutions, tag_value
+from ..course import registry as _registry
+from ..course.notebook import has_solution, strip_solutions, tag_value
 
 CHECK_OUTPUT = "nbval-check-output"
 # nbval obeys these comments in a cell's source; a learner's exercise cell must not switch checking off.
@@ -61,15 +63,16 @@ class Chapter:
         return f"chapter {self.chapter} ({self.title})" if self.title else f"chapter {self.chapter}"
 
 
-def _points(cell) -> int:
-    value = tag_value(cell, "points:")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
+def _points(registry: _registry.Registry, ident: str, path: Path) -> int:
+    points = registry.points(ident)
+    if points is None:
+        raise _registry.RegistryError(f"{path.name}: {ident} is not in the exercise registry "
+                                      "(softmax_lab/course/exercises/chNN.toml, or --registry DIR)")
+    return points
 
 
-def load_chapter(path: Path) -> Chapter:
+def load_chapter(path: Path, registry: _registry.Registry | None = None) -> Chapter:
+    registry = registry or _registry.load()
     nb = nbformat.read(str(path), as_version=4)
     meta = nb.metadata.get("softmax_lab", {})
     chapter = str(meta.get("chapter") or path.name.split("_")[0])
@@ -80,19 +83,21 @@ def load_chapter(path: Path) -> Chapter:
         if ex is not None:
             check = next((j for j in range(k + 1, len(nb.cells)) if tag_value(nb.cells[j], "check:") == ex), None)
             blank = strip_solutions(cell.source, "code", ex) if has_solution(cell.source) else cell.source
-            ch.exercises.append(Exercise(ex, _points(cell), k, check, blank))
+            ch.exercises.append(Exercise(ex, _points(registry, ex, path), k, check, blank))
         q = tag_value(cell, "question:")
         if q is not None:
             answer = next((c.source for c in nb.cells if tag_value(c, "answer:") == q), "")
-            ch.questions.append(Question(q, _points(cell), cell.source, answer, rubrics.get(q, "")))
+            ch.questions.append(Question(q, _points(registry, q, path), cell.source, answer, rubrics.get(q, "")))
     return ch
 
 
-def load_chapters(solutions: Path) -> dict[str, Chapter]:
-    """Every solution notebook in ``solutions`` that has exercises or questions, by chapter number."""
+def load_chapters(solutions: Path, registry: _registry.Registry | None = None) -> dict[str, Chapter]:
+    """Every solution notebook in ``solutions`` that has exercises or questions, by chapter number; points from
+    ``registry`` (default: the course's)."""
+    registry = registry or _registry.load()
     chapters: dict[str, Chapter] = {}
     for path in sorted(Path(solutions).glob("*.ipynb")):
-        ch = load_chapter(path)
+        ch = load_chapter(path, registry)
         if ch.exercises or ch.questions:
             if ch.chapter in chapters:
                 raise ValueError(f"{path.name} and {chapters[ch.chapter].path.name} both say chapter {ch.chapter}")

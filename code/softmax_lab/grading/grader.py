@@ -14,10 +14,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import hints
 from .chapters import Chapter, InvalidNotebook, answers, graft, match_chapter, read_submission
-from .runner import DEFAULT_SANITIZE, Limits, RunResult, code_cell_numbers, run_notebook
+from ..course import sanitize_config
+from .runner import Limits, RunResult, code_cell_numbers, run_notebook
 
-COLUMNS = ["submission", "chapter", "exercise", "points", "max_points", "status", "message"]
+COLUMNS = ["submission", "chapter", "exercise", "points", "max_points", "status", "hints", "message"]
 STATUSES = ("passed", "failed", "error", "timeout", "missing")
 GRADER_TROUBLE = "the grader could not run this notebook"  # rows saying so are graded again on a rerun
 _SUMMARY = re.compile(r"^(?P<id>\S+): (PASSED|FAILED) \((?P<k>\d+)/(?P<n>\d+) checks passed\)\s*$", re.MULTILINE)
@@ -26,11 +28,12 @@ _SUMMARY = re.compile(r"^(?P<id>\S+): (PASSED|FAILED) \((?P<k>\d+)/(?P<n>\d+) ch
 @dataclass
 class Options:
     limits: Limits = field(default_factory=Limits)
-    sanitize: str = DEFAULT_SANITIZE
+    sanitize: str = field(default_factory=sanitize_config)  # nbval's sanitizer (course/data/nbval_sanitize.cfg)
     expected_chapter: str | None = None  # --chapter: a notebook of another chapter scores 'missing'
     partial: bool = False                # award points * k/n of the grader's own checks for a failed exercise
     judge: bool = True                   # launch the learner's code on fresh inputs outside nbval (judge.py)
     seed: int | None = None              # the judge's inputs; None: fresh from os.urandom per submission
+    answer_hint_cap: float = hints.DEFAULT_ANSWER_HINT_CAP  # max share of points after seeing the answer
 
 
 @dataclass
@@ -46,10 +49,12 @@ class SubmissionResult:
     log: str = ""
 
 
-def _row(submission, chapter, exercise, points, max_points, status, message) -> dict:
+def make_row(submission, chapter, exercise, points, max_points, status, message, hint_level: int = 0) -> dict:
+    """One gradebook row (COLUMNS); ``hint_level``: the highest hint the learner was shown (0: none)."""
     assert status in STATUSES, status
     return {"submission": submission, "chapter": chapter, "exercise": exercise, "points": _fmt(points),
-            "max_points": _fmt(max_points), "status": status, "message": safe_text(message).strip()}
+            "max_points": _fmt(max_points), "status": status, "hints": str(hint_level) if hint_level else "",
+            "message": safe_text(message).strip()}
 
 
 def safe_text(text: str, line_limit: int = 300, lines: int = 40) -> str:
@@ -164,10 +169,10 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
             chapter = chapters[opts.expected_chapter]
         res = SubmissionResult(name, chapter, [])
         if chapter is None:
-            res.rows.append(_row(name, "", "", 0, 0, "error", str(err)))
+            res.rows.append(make_row(name, "", "", 0, 0, "error", str(err)))
         else:
             for ex in chapter.exercises:
-                res.rows.append(_row(name, chapter.chapter, ex.id, 0, ex.points, "error", str(err)))
+                res.rows.append(make_row(name, chapter.chapter, ex.id, 0, ex.points, "error", str(err)))
         return res
 
     chapter, note = match_chapter(nb, path, chapters)
@@ -176,15 +181,15 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
         if opts.expected_chapter in chapters:
             chapter = chapters[opts.expected_chapter]
             msg = f"not a notebook of this course's chapter {chapter.chapter}: {note}"
-            return SubmissionResult(name, chapter, [_row(name, chapter.chapter, ex.id, 0, ex.points, "missing", msg)
+            return SubmissionResult(name, chapter, [make_row(name, chapter.chapter, ex.id, 0, ex.points, "missing", msg)
                                                     for ex in chapter.exercises], notes)
-        return SubmissionResult(name, None, [_row(name, "", "", 0, 0, "error", f"cannot tell the chapter: {note}")],
+        return SubmissionResult(name, None, [make_row(name, "", "", 0, 0, "error", f"cannot tell the chapter: {note}")],
                                 notes)
     if opts.expected_chapter and chapter.chapter != opts.expected_chapter and opts.expected_chapter in chapters:
         want = chapters[opts.expected_chapter]
         msg = (f"this notebook is {chapter.label()}, not {want.label()}: hand in the notebook of "
                f"{want.label()}")
-        return SubmissionResult(name, want, [_row(name, want.chapter, ex.id, 0, ex.points, "missing", msg)
+        return SubmissionResult(name, want, [make_row(name, want.chapter, ex.id, 0, ex.points, "missing", msg)
                                              for ex in want.exercises], notes)
 
     result = SubmissionResult(name, chapter, [], notes, answers(chapter, nb))
@@ -290,6 +295,7 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
     seed = opts.seed if opts.seed is not None else judge.new_seed()
     verdicts = judge.run(chapter.chapter, wanted, limits, seed) if wanted else {}
     result.seed = seed
+    used = hints.merge(hints.levels_used(nb), [h for rec in run.cells.values() for h in rec.get("hints", [])])
     for ex in chapter.exercises:
         extra = [n for n in [g.found.get(ex.id, "")] + notes if n]
         status, msg, ck_rec = decided[ex.id]
@@ -302,8 +308,9 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
         points = ex.points if status == "passed" else 0
         if status == "failed" and opts.partial:
             points = round(ex.points * _partial_fraction(jv, ck_rec, ex.id), 2)
-        msg = "\n".join([msg] + [f"note: {n}" for n in extra])
-        result.rows.append(_row(name, chapter.chapter, ex.id, points, ex.points, status, msg))
+        points, cap_note = hints.capped(points, ex.points, used.get(ex.id, 0), opts.answer_hint_cap)
+        msg = "\n".join([msg] + [f"note: {n}" for n in extra] + ([cap_note] if cap_note else []))
+        result.rows.append(make_row(name, chapter.chapter, ex.id, points, ex.points, status, msg, used.get(ex.id, 0)))
     return result
 
 

@@ -1,8 +1,12 @@
-"""A pytest plugin loaded next to nbval in the grading subprocess (copied there as ``conftest.py``).
+"""A pytest plugin loaded next to nbval in the grading subprocess (``-p softmax_lab.grading.nbval_plugin``).
+
+Importing it imports no torch (``import softmax_lab`` is light, see its docstring), so it loads as an ordinary
+plugin. nbval 0.11 drives the kernel with jupyter_client itself, not with nbclient, so nbclient's hooks do not
+reach it: the three patches below (``await_reply``, ``runtest``, ``collect``) are nbval's own extension points.
 
 It changes nothing about how nbval runs or compares cells. It only
 
-* reports every cell's result (status, message, the text the cell printed) as one JSON line on a pipe that
+* reports every cell's result (status, message, the text the cell printed, the hints it showed) as one JSON line on a pipe that
   the grader opened for it (``SOFTMAX_LAB_GRADE_CONFIG`` names the file descriptor). The kernel, where the
   learner's code runs, does not inherit that descriptor, so learner code cannot forge these lines;
 * notices a dead kernel (``os._exit``, a segfault, the memory limit) within half a second instead of waiting
@@ -26,6 +30,8 @@ from queue import Empty
 import pytest
 from nbval import kernel as nbval_kernel
 from nbval import plugin as nbval_plugin
+
+from .hints import hint_of
 
 _CONFIG = json.loads(os.environ.pop("SOFTMAX_LAB_GRADE_CONFIG", "{}"))  # the kernel does not inherit it
 
@@ -93,9 +99,12 @@ nbval_kernel.RunningKernel.await_reply = _await_reply
 
 
 def _outputs_text(outputs) -> dict:
-    stdout, stderr, other, error = [], [], [], None
+    stdout, stderr, other, error, shown = [], [], [], None, []
     for out in outputs or []:
         kind = out.get("output_type")
+        hint = hint_of(out)
+        if hint:
+            shown.append(list(hint))
         if kind == "stream":
             (stdout if out.get("name") == "stdout" else stderr).append(out.get("text", ""))
         elif kind == "error":
@@ -106,7 +115,7 @@ def _outputs_text(outputs) -> dict:
             if text:
                 other.append(text if isinstance(text, str) else "".join(text))
     return {"stdout": "".join(stdout)[-20000:], "stderr": "".join(stderr)[-4000:],
-            "display": "\n".join(other)[-4000:], "error": error}
+            "display": "\n".join(other)[-4000:], "error": error, "hints": shown[:50]}
 
 
 _orig_runtest = nbval_plugin.IPyNbCell.runtest

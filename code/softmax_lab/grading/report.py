@@ -144,6 +144,13 @@ STATUS_WORDS = {"passed": "passed", "failed": "failed", "error": "error", "timeo
                 "missing": "missing"}
 
 
+def hint_words(level: str) -> str:
+    """The gradebook's ``hints`` cell in words: '' -> 'none', '4' -> 'up to level 4 (the complete answer)'."""
+    if not level:
+        return "none"
+    return f"up to level {level}" + (" (the complete answer)" if level == "4" else "")
+
+
 def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapter],
                       answers: dict[str, dict[str, str]]) -> str:
     """Feedback for one learner: per submission, a table of exercises and each failed check's message.
@@ -160,10 +167,10 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
         total = sum(_num(r["max_points"]) for r in srows)
         out += [f"## {sub}" + (f" — {ch.label()}" if ch else ""), "",
                 f"Exercises: **{_g(got)} / {_g(total)} points**.", "",
-                "| exercise | points | result |", "|---|---|---|"]
+                "| exercise | points | result | hints used |", "|---|---|---|---|"]
         for r in srows:
             out.append(f"| {r['exercise'] or '—'} | {r['points']} / {r['max_points']} | "
-                       f"{STATUS_WORDS.get(r['status'], r['status'])} |")
+                       f"{STATUS_WORDS.get(r['status'], r['status'])} | {hint_words(r.get('hints', ''))} |")
         out.append("")
         for r in srows:
             if r["status"] != "passed" and r["message"]:

@@ -34,17 +34,6 @@ try:  # psutil comes with IPython; without it we fall back to process groups and
 except ImportError:  # pragma: no cover
     psutil = None
 
-# The same patterns as tests/nbval_sanitize.cfg (used when the checkout's copy cannot be found).
-DEFAULT_SANITIZE = """\
-[timestamps]
-regex: \\d+(\\.\\d+)? ?(ms|s|us|µs)\\b
-replace: TIME
-
-[addresses]
-regex: 0x[0-9a-f]{6,}
-replace: ADDR
-"""
-
 MAX_RECORD_BYTES = 8 * 2**20  # what the grader keeps of one run's cell records
 
 STOP = threading.Event()  # set on Ctrl-C: every running notebook is killed
@@ -136,14 +125,13 @@ class _Tree:
                 pass
 
 
+PLUGIN = "softmax_lab.grading.nbval_plugin"  # pytest -p: imports no torch into the pytest process
+
+
 def _write_config(scratch: Path, sanitize: str) -> tuple[Path, Path]:
-    """pytest.ini, conftest.py (our plugin) and nbval's sanitize config, in the folder given."""
+    """pytest.ini and nbval's sanitize config, in the folder given."""
     ini = scratch / "pytest.ini"
     ini.write_text("[pytest]\naddopts =\n", encoding="utf-8")
-    # The plugin goes in as the run's conftest.py rather than `-p softmax_lab...`: importing the package
-    # would import torch into the pytest process (seconds per submission, for nothing).
-    plugin = Path(__file__).with_name("nbval_plugin.py").read_text(encoding="utf-8")
-    (scratch / "conftest.py").write_text(plugin, encoding="utf-8")
     cfg = scratch / "nbval_sanitize.cfg"
     cfg.write_text(sanitize, encoding="utf-8")
     return ini, cfg
@@ -157,6 +145,16 @@ def _text(value, limit: int) -> str:
     if not isinstance(value, str):
         return ""
     return value.encode("utf-8", "replace").decode("utf-8", "replace")[:limit]
+
+
+def _hints(value) -> list[tuple[str, int]]:
+    """A record's hints field: (exercise, level) pairs, each validated like a notebook's hint output."""
+    from .hints import hint_of
+
+    pairs = value[:50] if isinstance(value, list) else []
+    found = [hint_of({"output_type": "display_data", "metadata": {"softmax_lab": {"hint": {
+        "exercise": p[0], "level": p[1]}}}}) for p in pairs if isinstance(p, list) and len(p) == 2]
+    return [h for h in found if h]
 
 
 def parse_record(line: str) -> dict | None:
@@ -180,7 +178,7 @@ def parse_record(line: str) -> dict | None:
         return None
     out = {"event": "end", "cell": cell, "status": status, "message": _text(rec.get("message"), 2000),
            "stdout": _text(rec.get("stdout"), 20000), "stderr": _text(rec.get("stderr"), 4000),
-           "display": _text(rec.get("display"), 4000), "error": None}
+           "display": _text(rec.get("display"), 4000), "error": None, "hints": _hints(rec.get("hints"))}
     err = rec.get("error")
     if isinstance(err, dict):
         out["error"] = {"ename": _text(err.get("ename"), 200) or "Error", "evalue": _text(err.get("evalue"), 2000),
@@ -200,7 +198,7 @@ def code_cell_numbers(nb) -> dict[int, int]:
     return out
 
 
-def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, sanitize: str = DEFAULT_SANITIZE,
+def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, sanitize: str | None = None,
                  env: dict | None = None, exercise_cells: list[int] | None = None) -> RunResult:
     """Run ``nb`` (a notebook node) under nbval in a fresh sandbox; see the module docstring.
 
@@ -208,13 +206,14 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     ``exercise_cells``: nbval cell numbers of the learner's cells (nbval markers in them are ignored).
     """
     from . import sandbox
+    from ..course import sanitize_config
 
     scratch = sandbox.new_scratch()
     grader_dir = scratch / "in"
     grader_dir.mkdir()
     # Lone surrogates (valid in JSON, not in UTF-8) become "?": the sandbox reads the notebook back as UTF-8.
     (grader_dir / "submission.ipynb").write_bytes(nbformat.writes(nb).encode("utf-8", "replace"))
-    _write_config(grader_dir, sanitize)
+    _write_config(grader_dir, sanitize_config() if sanitize is None else sanitize)
     log_path = scratch / "pytest.log"
 
     rfd, wfd = os.pipe()
@@ -225,15 +224,14 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
         child_env = sandbox.base_env({"SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
                                       "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
         child_env.update(env or {})
-        inner = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin",
+        inner = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin", "-p", PLUGIN,
                  "-p", "no:cacheprovider", "-c", "/grader/pytest.ini", "--rootdir", "/tmp",
                  "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", "/grader/nbval_sanitize.cfg",
                  "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",
                  "/tmp/work/submission.ipynb"]
         cmd = sandbox.command(inner, grader_dir=grader_dir, env=child_env, tmp_mb=limits.tmp_mb,
                               memory_mb=limits.memory_mb, rlimit_as=rlimit_as, cwd="/tmp",
-                              prelude="cp /grader/submission.ipynb /tmp/work/ && cp /grader/conftest.py /tmp/ "
-                                      "&& mkdir -p /tmp/home/.config/matplotlib")
+                              prelude="cp /grader/submission.ipynb /tmp/work/ && mkdir -p /tmp/home/.config/matplotlib")
         cwd = "/"
         post_limit = False
     else:  # --unsafe-no-sandbox: the old separate process, for trusted notebooks only
@@ -242,7 +240,6 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
         home.mkdir()
         nb_path = work / "submission.ipynb"
         shutil.copy(grader_dir / "submission.ipynb", nb_path)
-        shutil.copy(grader_dir / "conftest.py", scratch / "conftest.py")
         child_env = dict(os.environ if env is None else env)
         real_home = Path.home()
         child_env.update({
@@ -259,7 +256,7 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
             "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(real_home / ".triton" / "cache")),
             "MPLCONFIGDIR": os.environ.get("MPLCONFIGDIR", str(real_home / ".config" / "matplotlib")),
         })
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin",
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin", "-p", PLUGIN,
                "-p", "no:cacheprovider", "-c", str(grader_dir / "pytest.ini"), "--rootdir", str(scratch),
                "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", str(grader_dir / "nbval_sanitize.cfg"),
                "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",

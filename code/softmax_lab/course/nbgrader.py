@@ -1,12 +1,13 @@
 """Turn the course's solution notebooks into nbgrader *source* notebooks (for a course run with nbgrader).
 
-    python -m softmax_lab.grading.nbgrader solutions/ COURSE/source/softmax-lab/
+    softmax-lab nbgrader solutions/02_masks_and_padding.ipynb COURSE/source/softmax-lab-02/
 
 The solutions already use nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers; what nbgrader
 also needs is its cell metadata, made here from the course's tags:
 
 * ``exercise:<id>`` code cell        -> autograded answer   (solution, grade_id ``<id>``)
-* ``check:<id>`` code cell           -> autograder tests    (grade, locked, the exercise's points). nbgrader
+* ``check:<id>`` code cell           -> autograder tests    (grade, locked, the exercise's points from the
+  registry, ``softmax_lab.course.registry``). nbgrader
   awards the points when the cell does not raise; our checks print PASS/FAIL lines and never raise, so the
   check is wrapped: it runs as before, prints the same lines, then fails when its last line is not PASSED.
 * ``question:<id>`` markdown cell    -> read-only
@@ -17,14 +18,15 @@ docs/grading.md ("Using nbgrader on JupyterHub") has the whole procedure.
 """
 from __future__ import annotations
 
+import argparse
 import copy
-import sys
 import textwrap
 from pathlib import Path
 
 import nbformat
 
-from ..build import tag_value
+from . import registry as _registry
+from .notebook import tag_value
 
 SCHEMA = 3
 
@@ -74,13 +76,13 @@ def hints_outside(source: str) -> str:
     return "\n".join(out)
 
 
-def convert(nb) -> nbformat.NotebookNode:
+def convert(nb, registry: _registry.Registry | None = None) -> nbformat.NotebookNode:
     """The nbgrader source version of one solution notebook (a new object): nbgrader metadata on each cell,
-    hints kept outside the regions nbgrader replaces, outputs and widget state dropped."""
+    points from ``registry`` (default: the course's), hints kept outside the regions nbgrader replaces, outputs
+    and widget state dropped."""
+    registry = registry or _registry.load()
     out = copy.deepcopy(nb)
     out.metadata.pop("widgets", None)  # saved ipywidgets state: stale, large, and not the learner's
-    points = {tag_value(c, "exercise:"): tag_value(c, "points:") for c in out.cells if tag_value(c, "exercise:")}
-    qpoints = {tag_value(c, "question:"): tag_value(c, "points:") for c in out.cells if tag_value(c, "question:")}
     cells = []
     for cell in out.cells:
         if tag_value(cell, "rubric:") is not None:
@@ -93,12 +95,12 @@ def convert(nb) -> nbformat.NotebookNode:
         elif check is not None:
             cell.source = wrap_check(cell.source, check)
             cell.metadata["nbgrader"] = _meta(f"check-{check}", grade=True, locked=True,
-                                              points=int(points.get(check) or 0))
+                                              points=registry.points(check) or 0)
         elif q is not None:
             cell.metadata["nbgrader"] = _meta(f"question-{q}", locked=True)
         elif ans is not None:
             cell.source = hints_outside(cell.source)
-            cell.metadata["nbgrader"] = _meta(ans, solution=True, grade=True, points=int(qpoints.get(ans) or 0))
+            cell.metadata["nbgrader"] = _meta(ans, solution=True, grade=True, points=registry.points(ans) or 0)
         cell.metadata.pop("widgets", None)
         if cell.cell_type == "code":
             cell.outputs = []
@@ -108,19 +110,18 @@ def convert(nb) -> nbformat.NotebookNode:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
-    src, dst = Path(argv[0]), Path(argv[1])
-    paths = sorted(src.glob("*.ipynb")) if src.is_dir() else [src]
-    dst.mkdir(parents=True, exist_ok=True)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("source", type=Path, help="a solution notebook, or a folder of them")
+    ap.add_argument("dest", type=Path, help="nbgrader's source/<assignment>/ folder to write into")
+    ap.add_argument("--registry", type=Path, default=None,
+                    help="folder of chNN.toml exercise registry files (default: the course's own)")
+
+
+def run(args: argparse.Namespace) -> int:
+    registry = _registry.load(args.registry)
+    paths = sorted(args.source.glob("*.ipynb")) if args.source.is_dir() else [args.source]
+    args.dest.mkdir(parents=True, exist_ok=True)
     for p in paths:
-        nbformat.write(convert(nbformat.read(str(p), as_version=4)), str(dst / p.name))
-        print(f"wrote {dst / p.name}")
+        nbformat.write(convert(nbformat.read(str(p), as_version=4), registry), str(args.dest / p.name))
+        print(f"wrote {args.dest / p.name}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
