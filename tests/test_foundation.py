@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import softmax_lab
-from softmax_lab import checkup as doctor, reference, testing
+from softmax_lab import doctor, reference, testing
 
 ROOT = Path(__file__).resolve().parents[1]
 

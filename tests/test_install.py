@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from softmax_lab import build
+from softmax_lab.course import build
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ROOT / "tools" / "install.sh"

@@ -110,7 +110,7 @@ def test_a_failing_check_shows_the_lane_map_before_its_verdict(tmp_path, capsys)
 
 
 def test_a_blank_exercise_gets_no_lane_map(tmp_path, capsys):
-    from softmax_lab import build
+    from softmax_lab.course import build
 
     blank = build.learner_notebook(nbformat.read(ROOT / "solutions" / "04_three_kernels_to_one.ipynb", as_version=4))
     module = exercise(None, "ch04-fused", tmp_path, folder_nb=blank)

@@ -5,7 +5,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from softmax_lab import build, web
+from softmax_lab import web
+from softmax_lab.course import execute, notebook
 
 pytest.importorskip("nbconvert", reason="the web edition needs nbconvert (in requirements/lab.txt)")
 
@@ -39,7 +40,7 @@ def test_pages_keep_demonstration_outputs_and_pictures(site):
 
 @pytest.mark.parametrize("path", sorted(SOLUTIONS.glob("*.ipynb")), ids=lambda p: p.stem)
 def test_the_solution_check_is_not_vacuous(path):
-    assert web.solution_lines(build.read(path)), f"{path.name}: no distinctive solution line to search for"
+    assert web.solution_lines(notebook.read(path)), f"{path.name}: no distinctive solution line to search for"
 
 
 def test_a_page_with_a_solution_or_a_broken_link_is_caught(tmp_path):
@@ -47,7 +48,7 @@ def test_a_page_with_a_solution_or_a_broken_link_is_caught(tmp_path):
 
     web.build_site(SOLUTIONS, ROOT / "notebooks", tmp_path, log=lambda *_: None)
     page = tmp_path / "04_three_kernels_to_one.html"
-    raw, _ = HTMLExporter(template_name="lab").from_notebook_node(build.read(SOLUTIONS / page.name.replace(".html", ".ipynb")))
+    raw, _ = HTMLExporter(template_name="lab").from_notebook_node(notebook.read(SOLUTIONS / page.name.replace(".html", ".ipynb")))
     page.write_text(raw.replace("</body>", '<a href="missing.html">x</a><img src="gone.png"></body>'))
     problems = web.check_site(tmp_path, SOLUTIONS)
     assert any("shows a line of the solution" in p for p in problems)
@@ -55,5 +56,5 @@ def test_a_page_with_a_solution_or_a_broken_link_is_caught(tmp_path):
 
 
 def test_widgets_become_their_text_fallback():
-    out = nbformat.v4.new_output("display_data", data={build.WIDGET_VIEW: {"model_id": "x"}, "text/plain": "step 1 of 6"})
+    out = nbformat.v4.new_output("display_data", data={execute.WIDGET_VIEW: {"model_id": "x"}, "text/plain": "step 1 of 6"})
     assert web._static(out)["data"] == {"text/plain": "step 1 of 6"}

@@ -10,7 +10,8 @@ import nbformat
 import pytest
 
 import softmax_lab
-from softmax_lab import build, checkup, cli, lab
+from softmax_lab import cli, doctor, lab
+from softmax_lab.course import build
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,20 +72,20 @@ def test_new_chapters_are_added_and_hand_edited_notebooks_are_adopted(tmp_path):
 
 def test_workspace_command_and_doctor_report_updates(tmp_path, monkeypatch, capsys):
     root = course(tmp_path)
-    assert lab.main(["--root", str(root)]) == 0
+    assert cli.main(["workspace", "--root", str(root)]) == 0
     nb = nbformat.read(str(root / "solutions" / "00_setup.ipynb"), as_version=4)
     nb.cells[0].source += "\n\nUpdated."
     nbformat.write(nb, str(root / "solutions" / "00_setup.ipynb"))
     build.build(root / "solutions", root / "notebooks", log=lambda *_: None)
     capsys.readouterr()
-    assert lab.main(["--root", str(root)]) == 0
+    assert cli.main(["workspace", "--root", str(root)]) == 0
     assert "workspace/00_setup.ipynb: the course changed this chapter" in capsys.readouterr().err
     monkeypatch.chdir(root / "workspace")
-    found = checkup.check_workspace()
+    found = doctor.check_workspace()
     assert [f.level for f in found] == ["info"] and "00_setup.ipynb" in found[0].what
     assert "--update" in found[0].fix
-    assert lab.main(["--root", str(root), "--update"]) == 0
-    assert [f.level for f in checkup.check_workspace()] == ["ok"]
+    assert cli.main(["workspace", "--root", str(root), "--update"]) == 0
+    assert [f.level for f in doctor.check_workspace()] == ["ok"]
 
 
 def test_lab_refuses_a_busy_port(tmp_path, capsys):
@@ -93,11 +94,11 @@ def test_lab_refuses_a_busy_port(tmp_path, capsys):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        assert lab.lab_main(["--root", str(root), "--port", str(port)]) == 1
+        assert cli.main(["lab", "--root", str(root), "--port", str(port)]) == 1
     err = capsys.readouterr().err
     assert f"port {port} is already in use" in err and f"make lab PORT={port + 1}" in err
     assert not (root / "workspace").exists(), "nothing is written before the refusal"
-    assert lab.lab_main(["--root", str(root), "--port", "70000"]) == 2
+    assert cli.main(["lab", "--root", str(root), "--port", "70000"]) == 2
 
 
 def test_jupyter_command_serves_workspace_on_chapter_0_with_the_course_kernel_only(tmp_path):
@@ -131,7 +132,7 @@ def test_version_flag_and_python_check_api(capsys):
 
 def test_softmax_lab_command_is_this_environments():
     # `make lab`'s PATH puts this venv first; the doctor says so (or names the fix when it is not).
-    found = checkup.check_course_command()
+    found = doctor.check_course_command()
     assert found[0].level in ("ok", "info") and ("this environment" in found[0].what or found[0].fix)
     proc = subprocess.run([str(Path(sys.executable).parent / "softmax-lab"), "--version"], capture_output=True,
                           text=True, env=lab.lab_environment())

@@ -31,13 +31,6 @@ else:
     _sys.meta_path.insert(0, _DeviceBeforeTriton())
 
 
-def doctor(verbose: bool = True) -> bool:
-    """Check the environment; print one line per check and the fix for each problem. True when all pass."""
-    from .doctor import run_doctor
-
-    return run_doctor(verbose=verbose)
-
-
 def draw(launcher, x, title: str = "", **kwargs):
     """Your kernel, drawn: which program loaded and stored each element of a small 2-D ``x`` when
     ``launcher(x)`` runs (``softmax_lab.lanemap``); what looks wrong is printed. Returns a matplotlib Figure."""
@@ -54,13 +47,17 @@ def check(*notebooks: str) -> bool:
     """
     if not notebooks:
         raise TypeError('name the notebook to check, e.g. softmax_lab.check("01_scores_to_probabilities.ipynb")')
-    from .grade import check_main
+    from .cli import main
 
-    return check_main([str(n) for n in notebooks]) == 0
+    return main(["check", *[str(n) for n in notebooks]]) == 0
 
 
 def __getattr__(name):
     # Heavier pieces load on first use so that `import softmax_lab` stays quick.
+    if name == "doctor":  # softmax_lab.doctor(): the module softmax_lab/doctor.py is callable
+        import importlib
+
+        return importlib.import_module(".doctor", __name__)
     if name in _DEVICE_NAMES:
         from . import device
 

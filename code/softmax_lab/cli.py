@@ -1,51 +1,112 @@
-"""The `softmax-lab` command: lab, workspace, doctor, build, site, check, grade, bench.
+"""The `softmax-lab` command: argparse sub-commands, each defined next to the code it runs.
 
-Each subcommand lives in its own module with a ``main(argv) -> int``; this file only dispatches.
+Every entry of ``COMMANDS`` names the module, the function that adds the command's options to its parser, and
+the function that runs it with the parsed arguments. Only the chosen command's module is imported, so
+`softmax-lab --help` and the course/grading commands never import torch.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
+from dataclasses import dataclass
+
+
+class UsageError(Exception):
+    """A command's arguments cannot work (the message says why): printed as a usage error, exit status 2."""
+
+
+@dataclass(frozen=True)
+class Command:
+    module: str
+    add_arguments: str
+    run: str
+    help: str
+
 
 COMMANDS = {
-    "lab": ("softmax_lab.lab", "open the course in JupyterLab on workspace/ (what `make lab` runs)"),
-    "workspace": ("softmax_lab.lab", "copy new chapters into workspace/, or --update changed ones beside yours"),
-    "doctor": ("softmax_lab.checkup", "check the environment and name the fix for each problem"),
-    "build": ("softmax_lab.build", "generate learner notebooks/ from solutions/"),
-    "check": ("softmax_lab.grade", "validate your own notebook's exercises (learners)"),
-    "grade": ("softmax_lab.grade", "grade learners' notebooks into a gradebook (instructors)"),
-    "site": ("softmax_lab.web", "build the web edition into site/ (answers removed) and check its links"),
-    "bench": ("softmax_lab.bench", "time every kernel and torch.softmax against copy bandwidth (GPU)"),
+    # learners
+    "lab": Command("softmax_lab.lab", "add_lab_arguments", "run_lab",
+                   "open the course in JupyterLab on workspace/ (what `make lab` runs)"),
+    "workspace": Command("softmax_lab.lab", "add_workspace_arguments", "run_workspace",
+                         "copy new chapters into workspace/, or --update changed ones beside yours"),
+    "doctor": Command("softmax_lab.doctor", "add_arguments", "run",
+                      "check the environment and name the fix for each problem"),
+    "check": Command("softmax_lab.grading.command", "add_check_arguments", "run_check",
+                     "validate your own notebook's exercises (learners)"),
+    # authors
+    "build": Command("softmax_lab.course.build", "add_arguments", "run",
+                     "generate learner notebooks/ from solutions/"),
+    "site": Command("softmax_lab.web", "add_arguments", "run",
+                    "build the web edition into site/ (answers removed) and check its links"),
+    "nbgrader": Command("softmax_lab.course.nbgrader", "add_arguments", "run",
+                        "convert solution notebooks into nbgrader source notebooks"),
+    # instructors
+    "grade": Command("softmax_lab.grading.command", "add_grade_arguments", "run_grade",
+                     "grade learners' notebooks into a gradebook (instructors)"),
+    # performance
+    "bench": Command("softmax_lab.cli", "add_bench_arguments", "run_bench",
+                     "time every kernel and torch.softmax against copy bandwidth (GPU)"),
 }
 
 
-def usage() -> str:
-    lines = ["usage: softmax-lab [--version] COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
-    lines += ["", "softmax-lab COMMAND --help shows a command's options."]
-    return "\n".join(lines)
+def add_bench_arguments(ap: argparse.ArgumentParser) -> None:
+    # softmax_lab.bench parses its own options; they pass through unchanged.
+    ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="softmax-lab bench --help lists them")
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from . import bench
+
+    return bench.main(args.bench_args)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"softmax-lab {version('softmax-lab')}"
+    except PackageNotFoundError:  # running from a checkout without installing
+        return "softmax-lab (not installed; from the source tree)"
+
+
+def parser(chosen: str | None = None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The command-line parser and ``chosen``'s sub-parser; only ``chosen``'s options are added (its module
+    imported)."""
+    ap = argparse.ArgumentParser(prog="softmax-lab", description="Softmax Lab: the course's command.",
+                                 epilog="softmax-lab COMMAND --help shows a command's options.")
+    ap.add_argument("-V", "--version", action="store_true", help="print the version and exit")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    mine = None
+    for name, cmd in COMMANDS.items():
+        bench = name == "bench"
+        p = sub.add_parser(name, help=cmd.help, description=cmd.help, add_help=not bench, prog=f"softmax-lab {name}")
+        if name == chosen:
+            getattr(importlib.import_module(cmd.module), cmd.add_arguments)(p)
+            mine = p
+    return ap, mine
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(usage())
+    chosen = argv[0] if argv and argv[0] in COMMANDS else None
+    ap, mine = parser(chosen)
+    if argv[:1] in (["-V"], ["--version"]):
+        print(_version())
         return 0
-    if argv[0] in ("-V", "--version"):
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            print(f"softmax-lab {version('softmax-lab')}")
-        except PackageNotFoundError:  # running from a checkout without installing
-            print("softmax-lab (not installed; from the source tree)")
+    if not argv or argv[0] == "help":
+        ap.print_help()
         return 0
-    name, rest = argv[0], argv[1:]
-    if name not in COMMANDS:
-        print(f"softmax-lab: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(COMMANDS[name][0])
-    entry = getattr(module, f"{name}_main", None) or module.main
-    return int(entry(rest) or 0)
+    args, extra = ap.parse_known_args(argv)
+    if args.command == "bench":  # its options are bench's own: pass them through, --help included
+        args.bench_args = extra + args.bench_args
+    elif extra:
+        ap.error(f"unrecognized arguments: {' '.join(extra)}")
+    cmd = COMMANDS[args.command]
+    try:
+        return int(getattr(importlib.import_module(cmd.module), cmd.run)(args) or 0)
+    except UsageError as err:
+        mine.error(str(err))  # usage line, the message, exit status 2
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def sync(root: Path, log=print) -> list[str]:
 
     A chapter in notebooks/ that somebody edited by hand (the old way of working) is copied as it is, edits
     included, so moving to workspace/ loses nothing."""
-    from .build import edited_by_hand
+    from .course.notebook import edited_by_hand
 
     notebooks, workspace = root / "notebooks", root / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -156,7 +156,7 @@ def has_display() -> bool:
 
 def _root(given: Path | None, command: str) -> Path | None:
     """The checkout (given, or found from cwd); None after printing why not."""
-    from .build import BuildError, repo_root
+    from .course.notebook import BuildError, repo_root
 
     try:
         return given or repo_root()
@@ -171,12 +171,13 @@ def _tell_changed(root: Path) -> None:
               "`softmax-lab workspace --update` puts the new version beside yours", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="softmax-lab workspace", description=__doc__.split("\n\n")[0])
+def add_workspace_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--update", action="store_true",
                     help="for chapters the course changed since you copied them, put the new version beside yours")
     ap.add_argument("--root", type=Path, default=None, help="the course checkout (default: found from cwd)")
-    args = ap.parse_args(argv)
+
+
+def run_workspace(args: argparse.Namespace) -> int:
     root = _root(args.root, "workspace")
     if root is None:
         return 2
@@ -188,14 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def lab_main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="softmax-lab lab", description="Open the course in JupyterLab (make lab).")
+def add_lab_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--port", type=int, default=8888)
     ap.add_argument("--root", type=Path, default=None, help="the course checkout (default: found from cwd)")
     ap.add_argument("--no-browser", action="store_true", help="only print the address (default without a display)")
     ap.add_argument("jupyter_args", nargs=argparse.REMAINDER,
                     help="after --: more JupyterLab options, e.g. -- --ServerApp.ip=0.0.0.0")
-    args = ap.parse_args(argv)
+
+
+def run_lab(args: argparse.Namespace) -> int:
     root = _root(args.root, "lab")
     if root is None:
         return 2
@@ -213,7 +215,3 @@ def lab_main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     os.execvpe(cmd[0], cmd, lab_environment())
     return 0  # not reached
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import build
+from .course import build, execute
+from .course import notebook as fmt
 
-WIDGET_VIEW = build.WIDGET_VIEW
+WIDGET_VIEW = execute.WIDGET_VIEW
 
 
 def web_notebook(nb, learner_name: str):
@@ -36,7 +37,7 @@ def web_notebook(nb, learner_name: str):
             continue
         source_cell = stored.get(cell.get("id"))
         keep_outputs = (cell.cell_type == "code" and source_cell is not None
-                        and build.tag_value(cell, build.EXERCISE) is None and not build.has_solution(source_cell.source))
+                        and fmt.tag_value(cell, fmt.EXERCISE) is None and not fmt.has_solution(source_cell.source))
         if keep_outputs:
             cell.outputs = [_static(o) for o in source_cell.get("outputs", [])]
             cell.execution_count = source_cell.get("execution_count")
@@ -74,11 +75,11 @@ def build_site(solutions: Path, notebooks: Path, out: Path, log=print) -> list[P
         shutil.rmtree(out)
     (out / "notebooks").mkdir(parents=True)
     pages, rows = [], []
-    for path in build.solution_paths(solutions):
-        nb = build.read(path)
+    for path in fmt.solution_paths(solutions):
+        nb = fmt.read(path)
         learner = notebooks / path.name
         if not learner.exists():
-            raise build.BuildError(f"notebooks/{path.name} is missing: run `make notebooks` first")
+            raise fmt.BuildError(f"notebooks/{path.name} is missing: run `make notebooks` first")
         shutil.copyfile(learner, out / "notebooks" / path.name)
         body, _ = exporter.from_notebook_node(web_notebook(nb, path.name))
         page = out / f"{path.stem}.html"
@@ -127,14 +128,14 @@ def solution_lines(nb) -> set[str]:
     lines = set()
     learner_text = "\n".join(c.source for c in build.learner_notebook(nb).cells)
     for cell in nb.cells:
-        if build.tag_value(cell, build.RUBRIC) is not None:
+        if fmt.tag_value(cell, fmt.RUBRIC) is not None:
             region = cell.source.splitlines()
-        elif build.has_solution(cell.source):
+        elif fmt.has_solution(cell.source):
             region, inside = [], False
             for line in cell.source.splitlines():
-                if line.strip() in (build.BEGIN, build.END):
-                    inside = line.strip() == build.BEGIN
-                elif inside and not line.strip().startswith(build.HINT):
+                if line.strip() in (fmt.BEGIN, fmt.END):
+                    inside = line.strip() == fmt.BEGIN
+                elif inside and not line.strip().startswith(fmt.HINT):
                     region.append(line)
         else:
             continue
@@ -168,22 +169,23 @@ def check_site(out: Path, solutions: Path) -> list[str]:
                 continue
             if len(text) < 500:
                 problems.append(f"{page.name}: almost empty ({len(text)} characters of text)")
-            for line in solution_lines(build.read(sol)):
+            for line in solution_lines(fmt.read(sol)):
                 if " ".join(line.split()) in text:
                     problems.append(f"{page.name}: shows a line of the solution: {line[:80]!r}")
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="softmax-lab site", description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, default=None, help="where to write the site (default ROOT/site)")
     ap.add_argument("--root", type=Path, default=None, help="the course checkout (default: found from cwd)")
-    args = ap.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     try:
-        root = args.root or build.repo_root()
+        root = args.root or fmt.repo_root()
         out = args.out or root / "site"
         build_site(root / "solutions", root / "notebooks", out, log=lambda *_: None)
-    except build.BuildError as err:
+    except fmt.BuildError as err:
         print(f"softmax-lab site: {err}", file=sys.stderr)
         return 2
     problems = check_site(out, root / "solutions")
@@ -191,7 +193,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"softmax-lab site: {p}", file=sys.stderr)
     print(f"wrote {out / 'index.html'} ({len(list(out.glob('*.html'))) - 1} chapters)")
     return 1 if problems else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -22,7 +22,7 @@ import pytest
 from conftest import LabServer, _free_port, _stop  # pytest puts tests/ui on sys.path
 from jlab import OUT, ROOT, Notebook
 
-from softmax_lab import build
+from softmax_lab.course import build
 
 pytestmark = pytest.mark.ui
 SETUP = "00_setup.ipynb"

@@ -96,9 +96,9 @@ def describe() -> str:
 def doctor_findings():
     """Findings for ``softmax-lab doctor``: real CUDA or simulator, and a tiny @cuda.jit kernel run.
 
-    Returns ``checkup.Finding`` objects (imported lazily so that this module does not need checkup).
+    Returns ``doctor.Finding`` objects (imported lazily so that this module does not need the doctor).
     """
-    from ..checkup import Finding
+    from ..doctor import Finding
 
     found = []
     try:

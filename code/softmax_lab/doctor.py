@@ -1,13 +1,18 @@
 """`softmax-lab doctor` / `softmax_lab.doctor()`: check the environment, name the fix for each problem.
 
+The module itself is callable: ``softmax_lab.doctor()`` is ``run_doctor()`` (and stays so after
+``import softmax_lab.doctor``, which makes the package attribute this module).
+
 Each check prints one line: ``ok``, ``info`` or ``FAIL`` with what to do. The last check launches a tiny real
 Triton kernel (a masked row max and a store) and checks its result, which catches the interpreter's quiet
 failures: storing nothing, returning zeros, or filling masked lanes with 0.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+import types
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -136,7 +141,7 @@ def check_course_command() -> list[Finding]:
 
 def check_workspace() -> list[Finding]:
     """Chapters the course changed since the learner copied them into workspace/ (make lab)."""
-    from .build import BuildError, repo_root
+    from .course.notebook import BuildError, repo_root
     from .lab import changed
 
     try:
@@ -179,9 +184,18 @@ def run_doctor(verbose: bool = True) -> bool:
     return all(f.level != "FAIL" for f in found)
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """`softmax-lab doctor` takes no options."""
 
-    parser = argparse.ArgumentParser(prog="softmax-lab doctor", description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+
+def run(args: argparse.Namespace) -> int:
     return 0 if run_doctor() else 1
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, verbose: bool = True) -> bool:
+        """Check the environment; print one line per check and the fix for each problem. True when all pass."""
+        return run_doctor(verbose=verbose)
+
+
+sys.modules[__name__].__class__ = _CallableModule

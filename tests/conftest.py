@@ -1,0 +1,128 @@
+"""Shared test fixtures and helpers: repository paths, the exercise registry, exercise cells as modules, checks.
+
+Plain helpers (import them: ``from conftest import exercise_source, load_exercise, run_check``) and the same as
+fixtures (``registry``, ``exercise_module``). GPU-only tests carry ``@pytest.mark.gpu``: they are skipped
+without CUDA (``make test-gpu`` runs them on a GPU machine).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import itertools
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "solutions"
+NOTEBOOKS = ROOT / "notebooks"
+FIXTURES = ROOT / "tests" / "fixtures"
+GRADING_FIXTURES = FIXTURES / "grading" / "solutions"
+GRADING_REGISTRY = FIXTURES / "grading" / "exercises"
+
+# What an exercise cell finds defined before it in its notebook (the first cells import these).
+HEADER = """\
+import softmax_lab
+import math
+import torch
+import triton
+import triton.language as tl
+from softmax_lab import DEVICE
+"""
+
+_counter = itertools.count()
+
+
+# ------------------------------------------------------------------------------------------------ marks
+
+
+def pytest_collection_modifyitems(config, items):
+    """``@pytest.mark.gpu`` tests are skipped without a CUDA GPU."""
+    if not any(item.get_closest_marker("gpu") for item in items):
+        return
+    import softmax_lab
+
+    if softmax_lab.ON_GPU:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (make test-gpu)")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
+# ---------------------------------------------------------------------------------------------- registry
+
+
+def course_registry():
+    """The course's exercise registry (``softmax_lab.course.registry``)."""
+    from softmax_lab.course import registry
+
+    return registry.load()
+
+
+def solution_notebook(chapter: str, folder: Path = SOLUTIONS) -> Path:
+    """The notebook of a chapter ("04" -> solutions/04_three_kernels_to_one.ipynb)."""
+    found = sorted(folder.glob(f"{chapter}_*.ipynb"))
+    assert len(found) == 1, f"expected one notebook {chapter}_*.ipynb in {folder}, found {found}"
+    return found[0]
+
+
+def exercise_notebook(ident: str, folder: Path = SOLUTIONS) -> Path:
+    """The notebook holding exercise ``ident``, found through the registry's chapter."""
+    from softmax_lab import course
+
+    return solution_notebook(course.exercise(ident).chapter, folder)
+
+
+@pytest.fixture(scope="session")
+def registry():
+    return course_registry()
+
+
+# ------------------------------------------------------------------------------------- exercise cells
+
+
+def exercise_source(ident: str, learner: bool = False, folder: Path = SOLUTIONS) -> str:
+    """The source of exercise ``ident``'s cell in its solution notebook (``learner``: the blank version)."""
+    from softmax_lab.course import build, notebook
+
+    nb = notebook.read(exercise_notebook(ident, folder))
+    if learner:
+        nb = build.learner_notebook(nb)
+    cells = [c for c in nb.cells if notebook.tag_value(c, notebook.EXERCISE) == ident]
+    assert len(cells) == 1, f"exercise {ident}: expected one cell tagged exercise:{ident}, found {len(cells)}"
+    return cells[0].source
+
+
+def load_exercise(ident: str, source: str, tmp_path: Path, header: str = HEADER):
+    """Import an exercise cell's ``source`` as a module (Triton needs a kernel's source in a real file)."""
+    path = tmp_path / f"ex_{ident.replace('-', '_')}_{next(_counter)}.py"
+    path.write_text(header + source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def exercise_module(tmp_path):
+    """``exercise_module(ident, learner=False, source=None)``: the exercise cell as a module."""
+
+    def make(ident: str, learner: bool = False, source: str | None = None):
+        return load_exercise(ident, exercise_source(ident, learner) if source is None else source, tmp_path)
+
+    return make
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+
+def run_check(ident: str, *args) -> tuple[bool, str]:
+    """Run exercise ``ident``'s check (the registry's ``check``) on ``args``: (its verdict, what it printed)."""
+    from softmax_lab import checks, course
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ok = getattr(checks, course.exercise(ident).check)(*args)
+    return bool(ok), out.getvalue()
