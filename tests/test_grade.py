@@ -21,16 +21,41 @@ import pytest
 
 import softmax_lab
 
-from softmax_lab.build import learner_notebook, tag_value
-from softmax_lab.grade import check_main, grade_main
+from conftest import GRADING_FIXTURES as FIXTURES, GRADING_REGISTRY, ROOT
+from softmax_lab import cli
+from softmax_lab.course import registry
+from softmax_lab.course.build import learner_notebook
+from softmax_lab.course.notebook import tag_value
 from softmax_lab.grading.grader import COLUMNS
 from softmax_lab.grading.runner import Limits, run_notebook
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures" / "grading" / "solutions"
 CH90 = FIXTURES / "90_grading_fixture.ipynb"
 CH91 = FIXTURES / "91_other_fixture.ipynb"
 FAST = ["--timeout", "10", "--setup-timeout", "120", "--notebook-timeout", "240"]
+
+
+def _with_registry(argv) -> list[str]:
+    """Solutions other than the course's (the fixture chapters) come with the fixtures' registry."""
+    argv = [str(a) for a in argv]
+    if "--solutions" in argv and "--registry" not in argv and Path(argv[argv.index("--solutions") + 1]) != SOLUTIONS:
+        argv += ["--registry", str(GRADING_REGISTRY)]
+    return argv
+
+
+def grade_main(argv) -> int:
+    """`softmax-lab grade ARGV`."""
+    return cli.main(["grade", *_with_registry(argv)])
+
+
+def check_main(argv) -> int:
+    """`softmax-lab check ARGV`."""
+    return cli.main(["check", *_with_registry(argv)])
+
+
+def fixture_chapters(solutions: Path):
+    from softmax_lab.grading.chapters import load_chapters
+
+    return load_chapters(solutions, registry.load(GRADING_REGISTRY))
 
 
 def ensure_bwrap() -> None:
@@ -140,6 +165,12 @@ PITFALL = KERNEL_OK.replace('other=float("-inf")', "other=0.0")
 assert PITFALL != KERNEL_OK
 
 
+def hint_output(ident: str, level: int):
+    """The output a shown hint leaves in the notebook (softmax_lab.hints; metadata as grading/hints.py reads)."""
+    return nbformat.v4.new_output("display_data", data={"text/markdown": f"**Hint {level}** for {ident}"},
+                                  metadata={"softmax_lab": {"hint": {"exercise": ident, "level": level}}})
+
+
 def make_submissions(folder: Path) -> None:
     """One folder per learner, each holding a notebook named like the chapter (the documented layout)."""
     nbname = "90_grading_fixture.ipynb"
@@ -198,6 +229,14 @@ def make_submissions(folder: Path) -> None:
     nb = pasted()
     del nb.metadata["softmax_lab"]
     save(nb, folder / "nometa" / "Untitled.ipynb")
+    # Hints (issue 13): fx-double's complete answer (level 4) and fx-kernel's level 2 were shown and saved in the
+    # notebook; fx-kernel's exercise cell also shows its level 4 when the grader runs it (the executed copy).
+    nb = pasted()
+    nb.cells[index_of(nb, "check:", "fx-double")].outputs = [hint_output("fx-double", 4)]
+    nb.cells[index_of(nb, "exercise:", "fx-kernel")].outputs = [hint_output("fx-kernel", 2)]
+    shows = ("\n\nfrom IPython.display import display\ndisplay({'text/plain': 'the answer'}, raw=True, "
+             "metadata={'softmax_lab': {'hint': {'exercise': 'fx-kernel', 'level': 4}}})\n")
+    save(set_exercise(nb, "fx-kernel", KERNEL_OK + shows), folder / "hinted" / nbname)
     # Kills the grading process that drives its kernel; fx-kernel still graded.
     save(set_exercise(pasted(), "fx-double", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
          folder / "killer" / nbname)
@@ -323,6 +362,52 @@ def test_killing_the_grading_process(hostile):
     r = hostile["rows"]["killer", "fx-double"]
     assert r["status"] == "error" and "grading process was killed by signal 9" in r["message"], r
     assert hostile["rows"]["killer", "fx-kernel"]["status"] == "passed"
+
+
+def test_hints_used_are_listed_and_the_complete_answer_caps_points(hostile):
+    rows = hostile["rows"]
+    double, kernel = rows["hinted", "fx-double"], rows["hinted", "fx-kernel"]
+    assert (double["status"], double["hints"], double["points"], double["max_points"]) == ("passed", "4", "1", "2")
+    assert "counts at most 50% of its points (1/2)" in double["message"]
+    # level 2 saved in the notebook, level 4 shown while the grader ran the cell: the highest counts
+    assert (kernel["status"], kernel["hints"], kernel["points"]) == ("passed", "4", "1.5")
+    assert rows["good", "fx-double"]["hints"] == "" and rows["good", "fx-double"]["points"] == "2"
+    fb = (hostile["out"].parent / "feedback" / "hinted.md").read_text(encoding="utf-8")
+    assert "| fx-double | 1 / 2 | passed | up to level 4 (the complete answer) |" in fb
+    good = (hostile["out"].parent / "feedback" / "good.md").read_text(encoding="utf-8")
+    assert "| fx-double | 2 / 2 | passed | none |" in good
+
+
+def test_hint_records_are_validated():
+    from softmax_lab.grading import hints
+    from softmax_lab.grading.runner import parse_record
+
+    nb = blank()
+    nb.cells[0].outputs = [hint_output("fx-double", 2), hint_output("fx-double", 1), hint_output("fx-kernel", 3)]
+    nb.cells[1].outputs = [hint_output("fx-double", 9), hint_output("fx-kernel", True), hint_output("", 4),
+                           nbformat.v4.new_output("stream", text="x")]
+    assert hints.levels_used(nb) == {"fx-double": 2, "fx-kernel": 3}
+    assert hints.capped(3, 3, 4, 0.25) == (0.75, hints.capped(3, 3, 4, 0.25)[1])
+    assert hints.capped(0, 3, 4, 0.5)[0] == 0 and hints.capped(3, 3, 3, 0.5) == (3, "")
+    rec = parse_record('{"event": "end", "cell": 1, "status": "passed", '
+                       '"hints": [["fx-double", 4], ["fx-kernel", 7], "junk", ["x", "4"]]}')
+    assert rec["hints"] == [("fx-double", 4)]
+
+
+def test_answer_hint_cap_option_and_course_config(tmp_path, capsys):
+    from softmax_lab.grading.command import course_hint_cap
+
+    sol = tmp_path / "solutions"
+    sol.mkdir()
+    assert course_hint_cap(sol) == 0.5
+    (tmp_path / "softmax-lab.toml").write_text("[grading]\nanswer_hint_cap = 0.25\n")
+    assert course_hint_cap(sol) == 0.25
+    (tmp_path / "softmax-lab.toml").write_text("[grading]\nanswer_hint_cap = 2\n")
+    with pytest.raises(cli.UsageError, match="between 0 and 1"):
+        course_hint_cap(sol)
+    with pytest.raises(SystemExit):
+        grade_main([str(tmp_path), "--solutions", str(FIXTURES), "--answer-hint-cap", "1.5"])
+    assert "1.5 is not between 0 and 1" in capsys.readouterr().err
 
 
 def test_roster_learner_without_submission(hostile):
@@ -543,9 +628,9 @@ def test_every_real_chapter_blank_pasted_pitfall(tmp_path):
 
 
 def test_nbgrader_source_conversion(capsys):
-    from softmax_lab.grading.nbgrader import convert, wrap_check
+    from softmax_lab.course.nbgrader import convert, wrap_check
 
-    nb = convert(solution())
+    nb = convert(solution(), registry.load(GRADING_REGISTRY))
     meta = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in nb.cells if "nbgrader" in c.metadata}
     assert meta["fx-double"]["solution"] and not meta["fx-double"]["grade"]
     assert meta["check-fx-kernel"]["grade"] and meta["check-fx-kernel"]["locked"]
@@ -588,7 +673,7 @@ def test_grader_environment_failure_is_not_blamed_on_the_learner(tmp_path):
     path = save(pasted(), tmp_path / "mine.ipynb")
     # 60 MB: less than a Python kernel needs to start (the data-size cap, RLIMIT_DATA, or the watchdog stops it).
     opts = Options(limits=Limits(cell_timeout=10, memory_mb=60, rlimit_as=True))
-    res = grade_notebook(path, "mine.ipynb", load_chapters(FIXTURES), opts)
+    res = grade_notebook(path, "mine.ipynb", fixture_chapters(FIXTURES), opts)
     assert [r["status"] for r in res.rows] == ["error", "error"]
     assert all("not because of your code" in r["message"] and
                ("--memory-mb" in r["message"] or "60 MB" in r["message"]) for r in res.rows)
@@ -603,7 +688,7 @@ def test_broken_setup_cell_is_not_blamed_on_the_learner(tmp_path):
     sol.cells[1].source += "\nimport softmax_lab_no_such_module"
     save(sol, tmp_path / "solutions" / CH90.name)
     path = save(pasted(), tmp_path / "mine.ipynb")
-    res = grade_notebook(path, "mine.ipynb", load_chapters(tmp_path / "solutions"),
+    res = grade_notebook(path, "mine.ipynb", fixture_chapters(tmp_path / "solutions"),
                          Options(limits=Limits(cell_timeout=10)))
     assert [r["status"] for r in res.rows] == ["error", "error"]
     assert all(GRADER_TROUBLE in r["message"] and "ModuleNotFoundError" in r["message"] for r in res.rows)
@@ -613,11 +698,11 @@ def test_nbgrader_round_trip_keeps_hints_and_drops_widget_state():
     """nbgrader replaces a whole solution region: the hints must sit outside it (issue 9, item 7)."""
     import re
 
-    from softmax_lab.grading.nbgrader import convert
+    from softmax_lab.course.nbgrader import convert
 
     sol = solution(SOLUTIONS / "00_setup.ipynb")
     sol.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {"x": 1}}}
-    nb = convert(sol)
+    nb = convert(sol, registry.load(GRADING_REGISTRY))
     assert "widgets" not in nb.metadata
     cell = next(c for c in nb.cells if tag_value(c, "exercise:"))
     # What `nbgrader generate_assignment` does to a solution region.

@@ -18,10 +18,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_grade as T  # noqa: E402
-from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, blank, by_key, ensure_bwrap, index_of,  # noqa: E402,F401
-                        pasted, read_rows, save, set_exercise)
+from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, blank, by_key, ensure_bwrap, grade_main,  # noqa: E402,F401
+                        index_of, pasted, read_rows, save, set_exercise)
 
-from softmax_lab.grade import grade_main  # noqa: E402
 from softmax_lab.grading.runner import code_cell_numbers  # noqa: E402
 
 MARK = "987654321"  # a sleep that must not outlive its run
