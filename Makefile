@@ -41,7 +41,7 @@ test-unit: $(TEST_STAMP)
 # nbval over the solution notebooks on this machine (CPU interpreter without a GPU).
 test-notebooks: $(TEST_STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
-	  --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 \
+	  --nbval-sanitize-with code/softmax_lab/course/data/nbval_sanitize.cfg --nbval-cell-timeout 300 \
 	  -n $(JOBS) --dist loadscope solutions/
 
 # JupyterLab + Chromium end to end (tests/ui): chapters 1, 2, 5 run in the browser, steppers clicked, one exercise
@@ -56,7 +56,7 @@ test-gpu:
 	PYTHONPATH=$(CURDIR)/code:$$PYTHONPATH $(GPU_PYTHON) -m pytest -p no:cacheprovider tests --ignore=tests/ui \
 	  -m "gpu or not gpu" -n 8 --dist loadscope
 	PYTHONPATH=$(CURDIR)/code:$$PYTHONPATH $(GPU_PYTHON) -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
-	  --nbval-sanitize-with tests/nbval_sanitize.cfg -n 8 --dist loadscope solutions/
+	  --nbval-sanitize-with code/softmax_lab/course/data/nbval_sanitize.cfg -n 8 --dist loadscope solutions/
 
 # Authors: regenerate notebooks/ (the learner versions, tracked) from solutions/. Never touches workspace/, and
 # refuses to overwrite a notebook in notebooks/ that someone edited by hand (names it; --force to overwrite).

@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] == "help":
         ap.print_help()
         return 0
+    if chosen is None and not argv[0].startswith("-"):
+        print(f"softmax-lab: unknown command {argv[0]!r}\n\n{ap.format_help()}", file=sys.stderr)
+        return 2
     args, extra = ap.parse_known_args(argv)
     if args.command == "bench":  # its options are bench's own: pass them through, --help included
         args.bench_args = extra + args.bench_args

@@ -1,11 +1,16 @@
 """Grading learners' notebooks against the solutions with nbval (`softmax-lab grade` / `softmax-lab check`).
 
-* ``chapters``     the chapters (from solutions/), matching a submission to one, grafting its exercise cells
-* ``runner``       one grafted notebook under nbval in its own process, scratch directory and limits
-* ``nbval_plugin`` the pytest plugin in that process: per-cell results on a private pipe, dead-kernel detection
+* ``command``      the two commands: options, the gradebook session (resume, write, grade in parallel)
+* ``submissions``  the notebooks under the folders given and who handed each in (roster, layouts)
+* ``chapters``     the chapters (from solutions/, points from the registry), matching a submission, grafting
+* ``runner``       one grafted notebook under nbval in its own sandbox, scratch directory and limits
+* ``nbval_plugin`` the pytest plugin in that process (``-p``): per-cell results on a private pipe, dead kernels
 * ``grader``       cell results -> one gradebook row per exercise (reruns without a hanging/crashing exercise)
+* ``hints``        the hint levels a learner used, and the cap after the complete answer
+* ``judge``        the learner's code relaunched on fresh inputs outside nbval (``judge_harness`` runs inside)
 * ``report``       gradebook CSV (atomic), resume state, feedback Markdown, manual-grading sheets
-* ``nbgrader``     solution notebooks -> nbgrader source notebooks
+* ``sandbox``      bubblewrap
 
-The command line is in ``softmax_lab.grade``; the instructor's guide is docs/grading.md.
+Nothing here imports torch (tests/test_layout.py checks it); the judge's harness runs in its own sandbox. The
+instructor's guide is docs/grading.md.
 """
