@@ -86,3 +86,14 @@ def test_declared_package_data_exists_and_ships_in_the_wheel(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = sorted(f"softmax_lab/{d}" for d in declared if f"softmax_lab/{d}" not in names)
     assert not missing, f"not in the wheel: {missing}"
+
+
+def test_conftest_helpers_load_an_exercise_and_run_its_check(tmp_path):
+    from conftest import exercise_source, load_exercise, run_check
+
+    solved = load_exercise("ch00-double", exercise_source("ch00-double"), tmp_path)
+    ok, text = run_check("ch00-double", solved.double)
+    assert ok and text.strip().splitlines()[-1].startswith("ch00-double: PASSED"), text
+    blank = load_exercise("ch00-double", exercise_source("ch00-double", learner=True), tmp_path)
+    ok, text = run_check("ch00-double", blank.double)
+    assert not ok and "not implemented yet" in text, text
