@@ -18,7 +18,7 @@ The arithmetic exercises are plain Python, so their checks are exact and need no
   the spill prediction is checked against what the H200 compiler really did (``results/cuda_layer.md``).
 * ``check_occupancy(programs_per_sm)``: how many programs of a kernel fit one SM (registers, threads, shared
   memory, the block limit), as the official tutorial sizes its persistent grid.
-* ``check_targets(TARGET_KNOBS, my_multirow_softmax, my_persistent_softmax)``: two performance targets. The
+* ``check_targets(target_knobs, my_multirow_softmax, my_persistent_softmax)``: two performance targets. The
   verdict lines printed are the same on every machine (nbval compares them): the proxy from ``memcount``
   (programs per SM, one read and one write per element). On a GPU the check also times both kernels with
   ``softmax_lab.measure`` and adds a FAIL line when a target is missed; it prints no timing.
@@ -268,16 +268,16 @@ def _traffic_problem(c, numel: int) -> str:
     reads = _per_element(c._load_log, "in_ptr", numel)
     writes = _per_element(c._store_log, "out_ptr", numel)
     extra = c.loads + c.stores - int(reads.sum()) - int(writes.sum())
-    if reads.max(initial=0) > 1:
-        return (f"some input elements were read {int(reads.max())} times: load the tile once and keep it in "
-                "registers for the max, the exponentials and the sum (one read per element)")
-    if (reads == 0).any():
-        return f"{int((reads == 0).sum())} of {numel} input elements were never read"
     if writes.max(initial=0) > 1:
         return (f"some outputs were written {int(writes.max())} times: every row must be stored by exactly one "
                 "program, once")
     if (writes == 0).any():
         return f"{int((writes == 0).sum())} of {numel} outputs were never written"
+    if reads.max(initial=0) > 1:
+        return (f"some input elements were read {int(reads.max())} times: load the tile once and keep it in "
+                "registers for the max, the exponentials and the sum (one read per element)")
+    if (reads == 0).any():
+        return f"{int((reads == 0).sum())} of {numel} input elements were never read"
     if extra:
         return (f"{extra} loads or stores of other buffers: the softmax needs no scratch memory, the reductions "
                 "stay in registers")
@@ -568,10 +568,10 @@ TARGETS = [("multirow", "multi-row kernel", (65536, 128), torch.float32, 90.0),
 def _knobs(target_knobs, key, names):
     knobs = target_knobs.get(key) if isinstance(target_knobs, dict) else None
     if not isinstance(knobs, dict) or set(knobs) != set(names):
-        raise ValueError(f"TARGET_KNOBS[{key!r}] must be a dict with the keys {', '.join(names)}")
+        raise ValueError(f"target_knobs()[{key!r}] must be a dict with the keys {', '.join(names)}")
     for k, v in knobs.items():
         if not isinstance(v, int) or isinstance(v, bool):
-            raise ValueError(f"TARGET_KNOBS[{key!r}][{k!r}] must be an int, got {v!r}")
+            raise ValueError(f"target_knobs()[{key!r}][{k!r}] must be an int, got {v!r}")
     return knobs
 
 
@@ -635,10 +635,16 @@ def _timed_problem(key, launch, target_knobs, shape, dtype, target) -> str:
 
 
 def check_targets(target_knobs, my_multirow_softmax, my_persistent_softmax) -> Verdict:
-    """Exercise ch07-targets. Every machine prints the same lines: the memcount proxy of each target (knobs,
+    """Exercise ch07-targets: ``target_knobs()`` (or the dict it returns) gives the knobs of the two targets. Every machine prints the same lines: the memcount proxy of each target (knobs,
     programs per SM, one read and one write per element). On a GPU each kernel is also timed with
     ``softmax_lab.measure``; a missed target adds a FAIL line (the cell after the check prints the timings)."""
     report = Report("ch07-targets")
+    if callable(target_knobs):
+        try:
+            target_knobs = target_knobs()
+        except Exception as err:  # noqa: BLE001 - a blank or broken cell is a verdict
+            report.add("target_knobs()", explain_exception(err))
+            return Verdict(report.show())
     launches = {"multirow": my_multirow_softmax, "persistent": my_persistent_softmax}
     proxies = {"multirow": _multirow_proxy, "persistent": _persistent_proxy}
     for i, (key, what, (M, N), dtype, target) in enumerate(TARGETS, start=1):
@@ -687,10 +693,92 @@ def _rows_calls(rng):
     return calls
 
 
-def _judges():
-    from .judging import PythonJudge
+def _multirow_cases(rng):
+    from .judging import BIG_STEP, INT64_HINT, gpu_scale, np2, softmax_case, softmax_rows
 
-    return {"ch07-bandwidth": PythonJudge(_bandwidth_calls), "ch07-rows": PythonJudge(_rows_calls)}
+    out = []
+    for (R, C), rows in zip([(1, 1), (2, 31), (3, 32), (5, 33), (2, int(rng.integers(100, 255))), (7, 257)],
+                            [2, 4, 2, 4, 1, int(rng.choice([2, 4, 8]))]):
+        args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
+        out.append(softmax_case(rng, f"{R}x{C}, ROWS = {rows}", softmax_rows(rng, (R, C)), args, np2(C),
+                                (triton.cdiv(R, rows),), constexprs={"ROWS": rows}))
+    for R, C, rows in [(6, int(rng.integers(5, 60)), 4), (5, int(rng.integers(200, 300)), 2)]:
+        args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
+        out.append(softmax_case(rng, f"strided input and output {R}x{C}, ROWS = {rows}", softmax_rows(rng, (R, C)),
+                                args, np2(C), (triton.cdiv(R, rows),), strided=True, constexprs={"ROWS": rows}))
+    args = ["out", "x", "x_stride", "out_stride", ("int", 3), "n"]
+    out.append(softmax_case(rng, "64-bit row offsets", softmax_rows(rng, (3, 7)), args, 8, (2,), strided=True,
+                            int64=True, hint=INT64_HINT, constexprs={"ROWS": 2}))
+    if gpu_scale():  # last: a fault here may spoil the GPU context for later launches
+        out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 37)),
+                                args, 64, (2,), hint=INT64_HINT, big_step=BIG_STEP, constexprs={"ROWS": 2}))
+    return out
+
+
+def _persistent_cases(rng):
+    from .judging import np2, softmax_case, softmax_rows
+
+    out = []
+    for R, C, progs, strided in [(1, 1, 1, False), (2, 31, 1, False), (5, 32, 2, False), (7, 33, 3, False),
+                                 (4, int(rng.integers(100, 255)), 3, False), (9, 257, 4, False),
+                                 (6, int(rng.integers(5, 60)), 4, True), (5, int(rng.integers(200, 300)), 2, True)]:
+        args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
+        name = f"{'strided input and output ' if strided else ''}{R}x{C}, {progs} program{'s' if progs > 1 else ''}"
+        out.append(softmax_case(rng, name, softmax_rows(rng, (R, C)), args, np2(C), (progs,), strided=strided,
+                                constexprs={"NUM_STAGES": 2}))
+    return out
+
+
+def _expect_sweeps(n_cols):
+    block = triton.next_power_of_2(n_cols)
+    want = [[[block, w] for w in WARPS], [[block * k, 4] for k in (1, 2, 4)]]
+
+    def problem(value) -> str:
+        return "" if value == want else f"expected {want}"
+    return problem
+
+
+def _expect_bool(want: bool):
+    return lambda value: "" if value is want else f"got {value!r}, expected {want}"
+
+
+def _warps_calls(rng):
+    from .judging import PCall, expect_equal
+
+    calls = []
+    for _ in range(4):
+        b, w = int(2 ** rng.integers(4, 17)), int(rng.choice(WARPS + (32,)))
+        calls.append(PCall(f"values_per_thread({b}, {w})", "values_per_thread", [b, w], expect_equal(values_rule(b, w))))
+        calls.append(PCall(f"predict_spill({b}, {w})", "predict_spill", [b, w], _expect_bool(spill_rule(b, w))))
+    for b, w, _, _, spills in H200_REGISTERS:
+        calls.append(PCall(f"predict_spill({b}, {w})", "predict_spill", [b, w], _expect_bool(spills > 0)))
+    n = int(rng.integers(2, 9000))
+    calls.append(PCall(f"one_knob_sweeps({n})", "one_knob_sweeps", [n], _expect_sweeps(n)))
+    return calls
+
+
+def _occupancy_calls(rng):
+    from .judging import PCall, expect_equal
+
+    calls = []
+    for _ in range(6):
+        r, w = int(rng.integers(16, 256)), int(rng.choice(WARPS))
+        shared = int(rng.choice([0, 0, int(rng.integers(256, 120000))]))
+        calls.append(PCall(f"programs_per_sm({r}, {w}, {shared})", "programs_per_sm", [r, w, shared],
+                           expect_equal(occupancy_rule(r, w, shared))))
+    for r, w, shared in ((22, 4, 0), (16, 1, 0), (22, 4, 65536)):
+        calls.append(PCall(f"programs_per_sm({r}, {w}, {shared})", "programs_per_sm", [r, w, shared],
+                           expect_equal(occupancy_rule(r, w, shared))))
+    return calls
+
+
+def _judges():
+    from .judging import KernelJudge, PythonJudge
+
+    return {"ch07-bandwidth": PythonJudge(_bandwidth_calls), "ch07-rows": PythonJudge(_rows_calls),
+            "ch07-multirow": KernelJudge("my_multirow_kernel", _multirow_cases, int64=True),
+            "ch07-persistent": KernelJudge("my_persistent_kernel", _persistent_cases),
+            "ch07-warps": PythonJudge(_warps_calls), "ch07-occupancy": PythonJudge(_occupancy_calls)}
 
 
 import numpy as np  # noqa: E402
