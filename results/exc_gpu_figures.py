@@ -49,3 +49,12 @@ meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "tr
         "sms": sms, "command": "python3 results/exc_gpu_figures.py", "timing": "softmax_lab.measure (CUDA graph, "
         "input sets rotated past 2x L2, output checked before and after, copy of the same bytes beside)"}
 json.dump({"meta": meta, "records": rows}, open(sys.argv[1] if len(sys.argv) > 1 else "/dev/stdout", "w"), indent=1)
+print("wrote the targets figures", flush=True)
+
+# chapter 9's timing cell: numba kernels on torch's stream, timed the same way
+from softmax_lab.cuda_layer import kernels as K  # noqa: E402
+
+for name, fn in [("block kernel (256 threads)", lambda x: K.block_softmax(x, threads=256)),
+                 ("shuffle tail (256 threads)", lambda x: K.launch_rows(K.shuffle_tail_kernel, x, None, 256)),
+                 ("row serial", K.row_serial_softmax)]:
+    print(softmax_lab.measure(fn, lambda: torch.randn(4096, 1024, device=dev), name=f"ch09 {name}"), flush=True)

@@ -20,5 +20,5 @@ nbformat.write(nb, "/tmp/nb07_gpu.ipynb")
 print(f"{time.time() - t:.0f} s")
 PY
 cp /tmp/nb07_gpu.ipynb $OUT/ 2>/dev/null
-timeout 45 python3 results/exc_gpu_figures.py $OUT/h200-exc-targets.json > $OUT/figures.log 2>&1
+timeout 60 python3 results/exc_gpu_figures.py $OUT/h200-exc-targets.json > $OUT/figures.log 2>&1
 echo done

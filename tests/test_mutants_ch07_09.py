@@ -271,7 +271,7 @@ def test_occupancy_solution_and_mutants(capsys):
 # ================================================================================== the targets (d)
 
 GOOD_KNOBS = {"multirow": {"ROWS": 8, "num_warps": 4},
-              "persistent": {"programs_per_sm": 4, "num_warps": 4, "num_stages": 2}}
+              "persistent": {"programs_per_sm": 8, "num_warps": 4, "num_stages": 2}}
 
 
 def test_targets_proxy(capsys):
@@ -282,6 +282,8 @@ def test_targets_proxy(capsys):
     fails_naming(ch07.check_targets, [big_tile, multirow, persistent], "ch07-targets", ["spills registers"], capsys)
     few = {**GOOD_KNOBS, "multirow": {"ROWS": 32, "num_warps": 4}}  # 2048 programs: fine; ROWS=1024 is not
     passes(ch07.check_targets, [few, multirow, persistent], "ch07-targets", capsys)
+    quarter = {**GOOD_KNOBS, "persistent": {"programs_per_sm": 4, "num_warps": 4, "num_stages": 2}}  # 68% on the H200
+    fails_naming(ch07.check_targets, [quarter, multirow, persistent], "ch07-targets", ["only 512 of its 2048"], capsys)
     per_row = {**GOOD_KNOBS, "persistent": {"programs_per_sm": 64, "num_warps": 4, "num_stages": 2}}
     fails_naming(ch07.check_targets, [per_row, multirow, persistent], "ch07-targets", ["at most 2048 threads"],
                  capsys)
