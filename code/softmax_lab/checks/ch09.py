@@ -9,7 +9,8 @@ Besides comparing outputs with the float64 reference, every kernel check runs th
 simulator under the shared-memory race recorder (``softmax_lab.cuda_layer.record_races``), which is
 deterministic, so a missing barrier fails on every run and on every machine, also when the output happened
 to come out right. Named pitfalls: a missing barrier (by thread, address and line), a wrong stride in the
-per-thread loop, a shuffle of the wrong width (offset 32: a 64-lane wavefront's first step; 8: half a warp).
+per-thread loop, a max that starts from 0 instead of -inf, a sector count that ignores where an access ends,
+a shuffle of the wrong width (offset 32: a 64-lane wavefront's first step; 8: half a warp).
 
 numba is imported only when a check runs (``import softmax_lab.checks`` stays light).
 """
@@ -106,6 +107,23 @@ def _wrong_stride(y: torch.Tensor, x: torch.Tensor, threads: int) -> str:
 # ------------------------------------------------------------------------------------- kernel checks
 
 
+IDENTITY = ("a row of negative numbers came out wrong as if its max were 0: start the max from "
+            "float32(-math.inf), not 0 - every thread, also one with no column, must contribute the identity "
+            "(-inf for a max, 0 for a sum)")
+
+
+def _max_from_zero(y: torch.Tensor, x: torch.Tensor) -> bool:
+    """Does y look like a softmax whose max started from 0 (rows of negative numbers go wrong)?"""
+    x64, y64 = x.detach().double().cpu(), y.detach().double().cpu()
+    neg = x64.amax(dim=-1) < 0
+    if not bool(neg.any()):
+        return False
+    e = torch.exp(x64 - x64.amax(dim=-1, keepdim=True).clamp(min=0))
+    want = e / e.sum(dim=-1, keepdim=True)
+    return bool(torch.allclose(torch.nan_to_num(y64[neg], nan=-7.0), torch.nan_to_num(want[neg], nan=-7.0),
+                               rtol=1e-4, atol=1e-6))
+
+
 def _output_problem(launch, x: torch.Tensor, threads: int) -> str:
     out = torch.full(x.shape, float("nan"), dtype=x.dtype, device=x.device)
     with quiet():
@@ -113,6 +131,8 @@ def _output_problem(launch, x: torch.Tensor, threads: int) -> str:
         y = out if y is None else y
         problem = explain(y, x)
         if problem:
+            if _max_from_zero(y, x):
+                return IDENTITY
             stride = _wrong_stride(y, x, threads)
             return stride or problem
     return ""
@@ -366,6 +386,8 @@ def _sector_cases():
     yield "16 lanes active (a row of 16 floats)", block.warp_load(0, 0, 0).active[:16], 4
     yield "32 float16 values side by side", [2 * i for i in range(32)], 2
     yield "every lane reads the same float (a broadcast)", [256] * 32, 4
+    yield ("8-byte reads starting 4 bytes in (4 + 8 * lane): some straddle a sector boundary and touch two",
+           [4 + 8 * lane for lane in range(32)], 8)
 
 
 def _sectors_problem(fn, addresses, access_bytes: int) -> str:
@@ -386,6 +408,11 @@ def _sectors_problem(fn, addresses, access_bytes: int) -> str:
                 "aligned addresses - count the distinct sectors (address // 32) they fall in")
     if got == (want[1], want[0]):
         return "sectors and lines are swapped: return (sectors, lines)"
+    first = (len({a // 32 for a in addresses}), len({a // 128 for a in addresses}))
+    if got == first and first != want:
+        return (f"you counted only the sector of each access's first byte: a read of {access_bytes} bytes at a "
+                f"covers a .. a + {access_bytes - 1}, and when it straddles a boundary it touches the next sector "
+                "(and line) too")
     if got[0] != want[0]:
         return f"sectors: {got[0]} is {'too many' if got[0] > want[0] else 'too few'}"
     return f"lines: {got[1]} is {'too many' if got[1] > want[1] else 'too few'} (a line is 128 bytes)"

@@ -1,0 +1,396 @@
+"""Chapters 7 and 9: checks of the property each exercise teaches, proved with mutants.
+
+Each mutant is a wrong answer a learner could hand in. It passes what the chapter checked before (output values
+on contiguous rows, the chapter's fixed list of cases) and must fail the check of the property taught, with a
+FAIL line that names the mistake: a table of answers instead of the rule (ch07-rows), one program per row or a
+floor-divided grid (ch07-multirow), an output that ignores its own row stride, a tile read twice, a persistent
+kernel that is not persistent or writes rows several times, counts without the warp size, a sector counter
+that ignores where an access ends (ch09-sectors), a tree that starts its max from 0 (ch09-block-tree).
+
+Sizes are tiny (the CPU interpreter and numba's simulator run them in CI); the solutions pass the same checks.
+"""
+import softmax_lab  # noqa: F401  (first: picks GPU or interpreter before any kernel is defined)
+import math
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from softmax_lab import cuda_layer  # noqa: F401  (before numba: it picks real CUDA or the simulator)
+from softmax_lab.checks import ch04, ch07, ch09
+from numba import cuda, float32
+from softmax_lab.checks._pitfalls import softmax_problem
+from softmax_lab.device import DEVICE
+
+
+def run(check, *args, capsys):
+    ok = check(*args)
+    return bool(ok), capsys.readouterr().out
+
+
+def fails_naming(check, args, exercise, words, capsys):
+    ok, out = run(check, *args, capsys=capsys)
+    assert not ok, out
+    assert out.strip().splitlines()[-1].startswith(f"{exercise}: FAILED"), out
+    fails = [ln for ln in out.splitlines() if ln.startswith("FAIL ")]
+    for w in words:
+        assert any(w in ln for ln in fails), f"no FAIL line mentions {w!r}:\n{out}"
+    return out
+
+
+def passes(check, args, exercise, capsys):
+    ok, out = run(check, *args, capsys=capsys)
+    assert ok and "FAIL " not in out, out
+    assert out.strip().splitlines()[-1].startswith(f"{exercise}: PASSED"), out
+
+
+def values_only(launch) -> list[str]:
+    """What the chapter's kernel checks verified before: output values on contiguous boundary shapes
+    (chapter 4's cases), output poisoned first. A mutant of the property passes this."""
+    return [p for _, v, step in ch04.FUSED_CASES if step is None
+            if (p := softmax_problem(launch, v, triton.next_power_of_2))]
+
+
+# ============================================================================ the multi-row kernel (a)
+
+@triton.jit
+def multirow_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                    ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    live = rows[:, None] < n_rows
+    mask = live & (cols[None, :] < n_cols)
+    x = tl.load(in_ptr + rows[:, None] * in_row_stride + cols[None, :], mask=mask, other=float("-inf"))
+    x = tl.where(live, x.to(tl.float32), 0.0)
+    x = x - tl.max(x, axis=1)[:, None]
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=1)[:, None]
+    tl.store(out_ptr + rows[:, None] * out_row_stride + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def multirow_twice_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                          ROWS: tl.constexpr, BLOCK: tl.constexpr):  # reads the tile for the max, then again
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    live = rows[:, None] < n_rows
+    mask = live & (cols[None, :] < n_cols)
+    ptrs = in_ptr + rows[:, None] * in_row_stride + cols[None, :]
+    m = tl.max(tl.where(live, tl.load(ptrs, mask=mask, other=float("-inf")), 0.0), axis=1)
+    x = tl.where(live, tl.load(ptrs, mask=mask, other=float("-inf")), 0.0)
+    num = tl.exp(x - m[:, None])
+    y = num / tl.sum(num, axis=1)[:, None]
+    tl.store(out_ptr + rows[:, None] * out_row_stride + cols[None, :], y, mask=mask)
+
+
+def multirow(x, out, ROWS, num_warps=4):
+    n_rows, n_cols = x.shape
+    multirow_kernel[(triton.cdiv(n_rows, ROWS),)](out, x, x.stride(0), out.stride(0), n_rows, n_cols, ROWS=ROWS,
+                                                  BLOCK=triton.next_power_of_2(n_cols), num_warps=num_warps)
+    return out
+
+
+def multirow_one_program_per_row(x, out, ROWS, num_warps=4):  # grid = n_rows: the extra programs do nothing
+    n_rows, n_cols = x.shape
+    multirow_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_rows, n_cols, ROWS=ROWS,
+                               BLOCK=triton.next_power_of_2(n_cols))
+    return out
+
+
+def multirow_floor_grid(x, out, ROWS, num_warps=4):  # the wrong ROWS rule for the grid: drops the last rows
+    n_rows, n_cols = x.shape
+    multirow_kernel[(max(1, n_rows // ROWS),)](out, x, x.stride(0), out.stride(0), n_rows, n_cols, ROWS=ROWS,
+                                               BLOCK=triton.next_power_of_2(n_cols))
+    return out
+
+
+def multirow_out_stride_ignored(x, out, ROWS, num_warps=4):  # steps output rows with the input's stride
+    n_rows, n_cols = x.shape
+    multirow_kernel[(triton.cdiv(n_rows, ROWS),)](out, x, x.stride(0), x.stride(0), n_rows, n_cols, ROWS=ROWS,
+                                                  BLOCK=triton.next_power_of_2(n_cols))
+    return out
+
+
+def multirow_reads_twice(x, out, ROWS, num_warps=4):
+    n_rows, n_cols = x.shape
+    multirow_twice_kernel[(triton.cdiv(n_rows, ROWS),)](out, x, x.stride(0), out.stride(0), n_rows, n_cols,
+                                                        ROWS=ROWS, BLOCK=triton.next_power_of_2(n_cols))
+    return out
+
+
+def blank_launcher(*args, **kwargs):
+    raise NotImplementedError("exercise: replace this line with your code")
+
+
+def test_multirow_solution_and_blank(capsys):
+    passes(ch07.check_multirow, [multirow], "ch07-multirow", capsys)
+    out = fails_naming(ch07.check_multirow, [blank_launcher], "ch07-multirow", ["not implemented yet"], capsys)
+    assert "(0/" in out.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("mutant, words", [
+    (multirow_one_program_per_row, ["9 programs, expected", "one program per row"]),
+    (multirow_out_stride_ignored, ["out_row_stride", "the input's row stride"]),
+    (multirow_reads_twice, ["read 2 times", "load the tile once"]),
+], ids=["one-program-per-row", "output-stride-ignored", "reads-twice"])
+def test_multirow_mutants_pass_values_only_and_fail_the_property(mutant, words, capsys):
+    assert values_only(lambda x, out: mutant(x, out, ROWS=2)) == []
+    fails_naming(ch07.check_multirow, [mutant], "ch07-multirow", words, capsys)
+
+
+def test_multirow_floor_grid_is_named(capsys):
+    fails_naming(ch07.check_multirow, [multirow_floor_grid], "ch07-multirow",
+                 ["never written", "floor division drops the last rows"], capsys)
+
+
+# ============================================================================ the persistent kernel (b)
+
+@triton.jit
+def persistent_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                      BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr, STEP_ONE: tl.constexpr = False):
+    start = tl.program_id(0).to(tl.int64)
+    step = 1 if STEP_ONE else tl.num_programs(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    for row in tl.range(start, n_rows, step, num_stages=NUM_STAGES):
+        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        x = x - tl.max(x, axis=0)
+        num = tl.exp(x)
+        y = num / tl.sum(num, axis=0)
+        tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def persistent(x, out, n_programs, num_warps=4, num_stages=2, grid=None, step_one=False, out_stride=None):
+    n_rows, n_cols = x.shape
+    grid = grid or (min(n_programs, n_rows),)
+    persistent_kernel[grid](out, x, x.stride(0), out.stride(0) if out_stride is None else out_stride, n_rows,
+                            n_cols, BLOCK=triton.next_power_of_2(n_cols), NUM_STAGES=num_stages, STEP_ONE=step_one,
+                            num_warps=num_warps)
+    return out
+
+
+def persistent_one_program_per_row(x, out, n_programs, num_warps=4, num_stages=2):
+    return persistent(x, out, n_programs, grid=(x.shape[0],))
+
+
+def persistent_step_one(x, out, n_programs, num_warps=4, num_stages=2):  # every program walks to the end
+    return persistent(x, out, n_programs, step_one=True)
+
+
+def persistent_out_stride_ignored(x, out, n_programs, num_warps=4, num_stages=2):
+    return persistent(x, out, n_programs, out_stride=x.shape[1])
+
+
+def test_persistent_solution_and_blank(capsys):
+    passes(ch07.check_persistent, [persistent], "ch07-persistent", capsys)
+    fails_naming(ch07.check_persistent, [blank_launcher], "ch07-persistent", ["not implemented yet"], capsys)
+
+
+@pytest.mark.parametrize("mutant, words", [
+    (persistent_one_program_per_row, ["21 rows", "one program per row"]),
+    (persistent_step_one, ["written", "exactly one", "tl.num_programs(0)"]),
+    (persistent_out_stride_ignored, ["out_row_stride", "not with n_cols"]),
+], ids=["one-program-per-row", "rows-written-several-times", "output-stride-ignored"])
+def test_persistent_mutants_pass_values_only_and_fail_the_property(mutant, words, capsys):
+    assert values_only(lambda x, out: mutant(x, out, n_programs=2)) == []
+    fails_naming(ch07.check_persistent, [mutant], "ch07-persistent", words, capsys)
+
+
+# ======================================================================================= ch07-rows
+
+def rows_rule(M, N, n_sms):
+    block = triton.next_power_of_2(N)
+    rows = 1
+    while rows * 2 * block <= 4096 and triton.cdiv(M, rows * 2) >= 4 * n_sms:
+        rows *= 2
+    return rows
+
+
+ANSWERS = {(M, N, s): rows_rule(M, N, s) for M, N, s in ch07.ROWS_CASES}
+
+
+def rows_from_a_table(M, N, n_sms):  # the named cases' answers, and a guess elsewhere
+    return ANSWERS.get((M, N, n_sms), max(1, 4096 // triton.next_power_of_2(N)))
+
+
+def test_rows_solution_passes(capsys):
+    passes(ch07.check_choose_rows, [rows_rule], "ch07-rows", capsys)
+
+
+def test_rows_table_passes_the_named_cases_and_fails_the_fresh_ones(capsys):
+    ok, out = run(ch07.check_choose_rows, rows_from_a_table, capsys=capsys)
+    named = [ln for ln in out.splitlines() if ln.startswith(("PASS", "FAIL")) and "fresh" not in ln]
+    assert len(named) == len(ch07.ROWS_CASES) and all(ln.startswith("PASS") for ln in named), out
+    assert not ok and any(ln.startswith("FAIL") and "fresh random shapes" in ln for ln in out.splitlines()), out
+
+
+# ============================================================================ counts: warps, occupancy
+
+def values_per_thread(BLOCK, num_warps):
+    return max(1, BLOCK // (32 * num_warps))
+
+
+def one_knob_sweeps(n_cols):
+    b = triton.next_power_of_2(n_cols)
+    return [(b, w) for w in (1, 2, 4, 8, 16)], [(b * k, 4) for k in (1, 2, 4)]
+
+
+def predict_spill(BLOCK, num_warps):
+    return values_per_thread(BLOCK, num_warps) + 24 > min(255, 65536 // (32 * num_warps))
+
+
+def test_warps_solution_and_mutants(capsys):
+    passes(ch07.check_warps, [values_per_thread, one_knob_sweeps, predict_spill], "ch07-warps", capsys)
+    fails_naming(ch07.check_warps, [lambda b, w: b // w, one_knob_sweeps, predict_spill], "ch07-warps",
+                 ["a warp is 32 threads"], capsys)
+    fails_naming(ch07.check_warps, [values_per_thread, one_knob_sweeps,
+                                    lambda b, w: values_per_thread(b, w) + 24 > 255], "ch07-warps",
+                 ["H200", "at most", "= 64 registers"], capsys)
+    both = lambda n: ([(triton.next_power_of_2(n) * k, 4 * k) for k in (1, 2, 4)],) * 2  # noqa: E731
+    fails_naming(ch07.check_warps, [values_per_thread, both, predict_spill], "ch07-warps",
+                 ["one knob at a time"], capsys)
+
+
+def programs_per_sm(n_regs, num_warps, shared_bytes=0):
+    t = 32 * num_warps
+    fits = [65536 // (n_regs * t), 2048 // t, 32] + ([228 * 1024 // shared_bytes] if shared_bytes else [])
+    return min(fits)
+
+
+def test_occupancy_solution_and_mutants(capsys):
+    passes(ch07.check_occupancy, [programs_per_sm], "ch07-occupancy", capsys)
+    fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * w), 32)], "ch07-occupancy",
+                 ["registers are per thread"], capsys)
+    fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * 32 * w), 32)], "ch07-occupancy",
+                 ["threads decide"], capsys)
+    fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * 32 * w), 2048 // (32 * w), 32)],
+                 "ch07-occupancy", ["shared memory decide"], capsys)
+
+
+# ================================================================================== the targets (d)
+
+GOOD_KNOBS = {"multirow": {"ROWS": 8, "num_warps": 4},
+              "persistent": {"programs_per_sm": 8, "num_warps": 4, "num_stages": 2}}
+
+
+def test_targets_proxy(capsys):
+    passes(ch07.check_targets, [lambda: GOOD_KNOBS, multirow, persistent], "ch07-targets", capsys)
+    fails_naming(ch07.check_targets, [blank_launcher, multirow, persistent], "ch07-targets",
+                 ["not implemented yet"], capsys)
+    big_tile = {**GOOD_KNOBS, "multirow": {"ROWS": 64, "num_warps": 4}}
+    fails_naming(ch07.check_targets, [big_tile, multirow, persistent], "ch07-targets", ["spills registers"], capsys)
+    few = {**GOOD_KNOBS, "multirow": {"ROWS": 32, "num_warps": 4}}  # 2048 programs: fine; ROWS=1024 is not
+    passes(ch07.check_targets, [few, multirow, persistent], "ch07-targets", capsys)
+    quarter = {**GOOD_KNOBS, "persistent": {"programs_per_sm": 4, "num_warps": 4, "num_stages": 2}}  # 68% on the H200
+    fails_naming(ch07.check_targets, [quarter, multirow, persistent], "ch07-targets", ["only 512 of its 2048"], capsys)
+    per_row = {**GOOD_KNOBS, "persistent": {"programs_per_sm": 64, "num_warps": 4, "num_stages": 2}}
+    fails_naming(ch07.check_targets, [per_row, multirow, persistent], "ch07-targets", ["at most 2048 threads"],
+                 capsys)
+    fails_naming(ch07.check_targets, [GOOD_KNOBS, multirow_reads_twice, persistent_step_one], "ch07-targets",
+                 ["read 2 times"], capsys)
+
+
+def test_targets_print_the_same_lines_on_cpu_and_gpu(capsys, monkeypatch):
+    """A GPU run adds lines only when a target is missed: a passing GPU run prints what the CPU prints."""
+    ok, cpu = run(ch07.check_targets, GOOD_KNOBS, multirow, persistent, capsys=capsys)
+    monkeypatch.setattr(ch07, "ON_GPU", True)
+    monkeypatch.setattr(ch07, "_timed_problem", lambda *a: "")
+    ok2, gpu = run(ch07.check_targets, GOOD_KNOBS, multirow, persistent, capsys=capsys)
+    assert ok and ok2 and cpu == gpu
+    monkeypatch.setattr(ch07, "_timed_problem", lambda key, *a: "timed at 50% of copy" if key == "multirow" else "")
+    ok3, slow = run(ch07.check_targets, GOOD_KNOBS, multirow, persistent, capsys=capsys)
+    assert not ok3 and "FAIL  target 1 timed on this GPU" in slow
+
+
+# ========================================================================================= chapter 9
+
+def test_sectors_mutant_that_ignores_where_an_access_ends(capsys):
+    from softmax_lab import cuda_layer as cl
+    from softmax_lab.cuda_layer import kernels  # noqa: F401  (the sector cases record the kernels' loads)
+
+    def first_byte_only(addresses, access_bytes=4):
+        return len({a // 32 for a in addresses}), len({a // 128 for a in addresses})
+
+    cases = list(ch09._sector_cases())
+    old = [c for c in cases if "straddle" not in c[0]]
+    assert all(first_byte_only(a, b) == cl.count_sectors(a, b) for _, a, b in old)  # the old cases pass it
+    fails_naming(ch09.check_sectors, [first_byte_only], "ch09-sectors", ["straddle"], capsys)
+
+
+@cuda.jit
+def max_from_zero(x, y, n_cols):  # the max starts at 0, not -inf: a thread with no column adds a 0
+    row = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    threads = cuda.blockDim.x
+    shared = cuda.shared.array(0, float32)
+    m = float32(0.0)
+    for col in range(tid, n_cols, threads):
+        m = max(m, x[row, col])
+    shared[tid] = m
+    cuda.syncthreads()
+    stride = threads // 2
+    while stride > 0:
+        if tid < stride:
+            shared[tid] = max(shared[tid], shared[tid + stride])
+        cuda.syncthreads()
+        stride //= 2
+    row_max = shared[0]
+    cuda.syncthreads()
+    total = float32(0.0)
+    for col in range(tid, n_cols, threads):
+        total += math.exp(x[row, col] - row_max)
+    shared[tid] = total
+    cuda.syncthreads()
+    stride = threads // 2
+    while stride > 0:
+        if tid < stride:
+            shared[tid] += shared[tid + stride]
+        cuda.syncthreads()
+        stride //= 2
+    row_sum = shared[0]
+    for col in range(tid, n_cols, threads):
+        y[row, col] = math.exp(x[row, col] - row_max) / row_sum
+
+
+
+def test_block_tree_identity_mutant_is_named(capsys):
+    fails_naming(ch09.check_block_tree, [max_from_zero], "ch09-block-tree", ["-inf"], capsys)
+
+
+# ============================================================ the notebooks' own exercise cells (solution, blank)
+
+import importlib.util  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import nbformat  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"
+NEW_EXERCISES = [  # (exercise id, check, how the check is called with the cell's module)
+    ("ch07-multirow", ch07.check_multirow, lambda m: [m.my_multirow_softmax]),
+    ("ch07-persistent", ch07.check_persistent, lambda m: [m.my_persistent_softmax]),
+    ("ch07-warps", ch07.check_warps, lambda m: [m.values_per_thread, m.one_knob_sweeps, m.predict_spill]),
+    ("ch07-occupancy", ch07.check_occupancy, lambda m: [m.programs_per_sm]),
+]
+
+
+def _cell_module(folder, exercise, tmp_path):
+    nb = nbformat.read(ROOT / folder / "07_performance.ipynb", as_version=4)
+    cells = [c for c in nb.cells if f"exercise:{exercise}" in c.metadata.get("tags", [])]
+    assert len(cells) == 1
+    path = tmp_path / f"{folder}_{exercise.replace('-', '_')}.py"
+    path.write_text(HEADER + cells[0].source + "\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("exercise, check, args", NEW_EXERCISES, ids=[e[0] for e in NEW_EXERCISES])
+def test_new_exercise_cells(exercise, check, args, tmp_path, capsys):
+    passes(check, args(_cell_module("solutions", exercise, tmp_path)), exercise, capsys)
+    if (ROOT / "notebooks" / "07_performance.ipynb").exists():
+        out = fails_naming(check, args(_cell_module("notebooks", exercise, tmp_path)), exercise,
+                           ["not implemented yet"], capsys)
+        assert "(0/" in out.strip().splitlines()[-1]
