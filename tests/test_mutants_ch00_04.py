@@ -34,19 +34,19 @@ OLD_CASES = {
 MISSED_BEFORE = [
     ("ch00-double", "the launcher computes 2 * x with torch", [("    double_kernel[grid](out, x, x.numel(), BLOCK=BLOCK)",
                                                                "    out.copy_(2 * x)")],
-     ch00.TRAFFIC_CASE, "ran no Triton kernel"),
+     ch00.TRAFFIC_CASE, "never launched double_kernel"),
     ("ch00-double", "loads its block twice", [("tl.store(out_ptr + offs, 2 * x, mask=mask)",
                                                "tl.store(out_ptr + offs, x + tl.load(in_ptr + offs, mask=mask), mask=mask)")],
      ch00.TRAFFIC_CASE, "load each element of x once"),
     ("ch01-stable-row", "torch.softmax inside the launcher", [("    softmax_row_kernel[(1,)](out, x, x.numel(), BLOCK=BLOCK)",
                                                                "    out.copy_(torch.softmax(x, dim=-1))")],
-     ch01.TRAFFIC_CASE, "torch.softmax"),
+     ch01.TRAFFIC_CASE, "never launched softmax_row_kernel"),
     ("ch02-masked-load-store", "torch.softmax inside the launcher",
      [("    softmax_rows_kernel[(n_rows,)](out, x, n_cols, BLOCK=triton.next_power_of_2(n_cols))",
-       "    out.copy_(torch.softmax(x, dim=-1))")], ch02.TRAFFIC_CASE, "ran no Triton kernel"),
+       "    out.copy_(torch.softmax(x, dim=-1))")], ch02.TRAFFIC_CASE, "never launched softmax_rows_kernel"),
     ("ch03-naive-normalize", "torch.softmax inside the launcher",
      [("    my_naive_kernel[(n_rows * n_cols,)](out, x, n_cols, BLOCK=BLOCK)", "    out.copy_(torch.softmax(x, dim=-1))")],
-     ch03.TRAFFIC_CASE, "ran no Triton kernel"),
+     ch03.TRAFFIC_CASE, "never launched my_naive_kernel"),
     ("ch03-naive-normalize", "reloads its own element instead of using `mine`",
      [("y = tl.exp(mine - row_max) / total", "y = tl.exp(tl.load(row_start + col) - row_max) / total")],
      ch03.TRAFFIC_CASE, "walk the row twice and load its own element once"),
@@ -55,7 +55,7 @@ MISSED_BEFORE = [
     ("ch04-fused", "ignores out_row_stride (assumes a contiguous output)",
      [("out_ptr + row * out_row_stride", "out_ptr + row * n_cols")], ch04.STRIDED_OUT_CASES[0][0], "out_row_stride"),
     ("ch04-fused", "torch.softmax inside the wrapper", [(LAUNCH_CH04, "    out.copy_(torch.softmax(x, dim=-1))")],
-     ch04.TRAFFIC_CASE, "torch.softmax"),
+     ch04.TRAFFIC_CASE, "never launched my_fused_kernel"),
     ("ch04-fused", "reads the row twice (not fused)",
      [("    x = x - tl.max(x, axis=0)",
        '    x = x - tl.max(tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf")), axis=0)')],
@@ -124,7 +124,19 @@ def test_new_exercise_mutant_is_killed(ex, mutant, edits, case, words, tmp_path)
     assert line is not None and words in line, f"{mutant}: {case!r} should fail saying {words!r}:\n{text}"
 
 
-@pytest.mark.parametrize("ex,pitfall,edits,case,words", PITFALLS, ids=[f"{p[0]}: {p[1]}" for p in PITFALLS])
+# More pitfalls the chapters name, caught by value before and now (same format as PITFALLS)
+CAUGHT_MORE = [
+    ("ch00-double", "the grid does not cover the vector", [("triton.cdiv(x.numel(), BLOCK)", "x.numel() // BLOCK")],
+     "vector of 100", "does the grid cover the whole vector?"),
+    ("ch04-fused", "store without mask", [("tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)",
+                                           "tl.store(out_ptr + row * out_row_stride + cols, y)")],
+     "random 2x31", "mask the store"),
+    ("ch04-fused", "load without mask", [('mask=mask, other=float("-inf"))', ")")], "random 2x31", "mask the load"),
+]
+
+
+@pytest.mark.parametrize("ex,pitfall,edits,case,words", PITFALLS + CAUGHT_MORE,
+                         ids=[f"{p[0]}: {p[1]}" for p in PITFALLS + CAUGHT_MORE])
 def test_named_pitfall_is_caught(ex, pitfall, edits, case, words, tmp_path):
     """The pitfalls the chapters name that the checks caught before too (tests/test_checks_ch00_04.py's list)."""
     ok, text = run_check(ex, load(ex, mutate(ex, edits), tmp_path), grouped=False)

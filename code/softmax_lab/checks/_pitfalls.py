@@ -216,6 +216,14 @@ NO_LAUNCH = ("your launcher ran no Triton kernel (is it calling torch.softmax or
              "exercise is to compute this in your own @triton.jit kernel")
 
 
+def no_launch(kernel: str = "") -> str:
+    """NO_LAUNCH, naming first the kernel the exercise asks for (long lines get cut in the gradebook)."""
+    if not kernel:
+        return NO_LAUNCH
+    return (f"your launcher never launched {kernel}, nor any Triton kernel (is it calling torch.softmax or a "
+            "library function?): the exercise is to compute this in your own @triton.jit kernel")
+
+
 def counted(fn, x: torch.Tensor, out: torch.Tensor | None = None):
     """Run ``fn(x, out)`` with every Triton kernel it launches counted by memcount (interpreted on CPU copies,
     on a GPU machine too, so the counts are the same everywhere). Lanes outside every tensor are switched off
@@ -234,13 +242,14 @@ OUTSIDE = ("your kernel loaded or stored outside every tensor it was given (lane
 
 
 def traffic_problem(fn, x: torch.Tensor, loads: int, stores: int, what: str, out: torch.Tensor | None = None,
-                    wrong=None) -> str:
+                    wrong=None, kernel: str = "") -> str:
     """'' when ``fn(x, out)`` launches a Triton kernel that computes softmax(x) (or what ``wrong(y, x) -> ''``
     accepts) with exactly ``loads`` elements loaded and ``stores`` stored (counted by memcount), else what is
-    wrong; ``what`` says what the kernel should move, in words ("load each element once ...")."""
+    wrong; ``what`` says what the kernel should move, in words ("load each element once ..."); ``kernel``: the
+    name of the kernel the exercise asks for."""
     y, c = counted(fn, x, out)
     if c.launches == 0:
-        return NO_LAUNCH
+        return no_launch(kernel)
     if c._outside_log:
         return OUTSIDE
     problem = (wrong or explain)(y, x)

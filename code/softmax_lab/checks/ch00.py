@@ -47,7 +47,8 @@ def check_double(double) -> Verdict:
     x = random_rows((100,), 9).to(DEVICE)
     report.run(TRAFFIC_CASE, lambda: traffic_problem(
         double, x, 100, 100, "load each element of x once and store each element of out once",
-        wrong=lambda y, x: "" if torch.equal(y.cpu(), (2 * x).cpu()) else "the output is not 2 * x"))
+        wrong=lambda y, x: "" if torch.equal(y.cpu(), (2 * x).cpu()) else "the output is not 2 * x",
+        kernel="double_kernel"))
     return Verdict(report.show())
 
 

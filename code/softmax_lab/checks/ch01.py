@@ -36,7 +36,8 @@ def check_stable_row(softmax_row) -> Verdict:
         report.run(name, lambda v=values: softmax_problem(softmax_row, v))
     x = random_rows((16,), 3).to(DEVICE)
     report.run(TRAFFIC_CASE, lambda: traffic_problem(
-        softmax_row, x, 16, 16, "load each element of the row once and store each output once"))
+        softmax_row, x, 16, 16, "load each element of the row once and store each output once",
+        kernel="softmax_row_kernel"))
     return Verdict(report.show())
 
 

@@ -47,7 +47,7 @@ def check_masked_rows(softmax_rows) -> Verdict:
     x = random_rows((3, 5), 31).to(_DEVICE)
     report.run(TRAFFIC_CASE, lambda: traffic_problem(
         softmax_rows, x, 15, 15, "load each element once and store each once: the padding lanes are masked, "
-        "so they are neither loaded from memory nor stored"))
+        "so they are neither loaded from memory nor stored", kernel="softmax_rows_kernel"))
     return Verdict(report.show())
 
 

@@ -37,7 +37,8 @@ def check_naive(naive_softmax) -> Verdict:
     x = random_rows((2, 5), 44).to(DEVICE)
     report.run(TRAFFIC_CASE, lambda: traffic_problem(
         naive_softmax, x, 2 * (2 * 5 * 5 + 5), 10, "walk the row twice and load its own element once (the "
-        "values loaded are already in `mine`, `row_max` and `total`), then store one value"))
+        "values loaded are already in `mine`, `row_max` and `total`), then store one value",
+        kernel="my_naive_kernel"))
     return Verdict(report.show())
 
 

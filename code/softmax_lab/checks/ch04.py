@@ -22,8 +22,8 @@ import contextlib
 
 from ..device import DEVICE, ON_GPU
 from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import (GUARD, GUARD_LEN, NO_LAUNCH, OUTSIDE, Verdict, counted, explain, guarded_input, quiet, random_rows,
-                        softmax_problem, traffic_problem)
+from ._pitfalls import (GUARD, GUARD_LEN, OUTSIDE, Verdict, counted, explain, guarded_input, no_launch, quiet,
+                        random_rows, softmax_problem, traffic_problem)
 from .common import Report, _returned, lane_map_of
 from .judging import BIG_STEP, INT64_HINT
 
@@ -236,7 +236,7 @@ def _int64_problem(fn) -> str:
     with pid_offset_probe() as narrow:
         _, c = counted(fn, x, out)
     if c.launches == 0:
-        return NO_LAUNCH
+        return no_launch("my_fused_kernel")
     if c._outside_log:
         return OUTSIDE
     if narrow:
@@ -286,7 +286,7 @@ def check_fused(fused_softmax) -> Verdict:
     report.run(TRAFFIC_CASE, lambda: traffic_problem(
         fused_softmax, x, x.numel(), x.numel(),
         "load each element of x once and store each element of y once: max, exponentials and sum stay in registers",
-        out=torch.full((3, 5), float("nan"), device=DEVICE)))
+        out=torch.full((3, 5), float("nan"), device=DEVICE), kernel="my_fused_kernel"))
     report.run(INT64_CASE, lambda: _int64_problem(fused_softmax))
     return Verdict(report.show())
 
