@@ -175,3 +175,21 @@ def test_every_exercise_has_three_written_levels(ident, entry):
     code_lines = {re.sub(r"\s+", "", ln) for ln in answer.splitlines() if len(ln.strip()) > 25}
     for h in ladder[:2]:  # levels 1 and 2 point the way: they quote no full line of the answer
         assert not any(ln in re.sub(r"\s+", "", h) for ln in code_lines), (ident, h)
+
+
+def test_a_real_kernel_saves_the_records_in_the_notebook(tmp_path):
+    """Run hint() and a button click in a real Jupyter kernel (nbclient): the saved notebook's outputs carry the
+    records, the button's as the update of the display made when its cell ran."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('import softmax_lab\nsoftmax_lab.hint("ch01-stable-row")'),
+                nbformat.v4.new_code_cell('b = softmax_lab.hint_button("ch04-fused")\nb.button.click()\n'
+                                          'b.button.click()')]
+    NotebookClient(nb, timeout=120, kernel_name=build.KERNEL_NAME).execute()
+    first = [o for o in nb.cells[0].outputs if o.output_type == "display_data"]
+    assert [o.metadata for o in first] == [{"softmax_lab": {"hint": {"exercise": "ch01-stable-row", "level": 1}}}]
+    shown = [o for o in nb.cells[1].outputs if o.get("metadata", {}).get("softmax_lab")]
+    assert [o.metadata["softmax_lab"]["hint"] for o in shown] == [{"exercise": "ch04-fused", "level": 2}]
+    assert "Hint 1/4" in shown[0].data["text/markdown"] and "Hint 2/4" in shown[0].data["text/markdown"]
