@@ -54,19 +54,11 @@ def _repo_solutions() -> Path | None:
 
 
 def read_registry(folder: Path = REGISTRY_DIR) -> dict[str, dict]:
-    """Every exercise of the course registry: id -> {"chapter", "points", "hints"} (torch-free, tomllib).
+    """Every exercise of the course registry (``softmax_lab.course``): id -> {"chapter", "points", "hints"}."""
+    from .course import load_registry
 
-    A small reader of its own; the lead switches it to the course package's registry loader at merge."""
-    import tomllib
-
-    out: dict[str, dict] = {}
-    for path in sorted(Path(folder).glob("ch*.toml")):
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        chapter = path.stem[2:]
-        for ex in data.get("exercise", []):
-            hints = ex.get("hints", [])
-            out[ex["id"]] = {"chapter": chapter, "points": ex.get("points"), "hints": list(hints)}
-    return out
+    return {ex.id: {"chapter": ex.chapter, "points": ex.points, "hints": list(ex.hints)}
+            for ex in load_registry(Path(folder)).exercises()}
 
 
 def solution_regions(source: str) -> list[str]:

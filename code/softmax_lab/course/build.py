@@ -215,6 +215,21 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="folder of chNN.toml exercise registry files (default: the course's own)")
 
 
+def hint_data(solutions: Path, check: bool) -> list[str]:
+    """The hint ladders an installed package reads (``softmax_lab/data/hints/chNN.json``, level 4 taken from the
+    solution regions): rewritten with the learner notebooks; with ``check``, the names of stale files."""
+    from .. import hints
+
+    if check:
+        want = hints.hint_data_texts(solutions)
+        have = {p.name: p.read_text(encoding="utf-8") for p in hints.DATA_DIR.glob("ch*.json")}
+        return [f"data/hints/{n}" for n in sorted(set(want) | set(have)) if want.get(n) != have.get(n)]
+    changed = hints.write_hint_data(solutions)
+    for name in changed:
+        print(f"wrote softmax_lab/data/hints/{name}")
+    return [f"data/hints/{n}" for n in changed]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.check and args.execute:
         print("softmax-lab build: --check and --execute do not mix", file=sys.stderr)
@@ -231,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
                 execute(p, timeout=args.timeout)
         changed = build(solutions, notebooks, only=args.notebooks or None, check=args.check, force=args.force,
                         registry=registry)
+        if args.registry is None and args.solutions is None:
+            changed += hint_data(solutions, check=args.check)
     except (BuildError, _registry.RegistryError) as err:
         print(f"softmax-lab build: {err}", file=sys.stderr)
         return 2
