@@ -86,12 +86,28 @@ def load(ex: str, source: str, tmp_path: Path):
     return module
 
 
-def run_check(ex: str, module) -> tuple[bool, str]:
+def run_check(ex: str, module, grouped: bool = True) -> tuple[bool, str]:
+    """The check's printed text; ``grouped=False``: one line per case (failures not grouped by reason)."""
     _, check_name, names = EXERCISES[ex]
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.redirect_stdout(out))
+        if not grouped:
+            stack.enter_context(_ungrouped())
         ok = getattr(checks, check_name)(*[getattr(module, n) for n in names])
     return ok, out.getvalue()
+
+
+@contextlib.contextmanager
+def _ungrouped():
+    from softmax_lab.checks import common
+
+    original = common.Report.grouped_lines
+    common.Report.grouped_lines = lambda self: list(self.lines)
+    try:
+        yield
+    finally:
+        common.Report.grouped_lines = original
 
 
 @pytest.mark.parametrize("ex", list(EXERCISES))
@@ -101,6 +117,7 @@ def test_blank_exercise_fails_with_not_implemented(ex, tmp_path):
     assert not ok
     assert lines[-1].startswith(f"{ex}: FAILED (0/"), text
     assert all("not implemented yet" in line for line in lines[:-1]), text
+    assert len(lines) == 2 and lines[0].startswith("FAIL ×"), "one reason, one line: " + text
 
 
 @pytest.mark.parametrize("ex", list(EXERCISES))
@@ -116,7 +133,7 @@ def test_pitfall_fails_naming_it(ex, pitfall, edits, case, words, tmp_path):
     for old, new in edits:
         assert old in source, f"the solution of {ex} no longer contains {old!r}: update this test"
         source = source.replace(old, new)
-    ok, text = run_check(ex, load(ex, source, tmp_path))
+    ok, text = run_check(ex, load(ex, source, tmp_path), grouped=False)
     assert not ok, text
     line = next((l for l in text.splitlines() if l.startswith(f"FAIL  {case}:")), None)
     assert line is not None, f"case {case!r} did not fail:\n{text}"
@@ -202,3 +219,48 @@ def test_judge_big_buffers_plumbing(name, monkeypatch):
         bad = src.replace("out_ptr + row * out_row_stride", "out_ptr + row * (out_row_stride + 1)")
         v = judge.run("", {"ch04-fused": bad}, Limits(cell_timeout=60), seed=7)["ch04-fused"]
         assert not v.ok and any("2**30 apart" in ln and "64-bit" in ln for ln in v.lines), v.text("ch04-fused")
+
+
+# ------------------------------------------------------------------------- grouped failure lines, learner lines
+
+
+def test_report_groups_identical_reasons_where_the_first_failed(capsys):
+    from softmax_lab.checks import Report
+
+    r = Report("ex")
+    r.add("a", "")
+    for name in ("b", "c", "d", "e"):
+        r.add(name, "same reason")
+    r.add("f", "other reason")
+    r.add("g", "")
+    r.add("h", "pair")
+    r.add("i", "pair")
+    assert not r.show()
+    assert capsys.readouterr().out.splitlines() == [
+        "PASS  a",
+        "FAIL ×4 cases (b, c, … 2 more): same reason",
+        "FAIL  f: other reason",
+        "PASS  g",
+        "FAIL ×2 cases (h, i): pair",
+        "ex: FAILED (2/9 checks passed)",
+    ]
+    assert len(r.lines) == 9  # the per-case record is kept
+
+
+@pytest.mark.skipif(softmax_lab.ON_GPU, reason="on a GPU the compiler reports the kernel line in its own message")
+def test_error_in_the_learners_kernel_names_their_line(tmp_path):
+    source = exercise_source("ch00-double").replace(
+        "    x = tl.load(in_ptr + offs, mask=mask)\n",
+        "    x = tl.load(in_ptr + offs, mask=mask)\n    y = tl.reshape(x, (3, 7))\n")
+    module = load("ch00-double", source, tmp_path)
+    ok, text = run_check("ch00-double", module)
+    want = HEADER.count("\n") + source.splitlines().index("    y = tl.reshape(x, (3, 7))") + 1
+    assert not ok
+    assert f"(at line {want} of your code: `y = tl.reshape(x, (3, 7))`)" in text, text
+    assert sum(l.startswith("FAIL") for l in text.splitlines()) == 1, text  # four cases, one reason: one line
+
+
+def test_error_in_the_learners_launcher_names_their_line(tmp_path):
+    source = exercise_source("ch00-double").replace("    BLOCK = 64\n", "    BLOCK = 64\n    x.no_such_thing\n")
+    ok, text = run_check("ch00-double", load("ch00-double", source, tmp_path))
+    assert not ok and "AttributeError" in text and "of your code: `x.no_such_thing`" in text, text

@@ -44,6 +44,14 @@ def __getattr__(name):
 
         globals()["softmax"] = fn
         return fn
+    if name in ("hint", "hint_button"):  # softmax_lab/hints.py: the four-level hint ladder of every exercise
+        import importlib
+
+        return getattr(importlib.import_module(".hints", __name__), name)
+    if name == "measure":  # softmax_lab/measure.py: honest GPU timing; the module itself is callable
+        import importlib
+
+        return importlib.import_module(".measure", __name__)
     if name in ("kernels", "reference", "testing", "checks", "dispatch", "op"):
         import importlib
 

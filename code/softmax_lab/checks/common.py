@@ -11,6 +11,8 @@ values only, never timings or raw floats. Learner mistakes never raise out of a 
 """
 from __future__ import annotations
 
+import os
+import sys
 import traceback
 from typing import Callable
 
@@ -19,13 +21,49 @@ import torch
 from ..testing import Case, compare, poisoned_like
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # softmax_lab/
+_LIBRARY = tuple({os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def _is_learner_file(filename: str) -> bool:
+    """A notebook cell (IPython's cell files, ``<ipython-input-...>``) or the learner's own module: not this
+    package, not an installed library, not the standard library, not Python's frozen modules."""
+    if filename.startswith("<"):
+        return filename.startswith("<ipython-input") or filename.startswith("<exercise cell")
+    path = os.path.abspath(filename)
+    if path.startswith(_PACKAGE + os.sep):
+        return False
+    return not any(path.startswith(lib + os.sep) for lib in _LIBRARY)
+
+
+def learner_line(err: BaseException) -> tuple[int, str] | None:
+    """(line number, line text) of the innermost frame in the learner's code of ``err``'s traceback, looking
+    first at the exceptions it was raised from (Triton's interpreter re-raises a kernel's error as its own)."""
+    chain, seen = [], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    for e in reversed(chain):  # innermost first: that is where the learner's kernel line is
+        mine = [f for f in traceback.extract_tb(e.__traceback__) if _is_learner_file(f.filename)]
+        if mine:
+            return mine[-1].lineno, (mine[-1].line or "").strip()
+    return None
+
+
 def explain_exception(err: BaseException) -> str:
-    """A learner-facing reason for an exception raised while running their code."""
+    """A learner-facing reason for an exception raised while running their code, with the line of their
+    cell it came from when the traceback passes through it."""
     text = f"{type(err).__name__}: {err}"
     if isinstance(err, NotImplementedError) or "NotImplementedError" in text:
         return "not implemented yet - replace `raise NotImplementedError` with your code"
     first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
-    return f"your code raised {first[:200]}"
+    where = learner_line(err)
+    at = ""
+    if where is not None:
+        line = where[1] if len(where[1]) <= 80 else where[1][:77] + "..."
+        at = f" (at line {where[0]} of your code: `{line}`)" if line else f" (at line {where[0]} of your code)"
+    return f"your code raised {first[:200]}{at}"
 
 
 class Report:
@@ -34,19 +72,41 @@ class Report:
     def __init__(self, exercise: str, drawing: Callable[[], None] | None = None):
         self.exercise = exercise
         self.drawing = drawing  # after a real FAIL (not a blank): draw the learner's kernel (lanemap)
-        self.lines: list[str] = []
+        self.lines: list[str] = []            # one line per case, in order (what ``show`` groups)
+        self.cases: list[tuple[str, str]] = []  # (case name, '' or the reason)
         self.passed = 0
         self.total = 0
 
     def add(self, name: str, problem: str) -> bool:
         """Record one case; ``problem`` is '' for a pass, otherwise the plain-words reason."""
         self.total += 1
+        self.cases.append((name, problem))
         if problem:
             self.lines.append(f"FAIL  {name}: {problem}")
             return False
         self.passed += 1
         self.lines.append(f"PASS  {name}")
         return True
+
+    def grouped_lines(self) -> list[str]:
+        """The lines ``show`` prints: a reason shared by several failing cases is printed once, where the
+        first of them failed, with the cases it covers."""
+        by_reason: dict[str, list[str]] = {}
+        for name, problem in self.cases:
+            if problem:
+                by_reason.setdefault(problem, []).append(name)
+        out, done = [], set()
+        for name, problem in self.cases:
+            if not problem:
+                out.append(f"PASS  {name}")
+            elif len(by_reason[problem]) == 1:
+                out.append(f"FAIL  {name}: {problem}")
+            elif problem not in done:
+                done.add(problem)
+                names = by_reason[problem]
+                listed = ", ".join(names) if len(names) <= 3 else f"{names[0]}, {names[1]}, … {len(names) - 2} more"
+                out.append(f"FAIL ×{len(names)} cases ({listed}): {problem}")
+        return out
 
     def run(self, name: str, fn: Callable[[], str], pitfall: str = "") -> bool:
         """Call ``fn`` (returns '' or a reason); exceptions become a FAIL with a plain reason."""
@@ -68,7 +128,7 @@ class Report:
         return f"{self.exercise}: {verdict} ({self.passed}/{self.total} checks passed)"
 
     def show(self) -> bool:
-        for line in self.lines:
+        for line in self.grouped_lines():
             print(line)
         fails = [line for line in self.lines if line.startswith("FAIL")]
         if self.drawing is not None and fails and not all("not implemented yet" in line for line in fails):
@@ -106,4 +166,4 @@ def debug_traceback() -> str:  # for instructors: the full traceback of the last
     return traceback.format_exc()
 
 
-__all__ = ["Report", "softmax_case", "explain_exception", "lane_map_of", "torch"]
+__all__ = ["Report", "softmax_case", "explain_exception", "learner_line", "lane_map_of", "torch"]

@@ -1,0 +1,310 @@
+"""Hints on demand: every exercise has a ladder of four levels, revealed one at a time.
+
+    softmax_lab.hint("ch04-fused")       # the next level: 1, then 2, then 3
+    softmax_lab.hint("ch04-fused", 2)    # a level you ask for
+    softmax_lab.hint("ch04-fused", 4)    # the complete answer (this caps the exercise's points)
+    softmax_lab.hint_button("ch04-fused")  # the same, one click per level (ipywidgets)
+
+1. *concept area*: which idea of the chapter the exercise is about;
+2. *specific direction*: what to do, not how;
+3. *key line*: the one line (or expression) that matters most;
+4. *complete answer*: the solution's code. It is never written twice: it is taken from the exercise's
+   ``### BEGIN SOLUTION`` / ``### END SOLUTION`` region in ``solutions/``.
+
+Levels 1-3 live in the course registry (``course/exercises/chNN.toml``, ``hints = [...]``). In a checkout both
+are read from the sources; an installed package reads ``data/hints/chNN.json``, which ``write_hint_data()``
+generates (``python -m softmax_lab.hints``; the build calls it; ``tests/test_hints.py`` fails when one is stale).
+
+Every hint shown is recorded in the notebook: it is a display output whose metadata is
+``{"softmax_lab": {"hint": {"exercise": <id>, "level": <n>}}}``. The grader reads that, lists the hints used in
+the gradebook and caps the points of an exercise whose complete answer (level 4) was shown. The text is plain
+markdown, so it reads the same where widgets do not render.
+"""
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+REGISTRY_DIR = PACKAGE / "course" / "exercises"
+DATA_DIR = PACKAGE / "data" / "hints"   # one generated file per chapter: chNN.json
+LEVELS = 4
+NAMES = {1: "concept area", 2: "specific direction", 3: "key line", 4: "complete answer"}
+BEGIN, END, HINT = "### BEGIN SOLUTION", "### END SOLUTION", "# HINT:"
+CAP_NOTE = ("Level 4 is the complete answer: once it is shown, this exercise earns at most the capped points "
+            "when graded (your notebook records which hints you used).")
+
+_shown: dict[str, int] = {}   # exercise id -> highest level shown in this kernel session
+
+
+class HintError(ValueError):
+    """An unknown exercise id or level (the message says what exists)."""
+
+
+# ------------------------------------------------------------------------------------------ the sources
+
+
+def _repo_solutions() -> Path | None:
+    """solutions/ of the checkout this package sits in (code/softmax_lab -> the repository root), if any."""
+    root = PACKAGE.parents[1]
+    folder = root / "solutions"
+    return folder if folder.is_dir() and (root / "Makefile").is_file() else None
+
+
+def read_registry(folder: Path = REGISTRY_DIR) -> dict[str, dict]:
+    """Every exercise of the course registry: id -> {"chapter", "points", "hints"} (torch-free, tomllib).
+
+    A small reader of its own; the lead switches it to the course package's registry loader at merge."""
+    import tomllib
+
+    out: dict[str, dict] = {}
+    for path in sorted(Path(folder).glob("ch*.toml")):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        chapter = path.stem[2:]
+        for ex in data.get("exercise", []):
+            hints = ex.get("hints", [])
+            out[ex["id"]] = {"chapter": chapter, "points": ex.get("points"), "hints": list(hints)}
+    return out
+
+
+def solution_regions(source: str) -> list[str]:
+    """The code of each solution region of one cell (marker lines and ``# HINT:`` lines dropped, dedented)."""
+    regions, current = [], None
+    for line in source.split("\n"):
+        mark = line.strip()
+        if mark == BEGIN:
+            current = []
+        elif mark == END:
+            if current is not None:
+                regions.append(textwrap.dedent("\n".join(current)).strip("\n"))
+            current = None
+        elif current is not None and not mark.startswith(HINT):
+            current.append(line)
+    return regions
+
+
+def answers_from_solutions(solutions: Path) -> dict[str, list[str]]:
+    """exercise id -> its solution regions, read from the solution notebooks (json only: no nbformat needed)."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(Path(solutions).glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb.get("cells", []):
+            ids = [t[len("exercise:"):] for t in cell.get("metadata", {}).get("tags", []) if t.startswith("exercise:")]
+            if ids:
+                src = cell.get("source", "")
+                out[ids[0]] = solution_regions("".join(src) if isinstance(src, list) else src)
+    return out
+
+
+def hint_data(solutions: Path | None = None, registry: Path = REGISTRY_DIR) -> dict:
+    """Everything the ladder needs, from the sources: {"exercises": {id: {chapter, points, hints, answer}}}."""
+    solutions = solutions or _repo_solutions()
+    if solutions is None:
+        raise HintError("no solutions/ folder here: the course's sources are needed to derive the answers")
+    answers = answers_from_solutions(solutions)
+    table = read_registry(registry)
+    for ident, entry in table.items():
+        entry["answer"] = answers.get(ident, [])
+    return {"exercises": dict(sorted(table.items()))}
+
+
+def hint_data_texts(solutions: Path | None = None, registry: Path = REGISTRY_DIR) -> dict[str, str]:
+    """The text of each generated file: {"chNN.json": text}, one per chapter with exercises."""
+    chapters: dict[str, dict] = {}
+    for ident, entry in hint_data(solutions, registry)["exercises"].items():
+        chapters.setdefault(f"ch{entry['chapter']}.json", {})[ident] = entry
+    return {name: json.dumps({"exercises": table}, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+            for name, table in sorted(chapters.items())}
+
+
+def write_hint_data(solutions: Path | None = None, target: Path = DATA_DIR) -> list[str]:
+    """Write data/hints/chNN.json (the ladders of an installed package) from the sources; returns the names of
+    the files that changed (stale ones are rewritten, files of chapters that no longer exist removed).
+    The build calls this, so an installed package's answers are always the solutions' own."""
+    texts = hint_data_texts(solutions)
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    changed = []
+    for name, text in texts.items():
+        path = target / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(name)
+    for path in sorted(target.glob("ch*.json")):
+        if path.name not in texts:
+            path.unlink()
+            changed.append(path.name)
+    return changed
+
+
+_cache: dict | None = None
+
+
+def table() -> dict[str, dict]:
+    """id -> entry: from the sources in a checkout, else from the packaged data/hints/chNN.json."""
+    global _cache
+    if _cache is None:
+        if _repo_solutions() is not None and REGISTRY_DIR.is_dir():
+            _cache = hint_data()["exercises"]
+        elif any(DATA_DIR.glob("ch*.json")):
+            _cache = {}
+            for path in sorted(DATA_DIR.glob("ch*.json")):
+                _cache.update(json.loads(path.read_text(encoding="utf-8"))["exercises"])
+        else:
+            raise HintError("this installation has neither the course sources nor data/hints/")
+    return _cache
+
+
+# ------------------------------------------------------------------------------------------ the ladder
+
+
+def _entry(exercise_id: str) -> dict:
+    known = table()
+    if exercise_id in known:
+        return known[exercise_id]
+    match = re.match(r"ch(\d\d)-", str(exercise_id))
+    same = sorted(k for k, v in known.items() if match and v["chapter"] == match.group(1))
+    listed = same or sorted(known)
+    where = f"chapter {match.group(1)}'s exercises" if same else "the course's exercises"
+    raise HintError(f"no exercise {exercise_id!r}; {where}: {', '.join(listed)}")
+
+
+def level_text(exercise_id: str, level: int) -> str:
+    """The markdown of one level of one exercise's ladder (4 = the complete answer, from the solution)."""
+    entry = _entry(exercise_id)
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= LEVELS:
+        raise HintError(f"hint levels are 1, 2, 3 and 4 (the complete answer); got {level!r}")
+    head = f"**Hint {level}/{LEVELS} for `{exercise_id}` ({NAMES[level]})**"
+    if level < LEVELS:
+        hints = entry["hints"]
+        if len(hints) < level:
+            return f"{head}: this exercise has no hint at this level yet."
+        return f"{head}: {hints[level - 1]}"
+    regions = entry.get("answer") or []
+    if not regions:
+        return f"{head}: no solution region was found for this exercise."
+    parts = [f"{head}. {CAP_NOTE}"]
+    for k, code in enumerate(regions, 1):
+        where = (f"gap {k} of {len(regions)}: replace its `raise NotImplementedError(...)` line with"
+                 if len(regions) > 1 else "replace the `raise NotImplementedError(...)` line with")
+        parts.append(f"{where}\n\n```python\n{code}\n```")
+    return "\n\n".join(parts)
+
+
+def record(exercise_id: str, level: int) -> dict:
+    """The output metadata that records a hint in the saved notebook (the grader reads exactly this)."""
+    return {"softmax_lab": {"hint": {"exercise": exercise_id, "level": int(level)}}}
+
+
+def _bundle(exercise_id: str, level: int, text: str | None = None) -> dict:
+    text = level_text(exercise_id, level) if text is None else text
+    return {"text/markdown": text, "text/plain": _plain(text)}
+
+
+def _plain(markdown: str) -> str:
+    return markdown.replace("**", "").replace("```python\n", "").replace("```", "")
+
+
+def _publish(data: dict, metadata: dict | None = None) -> None:
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # plain Python: text only
+        print(data["text/plain"])
+        return
+    if get_ipython() is None:
+        print(data["text/plain"])
+        return
+    display(data, raw=True, metadata=metadata or {})
+
+
+def next_level(exercise_id: str) -> int:
+    """The level ``hint(id)`` shows next: one past the highest shown, but never 4 unasked."""
+    return min(_shown.get(exercise_id, 0) + 1, LEVELS - 1)
+
+
+def hint(exercise_id: str, level: int | None = None) -> None:
+    """Show the next level of an exercise's hint ladder (or ``level``); the notebook records it.
+
+    ``hint(id)`` walks levels 1, 2, 3. The complete answer (level 4) comes only when asked for by number,
+    ``hint(id, 4)``, because it caps the exercise's points."""
+    try:
+        _entry(exercise_id)
+        if level is None:
+            if _shown.get(exercise_id, 0) >= LEVELS - 1:
+                _publish(_bundle(exercise_id, 0, f"You have seen hints 1-3 of `{exercise_id}`. {CAP_NOTE} "
+                                                 f'To see it anyway: `softmax_lab.hint("{exercise_id}", 4)`.'))
+                return
+            level = next_level(exercise_id)
+        text = level_text(exercise_id, level)
+    except HintError as err:
+        _publish({"text/plain": str(err), "text/markdown": str(err)})
+        return
+    _shown[exercise_id] = max(_shown.get(exercise_id, 0), level)
+    _publish(_bundle(exercise_id, level, text), record(exercise_id, level))
+
+
+def hint_button(exercise_id: str):
+    """A button that reveals the next level at each click (the 4th asks to be clicked twice: it caps the
+    points). The levels shown go to a display output made when the cell runs, so the saved notebook records
+    them (output metadata, as for ``hint``); where widgets don't render that output says to call ``hint()``."""
+    try:
+        _entry(exercise_id)
+    except HintError as err:
+        _publish({"text/plain": str(err), "text/markdown": str(err)})
+        return None
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    button = widgets.Button(description="Show hint 1 of 4", layout=widgets.Layout(width="auto"))
+    shown: list[str] = []
+    state = {"armed": False}
+    idle = f'No hint shown yet for `{exercise_id}` (no button above? run `softmax_lab.hint("{exercise_id}")`).'
+    display(button)
+    handle = display({"text/markdown": idle, "text/plain": _plain(idle)}, raw=True, display_id=True)
+
+    def click(_=None) -> None:
+        level = len(shown) + 1
+        if level > LEVELS:
+            return
+        if level == LEVELS and not state["armed"]:
+            state["armed"] = True
+            button.description = "Click again for the complete answer (caps this exercise's points)"
+            button.button_style = "warning"
+            return
+        shown.append(level_text(exercise_id, level))
+        _shown[exercise_id] = max(_shown.get(exercise_id, 0), level)
+        text = "\n\n".join(shown)
+        handle.update({"text/markdown": text, "text/plain": _plain(text)}, raw=True,
+                      metadata=record(exercise_id, level))
+        button.button_style = ""
+        if level == LEVELS:
+            button.description, button.disabled = "All 4 levels shown", True
+        elif level == LEVELS - 1:
+            button.description = "Show the complete answer (level 4)"
+        else:
+            button.description = f"Show hint {level + 1} of 4"
+
+    button.on_click(click)
+    return HintButton(button, handle)
+
+
+class HintButton:
+    """What ``hint_button`` returns: the button and the display handle it updates. Shows nothing itself (the
+    button is already displayed), so a cell ending in ``hint_button(...)`` does not show it twice."""
+
+    def __init__(self, button, handle):
+        self.button, self.handle = button, handle
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+if __name__ == "__main__":  # python -m softmax_lab.hints: regenerate data/hints/ from the sources
+    for changed_name in write_hint_data() or ["(nothing changed)"]:
+        print(f"data/hints/{changed_name}")
+
+__all__ = ["hint", "hint_button", "level_text", "record", "read_registry", "solution_regions", "hint_data",
+           "write_hint_data", "HintError", "LEVELS"]
