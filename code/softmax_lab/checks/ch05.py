@@ -301,7 +301,10 @@ def _state_problem(got, want, a, b) -> str:
         return f"(m, l) have shapes {tuple(m.shape)}, {tuple(l.shape)}; expected {tuple(m_ok.shape)} like the inputs"
     if bool(torch.isnan(m).any() | torch.isnan(l).any()):
         both_empty = (a[0] == NEG_INF) & (b[0] == NEG_INF)
-        return EMPTY_BOTH if bool(both_empty.any()) else "(m, l) came out NaN"
+        if bool(both_empty.any()):
+            return EMPTY_BOTH
+        return ("(m, l) came out NaN (inf / inf? an exp that overflowed): rescale by exp(m1 - m) and "
+                "exp(m2 - m), which are at most 1, never by exp(m) itself")
     if not bool(torch.equal(m, m_ok)):
         return BAD_M
     if bool(torch.isinf(l).any()):
@@ -336,24 +339,20 @@ def _orders_problem(combine, row, cuts) -> str:
     states = [tuple(_scalars(*_stats(row[s:e]))) for s, e in zip(bounds, bounds[1:])]
     want = _stats(row)
 
+    class NotAPair(Exception):
+        pass
+
     def merge(p, q):
         got, why = _as_pair(combine(p[0], p[1], q[0], q[1]))
         if why:
-            raise ValueError(why)
+            raise NotAPair(why)
         return got
 
-    with quiet():
-        left = states[0]
-        for s in states[1:]:
-            left = merge(left, s)
-        right = states[-1]
-        for s in reversed(states[:-1]):
-            right = merge(s, right)
-        level = states
-        while len(level) > 1:
-            level = [merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
-                     for i in range(0, len(level), 2)]
-        tree = level[0]
+    try:
+        with quiet():
+            left, right, tree = _fold_three_ways(states, merge)
+    except NotAPair as err:
+        return str(err)
     for name, got in (("left to right", left), ("right to left", right), ("as a tree", tree)):
         problem = _state_problem(got, want, states[0], states[-1])
         if problem:
@@ -362,6 +361,20 @@ def _orders_problem(combine, row, cuts) -> str:
             return (f"merged {name}, {len(states)} chunks: {problem} - the merge must not depend on the order "
                     "or the grouping (it is how tl.reduce and a tree of programs combine partials)")
     return ""
+
+
+def _fold_three_ways(states, merge):
+    """The states merged left to right, right to left, and as a pairwise tree."""
+    left = states[0]
+    for s in states[1:]:
+        left = merge(left, s)
+    right = states[-1]
+    for s in reversed(states[:-1]):
+        right = merge(s, right)
+    level = states
+    while len(level) > 1:
+        level = [merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+    return left, right, level[0]
 
 
 def _swap_problem(combine, chunk_a, chunk_b) -> str:
@@ -442,10 +455,15 @@ def long_row_problem(fn, x: torch.Tensor, programs: int, block: int) -> str:
         return ""
     ref = softmax_ref(x)
     if y.shape == x.shape and torch.isnan(y).any() and not torch.isnan(ref).any():
-        n = x.numel()
-        if programs * block > n or bool(torch.isinf(x).any()):
-            return (f"{problem} - a chunk with nothing in it (past the end of the row, or all -inf) must give "
-                    "(-inf, 0), and the merge of such a state must not make NaN")
+        nan = torch.isnan(y).cpu()
+        if bool(nan.all()):
+            return (f"{problem} - every output is NaN: a chunk with nothing in it (past the end of the row, or all "
+                    "-inf) must give (-inf, 0), and merging two such states must not make NaN (shift by 0 while "
+                    "the max is -inf)")
+        first = int(nan.nonzero()[0])
+        if bool(nan[first:].all()):
+            return (f"{problem} - the last outputs were never written (still NaN): the chunks must cover the whole "
+                    "row, so round the chunk size up (triton.cdiv(n, programs)), not down")
         return f"{problem} - every program must write its whole chunk in the second launch"
     if y.shape == x.shape:
         s = float(y.to(torch.float64).sum())
@@ -571,11 +589,81 @@ def _kernel_cases(rng):
     return out
 
 
+def _combine_calls(rng):
+    """combine on one pair at a time (1-element float64 tensors): fresh chunks, -inf states, large values."""
+    from .judging import PCall
+
+    def expect(a, b):
+        m_ok, l_ok = _stats(list(a) + list(b))
+
+        def problem(value):
+            if not isinstance(value, list) or len(value) != 2:
+                return "expected the pair (m, l)"
+            m, l = (float(v) if isinstance(v, (int, float)) else math.nan for v in value)
+            if math.isnan(m) or math.isnan(l):
+                return "(m, l) came out NaN"
+            if not (_close(m, m_ok) and _close(l, l_ok)):
+                return f"(m, l) = ({m:.6g}, {l:.6g}), expected ({m_ok:.6g}, {l_ok:.6g})"
+            return ""
+        return problem
+
+    def call(name, a, b):
+        sa, sb = _stats(a), _stats(b)
+        args = [{"tensor": [v]} for v in (*sa, *sb)]
+        return PCall(name, "combine", args, expect(a, b))
+
+    row = [float(v) for v in rng.normal(0, 3, 30)]
+    cut = int(rng.integers(1, 29))
+    big = [1000.0 + float(v) for v in rng.normal(0, 2, 6)]
+    return [call(f"a random row of 30 cut at {cut}", row[:cut], row[cut:]),
+            call("the same two chunks swapped", row[cut:], row[:cut]),
+            call("the max in the second chunk", sorted(row[:10]), [max(row) + 1.0]),
+            call("an empty chunk first", [], row[:7]),
+            call("an empty chunk second", row[7:15], []),
+            call("two empty chunks", [], []),
+            call("large values", big[:3], big[3:])]
+
+
+def _long_row_cases(rng):
+    """The first launch of ch05-long-row: each program's chunk reduced to (m, l), with guard zones around the
+    partials; chunks past the end of the row and chunks of -inf."""
+    from .judging import GUARD, GUARD_LEN, Buf, KCase, cast
+
+    def case(name, x, programs, block, whole_tiles=True):
+        n = x.size
+        chunk = math.ceil(n / programs)
+        if whole_tiles:
+            chunk = math.ceil(chunk / block) * block
+        else:
+            name += f" (CHUNK = {chunk}, not a multiple of BLOCK = {block})"
+        x = cast(x, "float32")  # what the kernel reads
+        stats = [_stats(x[c * chunk:(c + 1) * chunk]) for c in range(programs)]
+        bufs = {"x": Buf(cast(np.concatenate([x, rng.normal(0, 3, GUARD_LEN)]), "float32"))}
+        for name_, k in (("m", 0), ("l", 1)):
+            storage = np.concatenate([np.full(programs, np.nan), np.full(GUARD_LEN, GUARD)])
+            bufs[name_] = Buf(storage, "float32", output=True, shape=(programs,),
+                              ref=np.array([s[k] for s in stats]))
+        args = [("buf", "x"), ("buf", "m"), ("buf", "l"), ("int", n), ("int", chunk)]
+        return KCase(name, (programs,), args, bufs, {"BLOCK": block})
+
+    n1 = int(rng.integers(20, 60))
+    lead = rng.normal(0, 3, 200)
+    lead[:100] = -np.inf
+    return [case("1 element on 2 programs", rng.normal(0, 3, 1), 2, 16),
+            case(f"{n1} elements on 3 programs", rng.normal(0, 3, n1), 3, 8),
+            case(f"{n1 + 40} elements on 4 programs", rng.normal(0, 3, n1 + 40), 4, 8, whole_tiles=False),
+            case("200 elements on 4 programs, the first two chunks all -inf", lead, 4, 16),
+            case("all-negative row of 90 on 3 programs", rng.normal(0, 3, 90) - 1000.0, 3, 16),
+            case("500,000 elements on 8 programs", rng.normal(0, 3, 500_000), 8, 4096)]
+
+
 def _judges():
     from .judging import KernelJudge, PythonJudge
 
     return {"ch05-online-update": PythonJudge(_update_calls),
-            "ch05-online-kernel": KernelJudge("online_softmax_kernel", _kernel_cases, int64=True)}
+            "ch05-online-kernel": KernelJudge("online_softmax_kernel", _kernel_cases, int64=True),
+            "ch05-combine": PythonJudge(_combine_calls),
+            "ch05-long-row": KernelJudge("chunk_stats_kernel", _long_row_cases)}
 
 
 JUDGES = _judges()
