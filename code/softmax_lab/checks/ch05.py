@@ -486,11 +486,11 @@ def long_row_traffic_problem(fn, x: torch.Tensor, programs: int, block: int, per
     if c.launches != 2:
         return (f"the launcher started {c.launches} kernel launch(es): the design is two, one that reduces each "
                 "chunk to (m, l) and one that normalises, with the merge of the partials in between")
-    reads = c.loads_of.get("x_ptr", 0)
+    reads = c.loads_of.get("x_ptr", c.loads)  # the signature names it x_ptr; else every load
     if reads > 2 * n:
         return (f"every element was read {_per_element(reads, n)} times: each launch reads every element once, "
                 "2 reads in all")
-    writes = c.stores_of.get("y_ptr", 0)
+    writes = c.stores_of.get("y_ptr", c.stores - 2 * programs)  # else every store but the partials
     if writes != n:
         return f"every output was written {_per_element(writes, n)} times: write each output once, in launch 2"
     if per_program:

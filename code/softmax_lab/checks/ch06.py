@@ -187,7 +187,8 @@ def chapter6_row(S: int, dtype=torch.float16) -> torch.Tensor:
     """[1, 1, S, S] scores whose every row is one 8 and S - 1 zeros: after the shift, one 1.0 and S - 1 copies of
     e^-8 (chapter 6's sum). An fp16 running sum stays at 1.0; the true sum is 1 + (S - 1) e^-8."""
     scores = torch.zeros(1, 1, S, S, dtype=dtype, device=DEVICE)
-    scores[..., torch.arange(S) % S, (torch.arange(S) * 7) % S] = 8.0  # the 8 moves from row to row
+    rows = torch.arange(S, device=DEVICE)
+    scores[0, 0, rows, (rows * 7) % S] = 8.0  # the 8 moves from row to row
     return scores
 
 
