@@ -212,6 +212,46 @@ class Verdict:
         pass
 
 
+NO_LAUNCH = ("your launcher ran no Triton kernel (is it calling torch.softmax or a library function?): the "
+             "exercise is to compute this in your own @triton.jit kernel")
+
+
+def counted(fn, x: torch.Tensor, out: torch.Tensor | None = None):
+    """Run ``fn(x, out)`` with every Triton kernel it launches counted by memcount (interpreted on CPU copies,
+    on a GPU machine too, so the counts are the same everywhere). Lanes outside every tensor are switched off
+    and logged (``c._outside_log``), so a wrong kernel cannot write over memory it does not own.
+    Returns (y, MemoryCount)."""
+    from ..memcount import count_calls
+
+    out = torch.full_like(x, float("nan")) if out is None else out
+    with quiet():
+        y, c = count_calls(fn, x, out, _guard=True)
+    return (out if y is None else y), c
+
+
+OUTSIDE = ("your kernel loaded or stored outside every tensor it was given (lanes past the end of a row, or rows "
+           "stepped by the wrong stride)")
+
+
+def traffic_problem(fn, x: torch.Tensor, loads: int, stores: int, what: str, out: torch.Tensor | None = None,
+                    wrong=None) -> str:
+    """'' when ``fn(x, out)`` launches a Triton kernel that computes softmax(x) (or what ``wrong(y, x) -> ''``
+    accepts) with exactly ``loads`` elements loaded and ``stores`` stored (counted by memcount), else what is
+    wrong; ``what`` says what the kernel should move, in words ("load each element once ...")."""
+    y, c = counted(fn, x, out)
+    if c.launches == 0:
+        return NO_LAUNCH
+    if c._outside_log:
+        return OUTSIDE
+    problem = (wrong or explain)(y, x)
+    if problem:
+        return problem
+    if c.loads != loads or c.stores != stores:
+        return (f"your kernel loaded {c.loads} and stored {c.stores} elements for {x.numel()} inputs: it should "
+                f"{what}")
+    return ""
+
+
 def random_rows(shape, seed: int, scale: float = 3.0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(shape, generator=g) * scale).to(torch.float32)

@@ -8,12 +8,13 @@ from __future__ import annotations
 import torch
 
 from ..device import DEVICE
-from ._pitfalls import Verdict, GUARD, GUARD_LEN, quiet, random_rows
+from ._pitfalls import Verdict, GUARD, GUARD_LEN, quiet, random_rows, traffic_problem
 from .common import Report
 
 __all__ = ["check_double", "Verdict"]  # Verdict: what every chapter 0-4 check returns
 
 SIZES = [1, 5, 64, 100]
+TRAFFIC_CASE = "your own Triton kernel loads each element once and stores each once (counted by memcount)"
 
 
 def _double_problem(double, n: int, seed: int) -> str:
@@ -43,6 +44,10 @@ def check_double(double) -> Verdict:
     report = Report("ch00-double")
     for i, n in enumerate(SIZES):
         report.run(f"vector of {n}", lambda n=n, i=i: _double_problem(double, n, seed=i))
+    x = random_rows((100,), 9).to(DEVICE)
+    report.run(TRAFFIC_CASE, lambda: traffic_problem(
+        double, x, 100, 100, "load each element of x once and store each element of out once",
+        wrong=lambda y, x: "" if torch.equal(y.cpu(), (2 * x).cpu()) else "the output is not 2 * x"))
     return Verdict(report.show())
 
 

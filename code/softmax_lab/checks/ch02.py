@@ -11,11 +11,11 @@ import torch
 import triton
 
 from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import Verdict, random_rows, softmax_problem
+from ._pitfalls import Verdict, random_rows, softmax_problem, traffic_problem
 from .common import Report, _returned, lane_map_of
 from ..device import DEVICE as _DEVICE
 
-__all__ = ["check_masked_rows", "MASK_CASES"]
+__all__ = ["check_masked_rows", "MASK_CASES", "check_padding_self_test"]
 
 MASK_CASES = [
     ("3 columns in a block of 4 [[1, 2, 3]]", torch.tensor([[1.0, 2.0, 3.0]])),
@@ -24,6 +24,9 @@ MASK_CASES = [
     ("all-negative rows 3x5", -1000.0 - random_rows((3, 5), 30).abs()),
     ("large values [1000, 1001, 1002]", torch.tensor([[1000.0, 1001.0, 1002.0]])),
 ]
+
+
+TRAFFIC_CASE = "your own Triton kernel loads each element once and stores each once (counted by memcount)"
 
 
 def lane_launch(softmax_rows):
@@ -41,6 +44,103 @@ def check_masked_rows(softmax_rows) -> Verdict:
     report = Report("ch02-masked-load-store", drawing=lane_map_of(lane_launch(softmax_rows), lane_input))
     for name, values in MASK_CASES:
         report.run(name, lambda v=values: softmax_problem(softmax_rows, v, triton.next_power_of_2))
+    x = random_rows((3, 5), 31).to(_DEVICE)
+    report.run(TRAFFIC_CASE, lambda: traffic_problem(
+        softmax_rows, x, 15, 15, "load each element once and store each once: the padding lanes are masked, "
+        "so they are neither loaded from memory nor stored"))
+    return Verdict(report.show())
+
+
+# ------------------------------------------------------------------ your own self-test: would it catch padding?
+
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+SELF_TEST_TOL = 1e-3  # expected outputs may be written with 3-4 decimals
+MAX_CASES, MAX_LEN = 16, 64
+# (case name, padding value); the first is the correct kernel
+PADDINGS = [("a correct kernel (padding -inf) passes every one of your cases", -math.inf),
+            ("your cases catch a kernel that pads with 0", 0.0),
+            ("your cases catch a kernel that pads with 1", 1.0),
+            ("your cases catch a kernel that pads with -1000 (very negative, but not -inf)", -1000.0)]
+NO_PADDING_LANE = ("none of your rows leaves a padding lane: a row whose length is a power of two (like the seed's "
+                   "[0, 0, 0, 0] in a block of 4) fills its block, so the padding is never read")
+
+
+@triton.jit
+def padded_row_kernel(out_ptr, in_ptr, n_cols, pad, BLOCK: tl.constexpr):
+    """Softmax of one row whose padding lanes read ``pad`` (correct only for pad = -inf)."""
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + cols, mask=mask, other=pad)
+    x = x - tl.max(x, axis=0)
+    p = tl.exp(x)
+    tl.store(out_ptr + cols, p / tl.sum(p, axis=0), mask=mask)
+
+
+def run_padded(row: list[float], pad: float) -> list[float]:
+    """The kernel above on one row (BLOCK = next power of two >= its length)."""
+    x = torch.tensor(row, dtype=torch.float32, device=_DEVICE)
+    out = torch.empty_like(x)
+    padded_row_kernel[(1,)](out, x, x.numel(), pad, BLOCK=triton.next_power_of_2(x.numel()))
+    return out.cpu().tolist()
+
+
+def simulate_padded(row: list[float], pad: float) -> list[float]:
+    """What that kernel computes, in float64 (the grader's judge has no kernels)."""
+    x = torch.tensor(row, dtype=torch.float32).to(torch.float64).numpy()
+    block = triton.next_power_of_2(x.size)
+    v = np.concatenate([x, np.full(block - x.size, pad)])
+    e = np.exp(v - v.max())
+    return (e / e.sum())[: x.size].tolist()
+
+
+def cases_problem(cases) -> str:
+    """'' when ``cases`` is a list of [row, expected] pairs the check can run, else what is malformed."""
+    if not isinstance(cases, (list, tuple)) or not 1 <= len(cases) <= MAX_CASES:
+        return f"return a list of 1 to {MAX_CASES} cases [row, expected]"
+    for k, case in enumerate(cases, 1):
+        if not isinstance(case, (list, tuple)) or len(case) != 2:
+            return f"case {k} is not a pair [row, expected]"
+        row, expected = case
+        ok = all(isinstance(v, (list, tuple)) and 1 <= len(v) <= MAX_LEN and all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) for t in v)
+            for v in (row, expected))
+        if not ok or len(row) != len(expected):
+            return (f"case {k}: row and expected must be lists of 1 to {MAX_LEN} finite numbers, of the same "
+                    "length")
+    return ""
+
+
+def self_test_problem(cases, pad: float, run) -> str:
+    """'' when the self-test behaves right against the kernel padding with ``pad`` (``run(row, pad)``): a correct
+    kernel (pad = -inf) passes every case, a wrong one fails at least one."""
+    bad = cases_problem(cases)
+    if bad:
+        return bad
+    fails = [k for k, (row, want) in enumerate(cases, 1)
+             if any(abs(a - b) > SELF_TEST_TOL for a, b in zip(run(list(row), pad), want))]
+    if pad == -math.inf:
+        return (f"the correct kernel fails your case {fails[0]}: is its expected output the softmax of its row "
+                f"(to {SELF_TEST_TOL:g})?" if fails else "")
+    if fails:
+        return ""
+    if all(len(row) == triton.next_power_of_2(len(row)) for row, _ in cases):
+        return NO_PADDING_LANE
+    hint = (" - which row would -1000 break? one whose max is close to -1000, so that exp(-1000 - max) is not 0"
+            if pad == -1000.0 else " - the padding must change the row's max or its sum: try all-zero or "
+            "all-negative rows")
+    return f"a kernel that pads with {pad:g} passes all your cases{hint}"
+
+
+def check_padding_self_test(padding_self_test) -> Verdict:
+    """Run the learner's self-test cases against a correct kernel and three that pad wrongly; True when the
+    correct one passes every case and each wrong one fails at least one."""
+    report = Report("ch02-padding-self-test")
+    for name, pad in PADDINGS:
+        report.run(name, lambda p=pad: self_test_problem(padding_self_test(), p, run_padded))
     return Verdict(report.show())
 
 
@@ -58,10 +158,18 @@ def _judge_cases(rng):
     return out
 
 
-def _judges():
-    from .judging import KernelJudge
+def _self_test_calls(rng):
+    from .judging import PCall
 
-    return {"ch02-masked-load-store": KernelJudge("softmax_rows_kernel", _judge_cases)}
+    return [PCall(name, "padding_self_test", [], lambda value, p=pad: self_test_problem(value, p, simulate_padded))
+            for name, pad in PADDINGS]
+
+
+def _judges():
+    from .judging import KernelJudge, PythonJudge
+
+    return {"ch02-masked-load-store": KernelJudge("softmax_rows_kernel", _judge_cases),
+            "ch02-padding-self-test": PythonJudge(_self_test_calls)}
 
 
 JUDGES = _judges()

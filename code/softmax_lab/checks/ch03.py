@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from ._pitfalls import Verdict, random_rows, softmax_problem
+from ..device import DEVICE
+from ._pitfalls import Verdict, random_rows, softmax_problem, traffic_problem
 from .common import Report
 
 __all__ = ["check_naive", "NAIVE_CASES"]
@@ -24,11 +25,19 @@ NAIVE_CASES = [
 ]
 
 
+TRAFFIC_CASE = ("your own Triton kernel: 2N² + N loads per row of N, one store per program (counted by memcount, "
+                "2x5)")
+
+
 def check_naive(naive_softmax) -> Verdict:
     """Print PASS/FAIL per case and a summary line; True when all pass."""
     report = Report("ch03-naive-normalize")
     for name, values in NAIVE_CASES:
         report.run(name, lambda v=values: softmax_problem(naive_softmax, v))
+    x = random_rows((2, 5), 44).to(DEVICE)
+    report.run(TRAFFIC_CASE, lambda: traffic_problem(
+        naive_softmax, x, 2 * (2 * 5 * 5 + 5), 10, "walk the row twice and load its own element once (the "
+        "values loaded are already in `mine`, `row_max` and `total`), then store one value"))
     return Verdict(report.show())
 
 

@@ -2,22 +2,32 @@
 
 ``check_traffic(three_pass_traffic, fused_traffic)`` compares the learner's formulas ``f(rows, cols) ->
 (elements loaded, elements stored)`` with the counts of the library kernels' real loads and stores
-(``softmax_lab.memcount``) on a few small shapes.
+(``softmax_lab.memcount``) on a few small shapes. A wrong formula is told which term is wrong (per element, per
+row, per column, constant; too large or too small), never the expected totals: those would let a learner fit
+the formula to the feedback.
 
 ``check_fused(fused_softmax)`` runs the learner's launcher ``fused_softmax(x, out)`` on the boundary shapes,
-all-negative rows, large values, identical values and strided views (rows further apart than their length).
+all-negative rows, large values, identical values, strided views of the input (rows further apart than their
+length) and of the output, and checks the properties the chapter teaches on the learner's own kernel: it is a
+Triton kernel (not ``torch.softmax`` in the launcher), it reads each element once and writes each once (counted
+by memcount), and its row offsets are 64-bit (a probe in the interpreter that flags a 32-bit offset derived from
+the program id; on a GPU also a real launch on rows 2**30 elements apart, past 2**31 elements in all).
 """
 from __future__ import annotations
 
 import torch
 import triton
 
-from ..device import DEVICE
-from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import Verdict, quiet, random_rows, softmax_problem
-from .common import Report, _returned, lane_map_of
+import contextlib
 
-__all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES"]
+from ..device import DEVICE, ON_GPU
+from ..testing import BOUNDARY_SHAPES
+from ._pitfalls import (GUARD, GUARD_LEN, NO_LAUNCH, OUTSIDE, Verdict, counted, explain, guarded_input, quiet, random_rows,
+                        softmax_problem, traffic_problem)
+from .common import Report, _returned, lane_map_of
+from .judging import BIG_STEP, INT64_HINT
+
+__all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES", "pid_offset_probe"]
 
 # (name, values, row step in memory: None = contiguous)
 FUSED_CASES = [
@@ -43,31 +53,86 @@ def measured_traffic(kernel_name: str, rows: int, cols: int) -> tuple[int, int]:
     return c.loads, c.stores
 
 
+FIT_SHAPES = [(1, 1), (2, 1), (1, 2), (2, 2)]  # enough to read off the four terms of a count
+TERMS = ("per-element (rows * cols)", "per-row (rows)", "per-column (cols)", "constant")
+
+
+def terms_of(count) -> tuple[int, int, int, int] | None:
+    """(a, b, d, c) with count(rows, cols) == a*rows*cols + b*rows + d*cols + c, read off at FIT_SHAPES and
+    confirmed at two more shapes; None when the count is not of that form."""
+    f11, f21, f12, f22 = (count(r, c) for r, c in FIT_SHAPES)
+    a = f22 - f21 - f12 + f11
+    b, d = f21 - f11 - a, f12 - f11 - a
+    c = f11 - a - b - d
+    for r, k in ((3, 5), (7, 2)):
+        if count(r, k) != a * r * k + b * r + d * k + c:
+            return None
+    return a, b, d, c
+
+
+def _counts_of(formula):
+    def pair(rows, cols):
+        got = formula(rows, cols)
+        return int(got[0]), int(got[1])
+    return pair
+
+
+TERM_HINTS = {
+    ("three_pass", 0): "go through the kernels one by one: which of them read x, which write or read the exp buffer, "
+                       "which write y",
+    ("three_pass", 1): "count the per-row max and sum too: each is one element per row, stored by one kernel and "
+                       "loaded again by the next",
+    ("fused", 0): "the fused kernel loads each x once and stores each y once",
+    ("fused", 1): "max, exponentials and sum stay in registers: nothing per row leaves the fused program",
+}
+OTHER_TERMS_HINT = ("masked-off padding lanes are not counted, and no count here depends on the columns alone or "
+                    "is paid once per launch")
+
+
+def term_feedback(kernel_name: str, quantity: str, got, want) -> str:
+    """Which term of the learner's count is wrong, in words (too large / too small), never the expected totals."""
+    if got is None:
+        return (f"{quantity}: your formula does not grow like a count of elements (a*rows*cols + b*rows + ...): "
+                "work out a 1x1 and a 2x2 input by hand")
+    wrong = [k for k in range(4) if got[k] != want[k]]
+    if wrong and all(got[k] == 4 * want[k] for k in wrong) and any(want[k] for k in wrong):
+        return f"{quantity}: 4x too many - count elements, not bytes"
+    parts = [f"the {TERMS[k]} term is too {'large' if got[k] > want[k] else 'small'}" for k in wrong]
+    hints = [TERM_HINTS[(kernel_name, k)] for k in wrong if (kernel_name, k) in TERM_HINTS]
+    if any(k >= 2 for k in wrong):
+        hints.append(OTHER_TERMS_HINT)
+    return f"{quantity}: " + ", ".join(parts) + (f" ({'; '.join(hints)})" if hints else "")
+
+
 def _traffic_problem(formula, kernel_name: str, rows: int, cols: int) -> str:
     want = measured_traffic(kernel_name, rows, cols)
-    got = formula(rows, cols)
     try:
-        got = (int(got[0]), int(got[1]))
+        got = _counts_of(formula)(rows, cols)
     except (TypeError, IndexError, ValueError):
         return "return a pair (elements loaded, elements stored)"
     if got == want:
         return ""
-    parts = []
-    if got[0] != want[0]:
-        parts.append(f"loads: you said {got[0]}, the kernels loaded {want[0]}")
-    if got[1] != want[1]:
-        parts.append(f"stores: you said {got[1]}, the kernels stored {want[1]}")
-    wrong = [(g, w) for g, w in zip(got, want) if g != w]
-    if all(g == 4 * w for g, w in wrong):
-        hint = " (that is 4x too many: count elements, not bytes)"
-    elif kernel_name == "three_pass":
-        hint = " (count the per-row max and sum too: each is one element stored and loaded again)"
-    elif any(g > w for g, w in wrong):
-        hint = (" (masked-off padding lanes are not counted, and max, exponentials and sum stay in registers: "
-                "the fused kernel loads each x once and stores each y once)")
-    else:
-        hint = ""
-    return "; ".join(parts) + hint
+    measured = _measured_terms(kernel_name)
+    problems = []
+    for k, quantity in enumerate(("loads", "stores")):
+        if got[k] != want[k]:
+            try:
+                mine = terms_of(lambda r, c, k=k: _counts_of(formula)(r, c)[k])
+            except (TypeError, IndexError, ValueError):
+                mine = None
+            problems.append(term_feedback(kernel_name, quantity, mine, measured[k]))
+    return "; ".join(problems)
+
+
+_MEASURED: dict = {}
+
+
+def _measured_terms(kernel_name: str):
+    """The terms of the library kernel's counted loads and stores (memcount on the FIT_SHAPES), cached."""
+    if kernel_name not in _MEASURED:
+        counts = {shape: measured_traffic(kernel_name, *shape) for shape in FIT_SHAPES + [(3, 5), (7, 2)]}
+        _MEASURED[kernel_name] = tuple(terms_of(lambda r, c, k=k: counts[(r, c)][k]) for k in range(2))
+    return _MEASURED[kernel_name]
 
 
 def check_traffic(three_pass_traffic, fused_traffic) -> Verdict:
@@ -88,12 +153,141 @@ def lane_launch(fused_softmax):
 lane_input = None  # the default: 4 rows of 10 inside rows of 14
 
 
+STRIDED_OUT = "the kernel wrote into the gaps between the output's rows (or past its end)"
+OUT_STRIDE = ("step from output row to output row with out_row_stride (the output's own out.stride(0)), not with "
+              "the input's stride or n_cols")
+# (name, values, input row step (None: contiguous), output row step)
+STRIDED_OUT_CASES = [
+    ("strided output: a contiguous 3x5 input into rows 7 apart", random_rows((3, 5), 72), None, 7),
+    ("strided input and output: 4x6, input rows 9 apart, output rows 8 apart", random_rows((4, 6), 73), 9, 8),
+]
+TRAFFIC_CASE = "your own Triton kernel reads each element once and writes each once (counted by memcount)"
+INT64_CASE = "64-bit row offsets (row * row_stride past 2**31 elements)"
+
+
+def strided_output(rows: int, n: int, step: int, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """A NaN-filled (rows, n) view with rows ``step`` apart, GUARD in the gaps and after the end."""
+    flat = torch.full((rows * step + GUARD_LEN,), GUARD, dtype=dtype, device=DEVICE)
+    out = flat[: rows * step].view(rows, step)[:, :n]
+    out.fill_(float("nan"))
+    return out, flat
+
+
+def _strided_out_problem(fn, values: torch.Tensor, in_step: int | None, out_step: int) -> str:
+    rows, n = values.shape
+    x, _, _ = guarded_input(values.to(DEVICE), in_step)
+    out, flat = strided_output(rows, n, out_step)
+    with quiet():
+        y = _returned(fn(x, out), out)
+    inside = torch.zeros(flat.numel(), dtype=torch.bool, device=DEVICE)
+    inside[: rows * out_step].view(rows, out_step)[:, :n] = True
+    if bool((flat[~inside] != GUARD).any()):
+        return f"{STRIDED_OUT}: {OUT_STRIDE}"
+    wrong = explain(y, x)
+    return f"{wrong} - {OUT_STRIDE}" if wrong and y is out else wrong
+
+
+@contextlib.contextmanager
+def pid_offset_probe():
+    """While active, Triton's interpreter tags every value computed from tl.program_id and records each pointer
+    offset that is such a value in fewer than 64 bits (``row * stride`` in int32 wraps past 2**31 elements).
+    Yields the list of recorded offsets' dtypes. (The grader's harness uses the same probe.)"""
+    import numpy as np
+    from triton.runtime import interpreter as it
+
+    class FromPid(np.ndarray):
+        """A numpy array derived from tl.program_id (numpy carries the subclass through arithmetic)."""
+
+    B = it.InterpreterBuilder
+    names = ("create_get_program_id", "create_addptr", "create_splat", "create_broadcast")
+    saved = {n: getattr(B, n) for n in names}
+    narrow: list[str] = []
+
+    def get_pid(self, axis):
+        h = saved["create_get_program_id"](self, axis)
+        h.data = h.data.view(FromPid)
+        return h
+
+    def addptr(self, ptr, offset):
+        if isinstance(offset.data, FromPid) and offset.data.dtype.itemsize < 8:
+            narrow.append(str(offset.data.dtype))
+        return saved["create_addptr"](self, ptr, offset)
+
+    def tagged(h, src):
+        if isinstance(src.data, FromPid) and not isinstance(h.data, FromPid):
+            h.data = np.asarray(h.data).view(FromPid)
+        return h
+
+    B.create_get_program_id, B.create_addptr = get_pid, addptr
+    B.create_splat = lambda self, ret_ty, arg: tagged(saved["create_splat"](self, ret_ty, arg), arg)
+    B.create_broadcast = lambda self, arg, shape: tagged(saved["create_broadcast"](self, arg, shape), arg)
+    try:
+        yield narrow
+    finally:
+        for n, f in saved.items():
+            setattr(B, n, f)
+
+
+def _int64_problem(fn) -> str:
+    """The probe on a small strided launch (interpreted everywhere); on a GPU with the memory, also real rows
+    2**30 + 64 elements apart, so that the last row starts past 2**31 elements."""
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(5)).to(DEVICE)[:, :5]
+    out, _ = strided_output(3, 5, 7)
+    with pid_offset_probe() as narrow:
+        _, c = counted(fn, x, out)
+    if c.launches == 0:
+        return NO_LAUNCH
+    if c._outside_log:
+        return OUTSIDE
+    if narrow:
+        return INT64_HINT
+    return _big_rows_problem(fn) if ON_GPU else ""
+
+
+def _big_rows_problem(fn, rows: int = 3, cols: int = 37) -> str:
+    """The real thing on a GPU: input and output rows BIG_STEP elements apart (about 8.6 GB each in float32).
+    Skipped (nothing to say) when the GPU lacks the memory; runs last, since a fault spoils the GPU context."""
+    size = (rows - 1) * BIG_STEP + cols + GUARD_LEN
+    if torch.cuda.mem_get_info()[0] < 2 * 4 * size + 2**31:
+        return ""
+    big_x = torch.empty(size, device=DEVICE)
+    big_y = torch.empty(size, device=DEVICE)
+    try:
+        x = big_x.as_strided((rows, cols), (BIG_STEP, 1))
+        y = big_y.as_strided((rows, cols), (BIG_STEP, 1))
+        x.copy_(random_rows((rows, cols), 74).to(DEVICE))
+        after = big_y.as_strided((rows, GUARD_LEN), (BIG_STEP, 1), cols)
+        after.fill_(GUARD)
+        y.fill_(float("nan"))
+        with quiet():
+            fn(x, y)
+            torch.cuda.synchronize()
+        if bool((after != GUARD).any()):
+            return f"{UNMASKED_AFTER_ROW} - {INT64_HINT}"
+        wrong = explain(y.clone(), x.clone())
+        return f"{wrong} - {INT64_HINT}" if wrong else ""
+    finally:
+        del big_x, big_y
+        torch.cuda.empty_cache()
+
+
+UNMASKED_AFTER_ROW = "the kernel wrote past the end of a row"
+
+
 def check_fused(fused_softmax) -> Verdict:
     """Print PASS/FAIL per case and a summary line; True when all pass."""
     report = Report("ch04-fused", drawing=lane_map_of(lane_launch(fused_softmax)))
     for name, values, step in FUSED_CASES:
         report.run(name, lambda v=values, s=step: softmax_problem(fused_softmax, v, triton.next_power_of_2,
                                                                   strided_cols=s))
+    for name, values, in_step, out_step in STRIDED_OUT_CASES:
+        report.run(name, lambda v=values, a=in_step, b=out_step: _strided_out_problem(fused_softmax, v, a, b))
+    x = random_rows((3, 8), 75).to(DEVICE)[:, :5]
+    report.run(TRAFFIC_CASE, lambda: traffic_problem(
+        fused_softmax, x, x.numel(), x.numel(),
+        "load each element of x once and store each element of y once: max, exponentials and sum stay in registers",
+        out=torch.full((3, 5), float("nan"), device=DEVICE)))
+    report.run(INT64_CASE, lambda: _int64_problem(fused_softmax))
     return Verdict(report.show())
 
 
@@ -105,20 +299,32 @@ def three_pass_counts(rows: int, cols: int) -> tuple[int, int]:
     return 3 * rows * cols + 2 * rows, 2 * rows * cols + 2 * rows
 
 
+def expect_counts(want: tuple[int, int]):
+    """The grader's verdict on one (loads, stores) answer: which of the two is too high or too low, never the
+    expected totals."""
+    def problem(value) -> str:
+        if not isinstance(value, list) or len(value) != 2 or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return "return a pair (elements loaded, elements stored)"
+        words = [f"{q} too {'high' if v > w else 'low'}" for q, v, w in zip(("loads", "stores"), value, want) if v != w]
+        return "; ".join(words)
+    return problem
+
+
 def _traffic_calls(rng):
-    from .judging import PCall, expect_equal
+    from .judging import PCall
 
     calls = []
     for _ in range(3):
         r, c = int(rng.integers(1, 50)), int(rng.integers(1, 3000))
         calls.append(PCall(f"three_pass on {r}x{c}", "three_pass_traffic", [r, c],
-                           expect_equal(list(three_pass_counts(r, c)))))
-        calls.append(PCall(f"fused on {r}x{c}", "fused_traffic", [r, c], expect_equal([r * c, r * c])))
+                           expect_counts(three_pass_counts(r, c))))
+        calls.append(PCall(f"fused on {r}x{c}", "fused_traffic", [r, c], expect_counts((r * c, r * c))))
     return calls
 
 
 def _fused_cases(rng):
-    from .judging import BIG_STEP, INT64_HINT, gpu_scale, np2, softmax_case, softmax_rows
+    from .judging import BIG_STEP, INT64_HINT, gpu_scale, np2, softmax_case, softmax_rows  # noqa: F811 (tests patch)
 
     args = ["out", "x", "x_stride", "out_stride", "n"]
     out = []
