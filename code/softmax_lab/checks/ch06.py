@@ -5,12 +5,25 @@
 float32, float16 and bfloat16. Query ``q`` may attend key ``k`` when ``k <= q`` (causal) and ``k >= left_pad[b]``
 (the first ``left_pad[b]`` tokens of sequence ``b`` are padding). A row with no key left is fully masked and must
 come out as zeros, the library's convention (``softmax_lab.reference.masked_softmax_ref``).
+
+Beyond the values it checks what the chapter teaches: strided scores *and* strided outputs (each with its own
+row stride), low-precision accumulation exposed by chapter 6's own row (one 1.0 among many e^-8 after the shift:
+an fp16 running sum loses every small term), and the traffic counted by ``memcount`` (each kept score read once,
+masked-out scores never, every output written once).
+
+On the CPU, Triton's interpreter adds an fp16 tensor with numpy, which accumulates in fp32 and would hide an
+fp16 sum; while a learner's kernel runs, ``half_sums_in_half()`` makes ``tl.sum`` of an fp16 tensor add in fp16,
+one term after another, as a GPU thread adds the values it holds. On a GPU nothing is changed.
 """
 from __future__ import annotations
 
+import contextlib
+
+import numpy as np
 import torch
 
-from ..device import DEVICE
+from ..device import DEVICE, ON_GPU
+from ..memcount import count_calls
 from ..reference import masked_softmax_ref
 from ..testing import TOLERANCES, poisoned_like, randn
 from .ch05 import quiet
@@ -30,6 +43,45 @@ FP32 = ("errors of several fp16 ulps: load with .to(tl.float32), compute x - max
 EXP_FP16 = ("tl.exp was given a half-precision tensor: Triton's exp takes fp32 (and fp16's own exp would overflow "
             "past ln(65504) = 11.09) - load with .to(tl.float32) and compute in fp32")
 PAD = "left padding ignored: keys k < left_pad[b] are padding and must get probability 0"
+HALF_SUM = ("the sum was accumulated in fp16: near 1, fp16 values are 0.001 apart, so every small exp(x - max) "
+            "added to it is rounded away (chapter 6's row: 1.0 plus many e^-8) - load with .to(tl.float32) and "
+            "keep the exponentials and their sum in fp32; round to fp16 once, at the store")
+OUT_STRIDE = ("the outputs are not where they belong: the output has its own row stride (here it differs from "
+              "the scores'): store at y_ptr + row * y_row_stride + k")
+IN_STRIDE = ("rows of scores are not contiguous (a view like big[..., :S]): find a row's scores with "
+             "x_ptr + row * x_row_stride, not row * S")
+GUARD = 12345.0  # written in the gaps of a strided output; a correct kernel never touches it
+
+
+@contextlib.contextmanager
+def half_sums_in_half():
+    """CPU interpreter only: ``tl.sum`` of an fp16 tensor adds in fp16, term after term (numpy would add in
+    fp32 and hide the mistake). Sums of fp32 tensors, and everything on a GPU, are left as they are."""
+    if ON_GPU:
+        yield
+        return
+    from triton.runtime import interpreter
+
+    ops = interpreter.ReduceOps
+    original = ops.sum
+
+    def sum_(self, input):
+        data = input.handle.data
+        if data.dtype != np.float16:
+            return original(self, input)
+        axis = self.axis
+        flat = data.reshape(-1) if axis is None else data
+        acc = np.add.accumulate(flat, axis=0 if axis is None else axis, dtype=np.float16)
+        total = np.take(acc, -1, axis=0 if axis is None else axis)
+        if self.keep_dims:
+            total = np.expand_dims(total, 0 if axis is None else axis)
+        return self.to_tensor(total, input.dtype)
+
+    ops.sum = sum_
+    try:
+        yield
+    finally:
+        ops.sum = original
 
 
 def attention_mask(B: int, S: int, causal: bool = True, left_pad=None, shift: int = 0,
@@ -58,18 +110,34 @@ def _ulp_problem(y: torch.Tensor, ref: torch.Tensor) -> bool:
     return bool((err > ulp).any())
 
 
-def masked_problem(fn, scores: torch.Tensor, causal: bool, left_pad, strict_fp16: bool = False) -> str:
-    """'' when the learner's masked softmax matches the float64 reference, else a plain-words reason."""
+def _strided_output(scores: torch.Tensor, gap: int):
+    """(out view [B, H, S, S] whose rows are S + gap apart, the whole buffer): NaN in the view, GUARD around."""
     B, H, S, _ = scores.shape
-    out = poisoned_like(scores)
+    big = torch.full((B, H, S, S + gap), GUARD, dtype=scores.dtype, device=scores.device)
+    out = big[..., :S]
+    out.fill_(float("nan"))
+    return out, big
+
+
+def masked_problem(fn, scores: torch.Tensor, causal: bool, left_pad, strict_fp16: bool = False,
+                   out_gap: int = 0) -> str:
+    """'' when the learner's masked softmax matches the float64 reference, else a plain-words reason.
+    ``out_gap``: the output is a strided view, rows ``S + out_gap`` apart, with guard values in the gaps."""
+    B, H, S, _ = scores.shape
+    out, big = _strided_output(scores, out_gap) if out_gap else (poisoned_like(scores), None)
     try:
-        with quiet():
+        with quiet(), half_sums_in_half():
             y = fn(scores, out, causal=causal, left_pad=left_pad)
     except Exception as err:  # noqa: BLE001 - name the classic one, leave the rest to Report
         if "Expected dtype" in str(err) and ("fp16" in str(err) or "bf16" in str(err)):
             return EXP_FP16
         raise
     y = out if y is None else y
+    if big is not None:
+        if y.data_ptr() != out.data_ptr():
+            return "the launcher must write into the `out` it is given (here a strided view), not a new tensor"
+        if not torch.equal(big[..., S:], torch.full_like(big[..., S:], GUARD)):
+            return OUT_STRIDE
     if tuple(y.shape) != tuple(scores.shape):
         return f"output shape {tuple(y.shape)} != scores shape {tuple(scores.shape)}"
     if y.dtype != scores.dtype:
@@ -115,23 +183,67 @@ def _pad(values) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int32, device=DEVICE)
 
 
+def chapter6_row(S: int, dtype=torch.float16) -> torch.Tensor:
+    """[1, 1, S, S] scores whose every row is one 8 and S - 1 zeros: after the shift, one 1.0 and S - 1 copies of
+    e^-8 (chapter 6's sum). An fp16 running sum stays at 1.0; the true sum is 1 + (S - 1) e^-8."""
+    scores = torch.zeros(1, 1, S, S, dtype=dtype, device=DEVICE)
+    rows = torch.arange(S, device=DEVICE)
+    scores[0, 0, rows, (rows * 7) % S] = 8.0  # the 8 moves from row to row
+    return scores
+
+
 def _cases(seed: int = 60):
-    """(name, scores, causal, left_pad, strict_fp16): boundary lengths, dtypes, and the masking traps."""
+    """(name, scores, causal, left_pad, strict_fp16, extras): boundary lengths, dtypes, the masking traps, and
+    the properties (strided input and output, the fp16 sum). extras: out_gap, pitfall."""
     f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
-    yield "no mask, 1x1x1x1", randn((1, 1, 1, 1), f32, seed=seed), False, None, False
-    yield "no mask, 1x1x31x31", randn((1, 1, 31, 31), f32, seed=seed + 1), False, None, False
-    yield "causal, fp32 1x1x32x32", randn((1, 1, 32, 32), f32, seed=seed + 2), True, None, False
-    yield "causal, fp32 2x1x33x33", randn((2, 1, 33, 33), f32, seed=seed + 3), True, None, False
-    yield "causal, fp32 1x1x129x129", randn((1, 1, 129, 129), f32, seed=seed + 4), True, None, False
-    yield "causal, fp16 1x1x64x64 (within 1 fp16 ulp)", randn((1, 1, 64, 64), f16, seed=seed + 5), True, None, True
-    yield "causal, bf16 1x1x48x48", randn((1, 1, 48, 48), bf16, seed=seed + 6), True, None, False
+    yield "no mask, 1x1x1x1", randn((1, 1, 1, 1), f32, seed=seed), False, None, False, {}
+    yield "no mask, 1x1x31x31", randn((1, 1, 31, 31), f32, seed=seed + 1), False, None, False, {}
+    yield "causal, fp32 1x1x32x32", randn((1, 1, 32, 32), f32, seed=seed + 2), True, None, False, {}
+    yield "causal, fp32 2x1x33x33", randn((2, 1, 33, 33), f32, seed=seed + 3), True, None, False, {}
+    yield "causal, fp32 1x1x129x129", randn((1, 1, 129, 129), f32, seed=seed + 4), True, None, False, {}
+    yield "causal, fp16 1x1x64x64 (within 1 fp16 ulp)", randn((1, 1, 64, 64), f16, seed=seed + 5), True, None, \
+        True, {}
+    yield "causal, bf16 1x1x48x48", randn((1, 1, 48, 48), bf16, seed=seed + 6), True, None, False, {}
     yield "large fp16 scores (up to 60: exp(60) overflows fp16)", \
-        (randn((1, 1, 40, 40), f32, seed=seed + 7, scale=20.0).clamp(-60, 60)).to(f16), True, None, False
-    yield "causal + left padding [0, 5], 2 heads: 5 fully masked rows per head", randn((2, 2, 17, 17), f32, seed=seed + 8), True, \
-        _pad([0, 5]), False
-    yield "no causal, left padding [3, 0]", randn((2, 1, 20, 20), f16, seed=seed + 9), False, _pad([3, 0]), False
+        (randn((1, 1, 40, 40), f32, seed=seed + 7, scale=20.0).clamp(-60, 60)).to(f16), True, None, False, {}
+    yield "causal + left padding [0, 5], 2 heads: 5 fully masked rows per head", \
+        randn((2, 2, 17, 17), f32, seed=seed + 8), True, _pad([0, 5]), False, {}
+    yield "no causal, left padding [3, 0]", randn((2, 1, 20, 20), f16, seed=seed + 9), False, _pad([3, 0]), False, {}
     yield "a sequence that is all padding: every row fully masked", randn((2, 1, 16, 16), bf16, seed=seed + 10), \
-        True, _pad([16, 2]), False
+        True, _pad([16, 2]), False, {}
+    big = randn((2, 2, 24, 37), f32, seed=seed + 11)
+    yield "strided scores big[..., :24] (rows 37 apart), causal", big[..., :24], True, None, False, \
+        {"pitfall": IN_STRIDE, "out_gap": 13}  # the output as far apart: a swapped stride stays in bounds
+    yield "strided output (rows 24 + 11 apart), causal + left padding [2, 0]", \
+        randn((2, 2, 24, 24), f16, seed=seed + 12), True, _pad([2, 0]), False, {"out_gap": 11}
+    yield "chapter 6's sum: each row one 8 and 127 zeros, fp16 1x1x128x128 (within 1 fp16 ulp)", \
+        chapter6_row(128), False, None, True, {"pitfall": HALF_SUM}
+
+
+def masked_traffic_problem(fn, scores: torch.Tensor, left_pad) -> str:
+    """Causal (+ padding) traffic counted by memcount: each kept score read once, masked ones never, every
+    output written once."""
+    B, H, S, _ = scores.shape
+    keep = attention_mask(B, S, True, left_pad, device=scores.device).expand(B, H, S, S)
+    kept, n = int(keep.sum()), scores.numel()
+    out = poisoned_like(scores)
+    with quiet():
+        _, c = count_calls(fn, scores, out, causal=True, left_pad=left_pad)
+    if c.launches == 0:
+        return "no Triton kernel was launched: the launcher must start your kernel"
+    reads = c.loads_of.get("x_ptr", c.loads)
+    if reads > kept and reads % kept == 0 and reads // kept > 1:
+        return (f"every kept score was read {reads // kept} times: load the row once and keep it in registers "
+                "(max, exp and sum all use the same loaded values)")
+    if reads > kept:
+        return ("the kernel also read scores that the mask removes: load with mask=keep (and other=-inf), so a "
+                "masked key costs no read - the saving is the point of computing the mask from the indices")
+    if reads < kept:
+        return "some kept scores were never read: the load's mask must keep every key k <= q (and k >= left_pad[b])"
+    if c.stores != n:
+        return (f"every output must be written exactly once, zeros included (counted {c.stores / n:.3g} writes "
+                "per output): store with mask=k < S, not mask=keep")
+    return ""
 
 
 def lane_launch(masked_softmax):
@@ -152,21 +264,35 @@ def lane_input():
 def check_masked_softmax(masked_softmax) -> Verdict:
     """Exercise ch06-masked: ``masked_softmax(scores, out, causal=..., left_pad=...)`` on [B, H, S, S] scores."""
     report = Report("ch06-masked", drawing=lane_map_of(lane_launch(masked_softmax), lane_input))
-    for name, scores, causal, left_pad, strict in _cases():
-        report.run(name, lambda s=scores, c=causal, p=left_pad, st=strict: masked_problem(masked_softmax, s, c, p,
-                                                                                           st))
+    for name, scores, causal, left_pad, strict, extras in _cases():
+        report.run(name, lambda s=scores, c=causal, p=left_pad, st=strict, e=extras:
+                   _with_pitfall(masked_problem(masked_softmax, s, c, p, st, e.get("out_gap", 0)), e.get("pitfall")))
+    scores = randn((1, 2, 32, 32), torch.float16, seed=66)
+    report.run("traffic, causal + left padding [3], fp16 1x2x32x32: kept scores read once, masked ones never, "
+               "every output written once (memcount)",
+               lambda: masked_traffic_problem(masked_softmax, scores, _pad([3])))
     return Verdict(report.show())
+
+
+def _with_pitfall(problem: str, pitfall: str | None) -> str:
+    """A case's own diagnosis replaces the generic one: the fp16 sum for chapter 6's row, the row stride for a
+    strided input."""
+    if not problem or not pitfall:
+        return problem
+    if pitfall == HALF_SUM and (FP32 in problem):
+        return HALF_SUM
+    if pitfall == IN_STRIDE and (problem.startswith("values differ") or problem == LEAK or "NaN" in problem):
+        return f"{problem} - {IN_STRIDE}"
+    return problem
 
 
 # ------------------------------------------------------------------------------- what the grader launches
 
-def _judge_case(rng, name, B, H, S, dtype, causal, pad, strided=False, int64=False, big_step=0):
-    import numpy as np
-
+def _judge_case(rng, name, B, H, S, dtype, causal, pad, strided=False, int64=False, big_step=0, x=None):
     from .judging import INT64_HINT, Buf, KCase, big_rows_input, big_rows_output, np2, rows_input, rows_output
 
-    R = B * H * S
-    x = rng.normal(0, 3, (R, S))
+    R = B * H * S if x is None else x.shape[0]
+    x = rng.normal(0, 3, (R, S)) if x is None else x
     if big_step:
         xin = big_rows_input(rng, x, big_step, dtype)
     else:
@@ -199,6 +325,13 @@ def _judge_case(rng, name, B, H, S, dtype, causal, pad, strided=False, int64=Fal
                  hint=INT64_HINT if int64 or big_step else "")
 
 
+def _chapter6_judge_row(rng):
+    """One row (query 0, no mask) of 4096 scores: 8 at a random key, 0 elsewhere."""
+    row = np.zeros((1, 4096))
+    row[0, int(rng.integers(0, 4096))] = 8.0
+    return row
+
+
 def _judge_cases(rng):
     from .judging import BIG_STEP, gpu_scale
 
@@ -214,6 +347,8 @@ def _judge_cases(rng):
                     [int(rng.integers(1, S2 - 1)), 0], strided=True),
         _judge_case(rng, "a sequence that is all padding", 2, 1, 8, "float32", True, [8, 1]),
         _judge_case(rng, "64-bit row offsets", 1, 1, 5, "float32", True, None, strided=True, int64=True),
+        _judge_case(rng, "chapter 6's sum: one row of 4096 fp16 scores, one 8 and 4095 zeros", 1, 1, 4096, "float16",
+                    False, None, x=_chapter6_judge_row(rng)),
     ] + ([_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 1, 1, 3, "float32", True, None,
                       big_step=BIG_STEP)] if gpu_scale() else [])  # last: a fault may spoil the GPU context
 
