@@ -27,9 +27,8 @@ import torch
 import torch.autograd.forward_ad as forward_ad
 from torch import Tensor
 
-from .device import DEVICE, ON_GPU
-from .dispatch import choose, softmax_2d
-from .kernels._launch import FLOAT_DTYPES
+from .dispatch import choose, plan_2d, softmax_2d
+from .kernels._launch import check_mask, check_tensor
 from .kernels.backward import softmax_backward as backward_2d
 from .kernels.masked import masked_softmax as masked_kernel
 
@@ -366,32 +365,32 @@ def _dim(dim, ndim: int) -> int:
 
 
 def _check(x, mask, dtype) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"softmax(): argument 'input' must be a torch.Tensor, got {type(x).__name__}")
-    want = x.dtype if dtype is None else dtype
-    if want not in FLOAT_DTYPES:
-        if not isinstance(want, torch.dtype):
-            raise TypeError(f"softmax(): argument 'dtype' must be a torch.dtype or None, got {type(want).__name__}")
-        if not want.is_floating_point:
-            raise TypeError(f"softmax needs a floating-point tensor, got {want}: convert it first, e.g. x.float()")
-        raise TypeError(f"softmax_lab kernels take float16, bfloat16 or float32 (float32 arithmetic), got {want}")
-    if not (x.is_cuda if ON_GPU else x.is_cpu):
-        raise ValueError(f"x is on {x.device} but kernels run on {DEVICE.type}: use x.to(softmax_lab.DEVICE)")
+    check_tensor(x, "input", dtype)  # the checks every entry point shares (kernels/_launch.py)
     if mask is not None:
-        if not isinstance(mask, Tensor):
-            raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
-        if mask.device != x.device:
-            raise ValueError(f"mask is on {mask.device} but x is on {x.device}")
-        if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
-            raise TypeError(f"mask must be bool (True = takes part) or floating point (added), got {mask.dtype}")
-        try:
-            shape = torch.broadcast_shapes(mask.shape, x.shape)
-        except RuntimeError:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to x of shape "
-                             f"{tuple(x.shape)}") from None
-        if shape != x.shape:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} would broadcast x of shape {tuple(x.shape)} "
-                             "to a bigger shape")
+        check_mask(mask, x)
+
+
+# The fast path of plain eager calls: one plan per kind of input (shape, strides, dtype, device, pointer
+# alignment, dim), made on the first call. A plan only allocates the output and launches the compiled kernel.
+_PLANS: dict = {}
+MAX_PLANS = 256
+
+
+def _plan(x: Tensor, dim: int):
+    """The function that a plain call ``softmax(x, dim)`` (checked, dim non-negative) runs for inputs like x."""
+    if x.numel() and dim == x.dim() - 1 and (x.is_contiguous() or (x.dim() == 2 and x.stride(1) == 1)):
+        x2 = x if x.dim() == 2 else x.view(-1, x.shape[-1])
+        run = plan_2d(x2)
+        if run is not None:
+            shape, dtype, device = x.shape, x.dtype, x.device
+
+            def fast(x):
+                y = torch.empty(shape, dtype=dtype, device=device)
+                run(y, x)
+                return y
+
+            return fast
+    return lambda x: _softmax_impl(x, dim)
 
 
 def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, mask: Tensor | None = None) -> Tensor:
@@ -404,6 +403,15 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
     is masked give zeros. Differentiable to any order, in reverse and forward mode, under ``torch.func``,
     ``torch.compile(fullgraph=True)`` and ``torch.export``; a float mask gets a gradient too.
     """
+    if mask is None and dtype is None and type(input) is Tensor and type(dim) is int and _route(input) == PLAIN:
+        key = (input.shape, input.stride(), input.dtype, input.get_device(), input.data_ptr() & 15, dim)
+        plan = _PLANS.get(key)
+        if plan is None:
+            _check(input, None, None)
+            if len(_PLANS) >= MAX_PLANS:
+                _PLANS.clear()
+            plan = _PLANS[key] = _plan(input, _dim(dim, input.dim()))
+        return plan(input)
     _check(input, mask, dtype)
     x = input if dtype is None or input.dtype == dtype else input.to(dtype)
     dim = _dim(dim, x.dim())
