@@ -5,7 +5,8 @@ import torch
 
 import softmax_lab
 from softmax_lab import kernels, softmax
-from softmax_lab.kernels import ALL, cooperative_backward, cooperative_softmax, masked_softmax, softmax_backward
+from softmax_lab.kernels import (ALL, cooperative_backward, cooperative_softmax, masked_softmax, pipelined_softmax,
+                                 softmax_backward)
 from softmax_lab.kernels.cooperative import cooperative_softmax_kernel, resident_programs
 from softmax_lab.reference import masked_softmax_ref, softmax_backward_ref
 from softmax_lab.testing import assert_softmax_correct, check_softmax, tolerance
@@ -147,6 +148,31 @@ def test_cooperative_at_gpu_sizes(shape, dtype):
     for knobs in (dict(tiles=2), dict(BLOCK=4096, num_warps=4)):  # tiles read twice; smaller programs
         y3 = cooperative_softmax(x, **knobs)
         _check_rows(y3, x, rows[:64] + rows[-64:])
+
+
+@pytest.mark.parametrize("shape", [(1024, 65536), (300, 100_000), (7, (1 << 20) + 3), (5000, 33000)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_pipelined_and_keep_16_at_gpu_sizes(shape, dtype):
+    x = _randn(shape, dtype)
+    n = shape[1]
+    x[0, : n // 2] = float("-inf")
+    x[1] = float("-inf")
+    rows = [0] + list(range(2, min(shape[0], 64))) + [shape[0] - 1]
+    for f, knobs in ((pipelined_softmax, {}), (pipelined_softmax, dict(keep_16=True)),
+                     (pipelined_softmax, dict(one_launch=False, BLOCK=8192)), (pipelined_softmax, dict(programs=200)),
+                     (cooperative_softmax, dict(keep_16=True))):
+        y = torch.full_like(x, float("nan"))
+        f(x, out=y, **knobs)
+        _check_rows(y, x, rows)
+        assert torch.isnan(y[1]).all(), (f, knobs)
+
+
+def test_pipelined_more_than_2_31_elements():
+    n_rows = (1 << 15) + 1  # 32769 rows of 65536 fp16 = 2.15e9 elements
+    x = torch.empty((n_rows, 65536), dtype=torch.float16, device="cuda")
+    x.normal_(0, 3)
+    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
+    _check_rows(pipelined_softmax(x, keep_16=True), x, rows)
 
 
 def test_cooperative_knobs_and_strides():

@@ -48,16 +48,36 @@ def take_ticket(count_ptr, ONE_LAUNCH: tl.constexpr):
 
 
 @triton.jit
-def count_in_and_wait(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
-    """Count this program in on its row's counter (after its pair is stored), then wait for all partners."""
+def count_in(arrived_ptr, PUBLISH: tl.constexpr):
+    """Count this program in on its row's counter (after its pair is stored); returns the count it saw."""
     if PUBLISH:
         tl.debug_barrier()  # every thread's stores are done before the counter says so
-        seen = tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
-    else:
-        seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")
+        return tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
+    return tl.atomic_add(arrived_ptr, 0, sem="acquire")
+
+
+@triton.jit
+def wait_for_partners(arrived_ptr, seen, n_chunks):
+    while seen < n_chunks:
+        seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")  # acquire: then their pairs are visible
+
+
+@triton.jit
+def count_in_and_wait(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+    seen = count_in(arrived_ptr, PUBLISH)
     if FINISH:
-        while seen < n_chunks:
-            seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")  # acquire: then their pairs are visible
+        wait_for_partners(arrived_ptr, seen, n_chunks)
+
+
+@triton.jit
+def row_state(pair_ptr, row, n_chunks, CHUNKS: tl.constexpr):
+    """Combine the ``(m, l)`` pairs that a row's programs published: ``(row max, 1 / total)``."""
+    c = tl.arange(0, CHUNKS)
+    pairs = pair_ptr + 2 * (row * n_chunks + c)
+    m_c = tl.load(pairs, mask=c < n_chunks, other=float("-inf"), volatile=True)  # volatile: not from L1
+    l_c = tl.load(pairs + 1, mask=c < n_chunks, other=0.0, volatile=True)
+    row_max, total = online_reduce(m_c, l_c)  # a row that is -inf everywhere gives NaN, like torch
+    return row_max, 1.0 / total
 
 
 @triton.jit
@@ -97,12 +117,7 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stri
         tl.store(pair + 1, l)
     count_in_and_wait(count_ptr + 1 + row, n_chunks, PUBLISH, FINISH)
     if FINISH:
-        c = tl.arange(0, CHUNKS)
-        pairs = pair_ptr + 2 * (row * n_chunks + c)
-        m_c = tl.load(pairs, mask=c < n_chunks, other=float("-inf"), volatile=True)  # volatile: not from L1
-        l_c = tl.load(pairs + 1, mask=c < n_chunks, other=0.0, volatile=True)
-        row_max, total = online_reduce(m_c, l_c)  # a row that is -inf everywhere gives NaN, like torch
-        inv_total = 1.0 / total
+        row_max, inv_total = row_state(pair_ptr, row, n_chunks, CHUNKS)
         # 4. Normalise and write once: the streamed tiles read again, the last one from registers.
         for i in range(TILES - 1):
             tile = first + i * BLOCK + offs
