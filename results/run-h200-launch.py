@@ -43,7 +43,8 @@ def steps(shape, dtype=torch.float32):
     compiled = kernel[grid](*args, **options)
     runner = compiled[(*grid, 1, 1)[:3]]
     fixed = (*args[2:], *[options[k] for k in kernel.arg_names[len(args):]])
-    run = relauncher(kernel, grid, args, dynamic=2, **options)
+    run = relauncher(kernel, grid, args, **options)
+    yp, xp = y.data_ptr(), x.data_ptr()
     key = (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15, -1)
     sm = softmax_lab.softmax
     sm(x)
@@ -53,7 +54,9 @@ def steps(shape, dtype=torch.float32):
         "torch.empty_like": per_call_us(lambda: torch.empty_like(x)),
         "Triton kernel[grid](...) (bare JIT launch)": per_call_us(lambda: kernel[grid](*args, **options)),
         "CompiledKernel[grid](...) runner": per_call_us(lambda: runner(y, x, *fixed)),
-        "relauncher run(y, x) (compiled launcher, direct)": per_call_us(lambda: run(y, x)),
+        "relauncher run(y, x) (compiled launcher, direct; tensors)": per_call_us(lambda: run(y, x)),
+        "relauncher run(y_ptr, x_ptr) (addresses as ints)": per_call_us(lambda: run(yp, xp)),
+        "relauncher run(y.data_ptr(), x.data_ptr())": per_call_us(lambda: run(y.data_ptr(), x.data_ptr())),
         "launcher multirow_softmax(x, out=y, **knobs) (checks + JIT launch)":
             per_call_us(lambda: launch(x, out=y, **knobs)),
         "launcher multirow_softmax(x, **knobs) (+ allocation)": per_call_us(lambda: launch(x, **knobs)),
@@ -62,7 +65,7 @@ def steps(shape, dtype=torch.float32):
         "op._route(x)": per_call_us(lambda: op._route(x)),
         "plan key (shape, stride, dtype, device, alignment)":
             per_call_us(lambda: (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15, -1)),
-        "plan(x) (allocation + relaunch)": per_call_us(lambda: op._PLANS[key](x)),
+        "plan(x, ptr) (allocation + relaunch)": per_call_us(lambda: op._PLANS[key](x, xp)),
         "softmax_lab.softmax(x) before (checks, route, dispatcher, launcher)":
             per_call_us(lambda: (op._check(x, None, None), op._softmax_impl(x, op._dim(-1, 2)))),
         "softmax_lab.softmax(x) (fast path)": per_call_us(lambda: sm(x)),

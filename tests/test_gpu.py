@@ -189,7 +189,7 @@ def test_cooperative_one_launch_guard():
     counts = torch.zeros(2, dtype=torch.int32, device="cuda")
     args = (x, x, pairs, counts, x.stride(0), x.stride(0), x.shape[1], 8192)
     held = resident_programs(cooperative_softmax_kernel, args, (1,), x.device, PUBLISH=True, FINISH=True,
-                             BLOCK=1024, TILES=1, CHUNKS=8192, num_warps=4)
+                             BLOCK=1024, TILES=1, CHUNKS=8192, KEEP_16=False, num_warps=4)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert sms <= held <= 16 * sms  # 4 warps a program: at most 2048 / 128 = 16 programs per SM
     with pytest.raises(ValueError, match="wait for ever"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import math
 import os
@@ -455,6 +456,8 @@ def main(argv=None) -> int:
                 eager=None if args.no_eager else f"median of 5 repeats of a Python loop of back-to-back calls "
                                                  f"(about {EAGER_MS} ms of calls each), CUDA events",
                 peers=sorted({r["impl"] for r in records} & {"torch.compile", "liger", "quack"}),
+                peers_not_installed=[name for name, module in (("liger", "liger_kernel"), ("quack", "quack"))
+                                     if importlib.util.find_spec(module) is None],
                 correctness="each result compared with a float64 softmax on 3 rows, before and after timing")
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, args.name)

@@ -7,7 +7,8 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 * short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
-  exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``).
+  exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``); for fp16/bf16
+  past 16384 elements its pipelined form, which loads the next chunk while it waits (``pipelined.py``).
 
 ``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs); ``softmax_2d(x)`` runs it.
 
@@ -41,7 +42,7 @@ FORWARD = {
     2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
         (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
-        (32768, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=4096, num_warps=4)))],
+        (16384, ("fused", dict(num_warps=32))), (None, ("pipelined", dict(BLOCK=4096, num_warps=4)))],
 }
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
@@ -64,9 +65,10 @@ def element_size(dtype: torch.dtype) -> int:
 
 
 def _launchers():
-    from .kernels import cooperative_softmax, fused_softmax, multirow_softmax  # (kernels import this module)
-
-    return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax}
+    from .kernels import cooperative_softmax, fused_softmax, multirow_softmax, pipelined_softmax  # (kernels
+    # import this module, so not at the top)
+    return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
+            "pipelined": pipelined_softmax}
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
@@ -83,10 +85,10 @@ def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
 
 
 def plan_2d(x2: torch.Tensor):
-    """``run(y2, x2)`` for inputs like ``x2`` (2-D, contiguous rows, same shape, strides, dtype, device and
-    16-byte alignment): the chosen kernel, compiled, launched with no checks and no choices; ``y2`` is a
-    contiguous output of the same shape. None when the kernel cannot be relaunched that way (the CPU
-    interpreter compiles nothing; cooperative kernels need fresh counters every call)."""
+    """``run(y2.data_ptr(), x2.data_ptr())`` for inputs like ``x2`` (2-D, contiguous rows, same shape, strides,
+    dtype, device and 16-byte alignment): the chosen kernel, compiled, launched with no checks and no
+    choices; ``y2`` is a contiguous output of the same shape. None when the kernel cannot be relaunched that
+    way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call)."""
     from .kernels import fused, multirow
 
     if x2.device.type != "cuda" or x2.numel() == 0:
@@ -100,4 +102,4 @@ def plan_2d(x2: torch.Tensor):
 
     y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
     kernel, grid, args, options = setup(y2, x2, **knobs)
-    return relauncher(kernel, grid, args, dynamic=2, **options)
+    return relauncher(kernel, grid, args, **options)

@@ -377,20 +377,24 @@ MAX_PLANS = 256
 
 
 def _plan(x: Tensor, dim: int):
-    """The function that a plain call ``softmax(x, dim)`` (checked, dim non-negative) runs for inputs like x."""
+    """The function ``plan(x, x.data_ptr())`` that a plain call ``softmax(x, dim)`` (checked, dim non-negative)
+    runs for inputs like x: allocate, launch the compiled kernel (``dispatch.plan_2d``); else the usual path."""
     if x.numel() and dim == x.dim() - 1 and (x.is_contiguous() or (x.dim() == 2 and x.stride(1) == 1)):
         x2 = x if x.dim() == 2 else x.view(-1, x.shape[-1])
         run = plan_2d(x2)
         if run is not None:
-            shape, dtype, device = x.shape, x.dtype, x.device
+            empty_like = torch.empty_like  # contiguous for a contiguous x, and faster than torch.empty
+            if not x.is_contiguous():
+                shape, dtype, device = x.shape, x.dtype, x.device
+                empty_like = lambda x: torch.empty(shape, dtype=dtype, device=device)  # noqa: E731
 
-            def fast(x):
-                y = torch.empty(shape, dtype=dtype, device=device)
-                run(y, x)
+            def fast(x, x_ptr):
+                y = empty_like(x)
+                run(y.data_ptr(), x_ptr)
                 return y
 
             return fast
-    return lambda x: _softmax_impl(x, dim)
+    return lambda x, x_ptr: _softmax_impl(x, dim)
 
 
 def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, mask: Tensor | None = None) -> Tensor:
@@ -404,14 +408,15 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
     ``torch.compile(fullgraph=True)`` and ``torch.export``; a float mask gets a gradient too.
     """
     if mask is None and dtype is None and type(input) is Tensor and type(dim) is int and _route(input) == PLAIN:
-        key = (input.shape, input.stride(), input.dtype, input.get_device(), input.data_ptr() & 15, dim)
+        ptr = input.data_ptr()
+        key = (input.shape, input.stride(), input.dtype, input.get_device(), ptr & 15, dim)
         plan = _PLANS.get(key)
         if plan is None:
             _check(input, None, None)
             if len(_PLANS) >= MAX_PLANS:
                 _PLANS.clear()
             plan = _PLANS[key] = _plan(input, _dim(dim, input.dim()))
-        return plan(input)
+        return plan(input, ptr)
     _check(input, mask, dtype)
     x = input if dtype is None or input.dtype == dtype else input.to(dtype)
     dim = _dim(dim, x.dim())

@@ -192,22 +192,24 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def relauncher(kernel, grid, args, dynamic: int, **options):
-    """Compile ``kernel`` as ``kernel[grid](*args, **options)`` would, and return ``run(*args[:dynamic])``,
-    which launches the compiled kernel again with new values of the first ``dynamic`` arguments (the output
-    and input tensors) and the rest as given here. Valid while those tensors have the dtypes and 16-byte
-    pointer alignment of ``args`` (what Triton compiles one kernel per); the caller's cache key ensures it.
+def relauncher(kernel, grid, args, **options):
+    """Compile ``kernel`` as ``kernel[grid](*args, **options)`` would, and return ``run(out_ptr, in_ptr)``,
+    which launches the compiled kernel again with new output and input addresses (ints: ``t.data_ptr()``)
+    in the first two arguments and the rest as given here. Valid while those tensors have the dtypes and the
+    16-byte pointer alignment of ``args`` (Triton compiles one kernel per kind); the caller's cache key
+    ensures it, and that they are on this GPU.
 
-    Triton's ``kernel[grid](...)`` binds the arguments, computes the cache key, looks the compiled kernel
-    up and builds launch metadata on every call (about 10 µs of Python); ``run`` calls the compiled
-    launcher directly. Returns None in the CPU interpreter (nothing is compiled there)."""
+    Triton's ``kernel[grid](...)`` binds the arguments, computes its cache key, looks the compiled kernel up
+    and builds launch metadata on every call (about 5 µs of Python); ``run`` calls the compiled launcher
+    directly, and passes addresses as ints, which spares it two driver queries (``cuPointerGetAttribute``).
+    Returns None in the CPU interpreter (nothing is compiled there)."""
     compiled = kernel.warmup(*args, grid=grid, **options)
     if compiled is None or not hasattr(compiled, "function"):
         return None
     compiled._init_handles()
     launcher = compiled.run
-    fixed = (*args[dynamic:], *[options[name] for name in kernel.arg_names[len(args):]])  # + constexprs
-    g = (*grid, 1, 1)[:3]
+    fixed = (*args[2:], *[options[name] for name in kernel.arg_names[len(args):]])  # + the constexprs
+    g0, g1, g2 = (*grid, 1, 1)[:3]
     device = torch.cuda.current_device()
     stream = torch._C._cuda_getCurrentRawStream
     function, meta = compiled.function, compiled.packed_metadata
@@ -217,11 +219,12 @@ def relauncher(kernel, grid, args, dynamic: int, **options):
              and not getattr(launcher, "profile_scratch_size", 0) and knobs.runtime.launch_enter_hook is None
              and knobs.runtime.launch_exit_hook is None)
     if not plain:  # scratch memory or launch hooks (a profiler): the compiled kernel's own runner
-        runner = compiled[g]
-        return lambda *dyn: runner(*dyn, *fixed)
+        runner = compiled[(g0, g1, g2)]
+        return lambda out_ptr, in_ptr: runner(out_ptr, in_ptr, *fixed)
     launch, coop, pdl = launcher.launch, launcher.launch_cooperative_grid, launcher.launch_pdl
 
-    def run(*dyn):
-        launch(*g, stream(device), function, coop, pdl, None, None, meta, None, None, None, *dyn, *fixed)
+    def run(out_ptr, in_ptr):
+        launch(g0, g1, g2, stream(device), function, coop, pdl, None, None, meta, None, None, None,
+               out_ptr, in_ptr, *fixed)
 
     return run
