@@ -55,12 +55,25 @@ def _from_rows(y2: Tensor, shape, dim: int) -> Tensor:
     return y2.view(*moved).movedim(-1, dim).contiguous()
 
 
-def _softmax_impl(x: Tensor, dim: int) -> Tensor:
+def _softmax_rows(x: Tensor, dim: int) -> Tensor:
     if x.dim() == 0:
-        return _softmax_impl(x.reshape(1), 0).reshape(())
+        return _softmax_rows(x.reshape(1), 0).reshape(())
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
     return _from_rows(softmax_2d(_as_rows(x, dim)), x.shape, dim)
+
+
+def _softmax_impl(x: Tensor, dim: int) -> Tensor:
+    """Softmax of a checked ``x`` along a non-negative ``dim``, through the plan for its kind of input (what the
+    operator and the autograd Functions run; plain eager calls look their plan up in ``softmax`` directly)."""
+    ptr = x.data_ptr()
+    key = (x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15, dim)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan(x, dim)
+    return plan(x, ptr)
 
 
 def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
@@ -394,7 +407,7 @@ def _plan(x: Tensor, dim: int):
                 return y
 
             return fast
-    return lambda x, x_ptr: _softmax_impl(x, dim)
+    return lambda x, x_ptr: _softmax_rows(x, dim)
 
 
 def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, mask: Tensor | None = None) -> Tensor:
@@ -407,16 +420,14 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
     is masked give zeros. Differentiable to any order, in reverse and forward mode, under ``torch.func``,
     ``torch.compile(fullgraph=True)`` and ``torch.export``; a float mask gets a gradient too.
     """
-    if mask is None and dtype is None and type(input) is Tensor and type(dim) is int and _route(input) == PLAIN:
+    if (mask is None and dtype is None and type(input) is Tensor and type(dim) is int
+            and input.layout is torch.strided and _route(input) == PLAIN):
+        # The fast path: a plain eager call of a kind seen before (see _plan): no checks, no choices.
         ptr = input.data_ptr()
-        key = (input.shape, input.stride(), input.dtype, input.get_device(), ptr & 15, dim)
-        plan = _PLANS.get(key)
-        if plan is None:
-            _check(input, None, None)
-            if len(_PLANS) >= MAX_PLANS:
-                _PLANS.clear()
-            plan = _PLANS[key] = _plan(input, _dim(dim, input.dim()))
-        return plan(input, ptr)
+        d = dim + input.dim() if dim < 0 else dim
+        plan = _PLANS.get((input.shape, input.stride(), input.dtype, input.get_device(), ptr & 15, d))
+        if plan is not None:
+            return plan(input, ptr)
     _check(input, mask, dtype)
     x = input if dtype is None or input.dtype == dtype else input.to(dtype)
     dim = _dim(dim, x.dim())

@@ -18,6 +18,8 @@ def check_tensor(x, name: str = "x", dtype=None) -> None:
     first, as in ``softmax(x, dim, dtype)``). Every entry point (launchers, masked, the operator) checks here."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout is not torch.strided:
+        raise TypeError(f"{name} is a {x.layout} tensor; the kernels take dense tensors: use .to_dense() first")
     want = x.dtype if dtype is None else dtype
     if want not in FLOAT_DTYPES:
         if not isinstance(want, torch.dtype):
