@@ -13,7 +13,7 @@ import torch
 import triton
 
 import softmax_lab
-from softmax_lab import dispatch, op
+from softmax_lab import bench, dispatch, op
 from softmax_lab.kernels import multirow
 from softmax_lab.kernels._launch import relauncher
 
@@ -73,20 +73,10 @@ def steps(shape, dtype=torch.float32):
     return name, out
 
 
-def eager_ms(fn, n_buf, calls=2000, repeats=5):
-    for i in range(3):
-        fn(i % n_buf)
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for i in range(calls):
-            fn(i % n_buf)
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) / calls)
-    return sorted(ts)[repeats // 2]
+def eager_ms(fn, n_buf):
+    """ms per call of 5 loops of 2000 back-to-back calls over rotating buffers, CUDA events, median
+    (``softmax-lab bench``'s eager timer, asked for its longest loop)."""
+    return bench._time_eager(fn, n_buf, gpu_ms=0.01)
 
 
 def main(path):

@@ -13,6 +13,7 @@ from softmax_lab.testing import assert_softmax_correct, check_softmax, tolerance
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not softmax_lab.ON_GPU, reason="needs a CUDA GPU")]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+BF16 = torch.bfloat16
 
 
 def _randn(shape, dtype=torch.float32, scale=3.0):
@@ -173,6 +174,23 @@ def test_pipelined_more_than_2_31_elements():
     x.normal_(0, 3)
     rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
     _check_rows(pipelined_softmax(x, keep_16=True), x, rows)
+
+
+def test_eager_fast_path_matches_the_launchers():
+    # softmax_lab.softmax's plans launch the compiled kernel directly: same bits as the launcher, for aligned
+    # and misaligned views (Triton compiles one kernel per 16-byte alignment), on two streams.
+    from softmax_lab import dispatch
+
+    big = _randn((4096, 1025))
+    for x in (big[:, :1024], big[:, 1:], big[:, :1024].contiguous(), _randn((65536, 128)), _randn((64, 8192), BF16)):
+        _, launch, knobs = dispatch.choose(*x.shape, x.dtype)
+        for _ in range(3):
+            torch.testing.assert_close(softmax(x), launch(x, **knobs), atol=0, rtol=0)
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            y = softmax(x)
+        stream.synchronize()
+        torch.testing.assert_close(y, launch(x, **knobs), atol=0, rtol=0)
 
 
 def test_cooperative_knobs_and_strides():

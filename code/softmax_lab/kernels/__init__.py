@@ -26,8 +26,9 @@ ALL = {
     "split_row": split_row_softmax,
 }
 
-# Rows at copy speed past what one program holds: a row shared by cooperating programs (issue 15). Not in
-# ALL (whose list the course's chapters and tests walk); the dispatcher uses it for long rows.
+# Rows at copy speed past what one program holds: a row shared by cooperating programs (issue 15), and the
+# pipelined form that loads its next chunk while it waits. Not in ALL (whose list the course's chapters and
+# tests walk); the dispatcher uses them for long rows.
 LONG_ROWS = {"cooperative": cooperative_softmax, "pipelined": pipelined_softmax}
 
 # Longest row each kernel takes (None: any length); asking for more raises ValueError.
@@ -36,5 +37,5 @@ MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 655
 
 __all__ = ["ALL", "LONG_ROWS", "MAX_COLS", "SoftmaxFunction", "cooperative_backward", "cooperative_softmax",
            "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "masked_softmax", "multirow_softmax",
-           "naive_softmax", "naive_softmax_kernel", "online_softmax", "pipelined_softmax", "row_serial_softmax", "softmax_backward",
-           "split_row_softmax", "three_pass_softmax"]
+           "naive_softmax", "naive_softmax_kernel", "online_softmax", "pipelined_softmax", "row_serial_softmax",
+           "softmax_backward", "split_row_softmax", "three_pass_softmax"]

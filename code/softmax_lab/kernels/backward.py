@@ -5,10 +5,11 @@ With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
     dx = y · (dy - Σ dy·y)
 
 (the Jacobian of softmax is diag(y) - y yᵀ). ``softmax_backward_kernel`` holds ROWS whole rows in one
-[ROWS, BLOCK] tile (rows up to ``dispatch.BACKWARD_TILE_COLS``). Longer rows are shared by cooperating programs that keep
-their chunks of y and dy in registers (``cooperative.py``): one read of each, one write. Asking for ``chunks``
-picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel`` writes each chunk's
-share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and writes dx.
+[ROWS, BLOCK] tile (rows up to ``dispatch.BACKWARD_TILE_COLS``). Longer rows are shared by cooperating
+programs that keep their chunks of y and dy in registers (``cooperative.py``): one read of each, one write.
+Asking for ``chunks`` picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel``
+writes each chunk's share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and
+writes dx.
 """
 import torch
 import triton
