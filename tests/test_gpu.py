@@ -5,13 +5,15 @@ import torch
 
 import softmax_lab
 from softmax_lab import kernels, softmax
-from softmax_lab.kernels import ALL, cooperative_backward, cooperative_softmax, masked_softmax, softmax_backward
+from softmax_lab.kernels import (ALL, cooperative_backward, cooperative_softmax, masked_softmax, pipelined_softmax,
+                                 softmax_backward)
 from softmax_lab.kernels.cooperative import cooperative_softmax_kernel, resident_programs
 from softmax_lab.reference import masked_softmax_ref, softmax_backward_ref
 from softmax_lab.testing import assert_softmax_correct, check_softmax, tolerance
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not softmax_lab.ON_GPU, reason="needs a CUDA GPU")]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+BF16 = torch.bfloat16
 
 
 def _randn(shape, dtype=torch.float32, scale=3.0):
@@ -149,6 +151,48 @@ def test_cooperative_at_gpu_sizes(shape, dtype):
         _check_rows(y3, x, rows[:64] + rows[-64:])
 
 
+@pytest.mark.parametrize("shape", [(1024, 65536), (300, 100_000), (7, (1 << 20) + 3), (5000, 33000)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_pipelined_and_keep_16_at_gpu_sizes(shape, dtype):
+    x = _randn(shape, dtype)
+    n = shape[1]
+    x[0, : n // 2] = float("-inf")
+    x[1] = float("-inf")
+    rows = [0] + list(range(2, min(shape[0], 64))) + [shape[0] - 1]
+    for f, knobs in ((pipelined_softmax, {}), (pipelined_softmax, dict(keep_16=True)),
+                     (pipelined_softmax, dict(one_launch=False, BLOCK=8192)), (pipelined_softmax, dict(programs=200)),
+                     (cooperative_softmax, dict(keep_16=True))):
+        y = torch.full_like(x, float("nan"))
+        f(x, out=y, **knobs)
+        _check_rows(y, x, rows)
+        assert torch.isnan(y[1]).all(), (f, knobs)
+
+
+def test_pipelined_more_than_2_31_elements():
+    n_rows = (1 << 15) + 1  # 32769 rows of 65536 fp16 = 2.15e9 elements
+    x = torch.empty((n_rows, 65536), dtype=torch.float16, device="cuda")
+    x.normal_(0, 3)
+    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
+    _check_rows(pipelined_softmax(x, keep_16=True), x, rows)
+
+
+def test_eager_fast_path_matches_the_launchers():
+    # softmax_lab.softmax's plans launch the compiled kernel directly: same bits as the launcher, for aligned
+    # and misaligned views (Triton compiles one kernel per 16-byte alignment), on two streams.
+    from softmax_lab import dispatch
+
+    big = _randn((4096, 1025))
+    for x in (big[:, :1024], big[:, 1:], big[:, :1024].contiguous(), _randn((65536, 128)), _randn((64, 8192), BF16)):
+        _, launch, knobs = dispatch.choose(*x.shape, x.dtype)
+        for _ in range(3):
+            torch.testing.assert_close(softmax(x), launch(x, **knobs), atol=0, rtol=0)
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            y = softmax(x)
+        stream.synchronize()
+        torch.testing.assert_close(y, launch(x, **knobs), atol=0, rtol=0)
+
+
 def test_cooperative_knobs_and_strides():
     big = _randn((600, 70000))
     for x in (big, big[:, 100:65636], big[::3, :66000]):
@@ -163,7 +207,7 @@ def test_cooperative_one_launch_guard():
     counts = torch.zeros(2, dtype=torch.int32, device="cuda")
     args = (x, x, pairs, counts, x.stride(0), x.stride(0), x.shape[1], 8192)
     held = resident_programs(cooperative_softmax_kernel, args, (1,), x.device, PUBLISH=True, FINISH=True,
-                             BLOCK=1024, TILES=1, CHUNKS=8192, num_warps=4)
+                             BLOCK=1024, TILES=1, CHUNKS=8192, KEEP_16=False, num_warps=4)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert sms <= held <= 16 * sms  # 4 warps a program: at most 2048 / 128 = 16 programs per SM
     with pytest.raises(ValueError, match="wait for ever"):

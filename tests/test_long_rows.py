@@ -8,7 +8,7 @@ import torch
 
 import softmax_lab
 from softmax_lab import softmax
-from softmax_lab.kernels import cooperative_softmax, softmax_backward
+from softmax_lab.kernels import cooperative_softmax, pipelined_softmax, softmax_backward
 from softmax_lab.reference import softmax_backward_ref, softmax_ref
 from softmax_lab.testing import assert_softmax_correct, check_softmax, poisoned_like, randn, tolerance
 
@@ -33,6 +33,21 @@ def test_standard_cases(dtype, one_launch):
     # Boundary shapes 1x1 ... 3x257, all-negative row, [1000, 1001, 1002], identical values, big[:, :1000].
     assert_softmax_correct(coop(BLOCK=32, one_launch=one_launch), dtype)
     assert_softmax_correct(coop(one_launch=one_launch), dtype, shapes=[(3, 70)], strided=False)  # default BLOCK
+
+
+@pytest.mark.parametrize("one_launch", PATHS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_keep_16_bit_exponentials(dtype, one_launch):
+    # keep_16: exp(x - m) held in the input's 16-bit dtype across the wait (rounded twice: still within
+    # the dtype's tolerance), on boundary shapes, strided inputs, long -inf runs and a fully -inf row.
+    assert_softmax_correct(coop(BLOCK=32, keep_16=True, one_launch=one_launch), dtype)
+    x = randn((3, 100), device=DEV).to(dtype)
+    x[:, :40] = float("-inf")
+    x[1, :] = float("-inf")
+    y = cooperative_softmax(x, BLOCK=16, keep_16=True, one_launch=one_launch)
+    atol, rtol = tolerance(dtype)
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), atol=atol, rtol=rtol, equal_nan=True)
+    assert (y[0, :40] == 0).all() and torch.isnan(y[1]).all()
 
 
 @pytest.mark.parametrize("one_launch", PATHS)
@@ -109,9 +124,49 @@ def test_backward_long_row_path(dtype):
         torch.testing.assert_close(dx.double(), softmax_backward_ref(y, dy), atol=atol * 10, rtol=rtol)
 
 
+# ---- pipelined_softmax: the same handshake, a fixed set of programs looping with the next load in flight ----
+def pipe(**knobs):
+    return lambda x, out=None: pipelined_softmax(x, out=out, **knobs)
+
+
+@pytest.mark.parametrize("one_launch", PATHS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_pipelined_standard_cases(dtype, one_launch):
+    assert_softmax_correct(pipe(BLOCK=32, one_launch=one_launch), dtype)
+    assert_softmax_correct(pipe(BLOCK=16, programs=3, keep_16=True, one_launch=one_launch), dtype,
+                           shapes=[(3, 70), (1, 1), (4, 33)])
+
+
+@pytest.mark.parametrize("one_launch", PATHS)
+def test_pipelined_programs_strides_out_and_minus_inf(one_launch):
+    big = randn((5, 150), device=DEV)
+    for x in (big, big[:, :137], big[::2, 5:140]):
+        for knobs in (dict(BLOCK=16), dict(BLOCK=64, programs=1), dict(BLOCK=8, programs=7, num_warps=1)):
+            assert check_softmax(pipe(one_launch=one_launch, **knobs), x) == "", knobs
+    x = randn((4, 100), device=DEV)
+    x[:, :40] = float("-inf")  # whole chunks of -inf, a fully -inf row, a chunk whose scale underflows
+    x[1, :] = float("-inf")
+    x[2, 60:] = -1000.0
+    x[3, 50] = float("nan")
+    for knobs in (dict(BLOCK=16), dict(BLOCK=8, programs=2), dict(BLOCK=1, programs=5)):
+        y = pipelined_softmax(x, one_launch=one_launch, **knobs)
+        _like_torch(y, x)
+        assert (y[0, :40] == 0).all() and torch.isnan(y[1]).all() and torch.isnan(y[3]).all()
+    for shape in [(0, 5), (3, 0)]:
+        assert pipelined_softmax(torch.empty(shape, device=DEV)).shape == shape
+    with pytest.raises(TypeError, match="dtype"):
+        pipelined_softmax(torch.ones(2, 3, dtype=torch.int32, device=DEV))
+    if not softmax_lab.ON_GPU:
+        with pytest.raises(ValueError, match="one after another"):
+            pipelined_softmax(torch.ones(2, 40), BLOCK=16, one_launch=True)
+
+
 def test_dispatcher_sends_long_rows_here():
     assert softmax.choose(4, 40000, torch.float32)[0] == "cooperative"
-    assert softmax.choose(4, 40000, torch.bfloat16)[0] == "cooperative"
+    assert softmax.choose(4, 40000, torch.bfloat16)[0] == "pipelined"
     x = randn((2, 40000), device=DEV, seed=5)  # 5 (fp32) chunks per row at the dispatcher's BLOCK
     x[1, :20000] = float("-inf")
     torch.testing.assert_close(softmax(x).double(), softmax_ref(x), atol=1e-6, rtol=1e-5)
+    xb = x.to(torch.bfloat16)  # bf16: the pipelined kernel
+    atol, rtol = tolerance(torch.bfloat16)
+    torch.testing.assert_close(softmax(xb).double(), softmax_ref(xb), atol=atol, rtol=rtol)

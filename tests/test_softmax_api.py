@@ -222,3 +222,29 @@ def test_random_shapes_and_dims(shape, cols, dtype, data):
     dim = data.draw(st.integers(-len(full), len(full) - 1))
     x = randn(full, dtype, DEV)
     _close(softmax(x, dim=dim), softmax_ref(x, dim=dim), dtype)
+
+
+def test_eager_fast_path_keeps_kinds_apart():
+    # Plain eager calls reuse a plan per kind of input (shape, strides, dtype, device, alignment, dim): views
+    # that share a shape but not strides or alignment, other dtypes and dims, interleaved, twice.
+    big = randn((6, 65), device=DEV, seed=3)
+    views = [big[:, :64], big[:, 1:], big[:, :64].contiguous(), big[:, :64].half(), big[::2, :64],
+             big[:, :64].contiguous().reshape(2, 3, 64)]
+    for _ in range(2):
+        for v in views:
+            for dim in (-1, v.dim() - 1, 0):
+                _close(softmax(v, dim), softmax_ref(v, dim), v.dtype)
+                assert softmax(v, dim).is_contiguous()
+    # A plan for a shape does not let bad calls of that shape through, nor hide autograd.
+    x = views[2]
+    softmax(x)
+    with pytest.raises(IndexError):
+        softmax(x, 2)
+    with pytest.raises(TypeError, match="'dim'"):
+        softmax(x, True)
+    with pytest.raises(TypeError, match="dense"):
+        softmax(x.to_sparse())
+    xg = x.detach().clone().requires_grad_()
+    assert softmax(xg).requires_grad
+    with torch.no_grad():
+        assert not softmax(xg).requires_grad

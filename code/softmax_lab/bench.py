@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import math
 import os
@@ -31,7 +32,9 @@ import torch
 
 import softmax_lab
 from softmax_lab import kernels
+from softmax_lab.dispatch import element_size
 from softmax_lab.kernels import ALL, softmax_backward
+from softmax_lab.kernels._launch import next_power_of_2, num_sms
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 # (rows, cols, dtype): the shapes of issues 3 and 15.
@@ -46,7 +49,7 @@ SWEEP_EXTRA = [(65536, 256, F32), (65536, 512, F32), (65536, 128, F16), (65536, 
                (16384, 2048, F32), (32768, 8192, F32), (2048, 32768, F32), (64, 262144, F32)]
 QUICK_SHAPES = [(4096, 1024, F32), (65536, 128, F32), (16, 1048576, F32)]
 DTYPE_NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16"}
-ROTATE_BYTES = 400 * 2**20  # inputs+outputs cycled per timing: several times the 60 MiB L2
+ROTATE_BYTES = 512 * 2**20  # inputs+outputs cycled per timing: several times the 60 MiB L2
 EAGER_MS = 20  # Python-launched loop: about this many ms of calls per repeat
 
 
@@ -167,7 +170,7 @@ def _kernel_fits(name, n_rows, n_cols):
 
 def _forward_candidates(n_rows, n_cols, dtype):
     """(kernel, knobs) settings that --sweep times for one shape."""
-    block = 1 << (n_cols - 1).bit_length()
+    block = next_power_of_2(n_cols)
     out = []
     if block <= 4096:
         for tile in (1024, 2048, 4096, 8192, 16384):
@@ -179,23 +182,29 @@ def _forward_candidates(n_rows, n_cols, dtype):
         for warps in (4, 8, 16, 32):
             if 2 <= block // (32 * warps) <= 128:
                 out.append(("fused", dict(num_warps=warps)))
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sms = num_sms(torch.device("cuda"))
     if block >= 16384:
         for tile, warps in ((8192, 16), (8192, 32), (16384, 32)):
             for programs in (None, sms):
                 if programs is None or programs < n_rows:
                     out.append(("online", dict(BLOCK=tile, num_warps=warps, programs=programs)))
-    size = torch.empty((), dtype=dtype).element_size()
-    if block >= 8192:  # cooperative: tile and warps; tiles per program for very long rows
+    size = element_size(dtype)
+    if block >= 8192:  # cooperative: tile and warps; tiles per program for very long rows; 16-bit e
         for tile, warps in ((2048, 2), (4096, 4), (4096, 8), (8192, 4), (8192, 8), (16384, 8), (16384, 16),
                             (32768, 16)):
             if tile < block and (size == 2 or tile <= 16384):
                 out.append(("cooperative", dict(BLOCK=tile, num_warps=warps)))
+                if size == 2:
+                    out.append(("cooperative", dict(BLOCK=tile, num_warps=warps, keep_16=True)))
+                if tile <= 8192:  # pipelined: two chunks held per program, so tiles up to half as large
+                    out.append(("pipelined", dict(BLOCK=tile, num_warps=warps)))
+                    if size == 2:
+                        out.append(("pipelined", dict(BLOCK=tile, num_warps=warps, keep_16=True)))
                 if block >= 262144 and tile in (4096, 8192):
                     for tiles in (2, 4):
                         out.append(("cooperative", dict(BLOCK=tile, num_warps=warps, tiles=tiles)))
     if block >= 65536:
-        row_bytes = n_cols * torch.empty((), dtype=dtype).element_size()
+        row_bytes = n_cols * size
         for group_mb in (None, 16, 32):
             group = None if group_mb is None else max(1, (group_mb << 20) // row_bytes)
             if group is not None and group >= n_rows:
@@ -209,7 +218,7 @@ def _forward_candidates(n_rows, n_cols, dtype):
 
 def _backward_candidates(n_rows, n_cols):
     """(launcher, knobs) settings that --sweep times for one backward shape."""
-    block = 1 << (n_cols - 1).bit_length()
+    block = next_power_of_2(n_cols)
     out = []
     for rows_tile, warps in ((2048, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)):
         if block <= 16384 and rows_tile >= block:
@@ -228,13 +237,13 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
     Python-launched loop, ``_time_eager``). With ``check``, every implementation's result is compared with a
     float64 softmax before and after it is timed (``checked``: "ok" or what was wrong)."""
     from softmax_lab import softmax
-    from softmax_lab.kernels import cooperative_backward, cooperative_softmax
+    from softmax_lab.kernels import LONG_ROWS, cooperative_backward
 
     others = peers() if with_peers else {}
     records = []
     tasks = [("forward", s) for s in shapes] + [("backward", s) for s in backward_shapes]
     for kind, (n_rows, n_cols, dtype) in _progress(tasks, "bench"):
-        size = torch.empty((), dtype=dtype).element_size()
+        size = element_size(dtype)
         moved = (2 if kind == "forward" else 3) * n_rows * n_cols * size
         n_buf = max(2, min(16, math.ceil(ROTATE_BYTES / moved)))
         xs = _buffers((n_rows, n_cols), dtype, n_buf)
@@ -274,14 +283,14 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
             for name, f in others.items():
                 add(name, lambda i, f=f: f(xs[i]))
             if with_kernels:
-                for name, f in dict(ALL, cooperative=cooperative_softmax).items():
-                    if name == "cooperative" or _kernel_fits(name, n_rows, n_cols):
+                for name, f in dict(ALL, **LONG_ROWS).items():
+                    if name in LONG_ROWS or _kernel_fits(name, n_rows, n_cols):
                         add(name, lambda i, f=f: f(xs[i], out=outs[i]))
             if sweep:
                 for name, knobs in _forward_candidates(n_rows, n_cols, dtype):
                     if sweep_only and name not in sweep_only:
                         continue
-                    f = cooperative_softmax if name == "cooperative" else ALL[name]
+                    f = LONG_ROWS.get(name) or ALL[name]
                     add(f"sweep:{name}", lambda i, f=f, k=knobs: f(xs[i], out=outs[i], **k), knobs)
         else:
             # a copy of the same bytes: read 2 tensors, write 1
@@ -447,6 +456,8 @@ def main(argv=None) -> int:
                 eager=None if args.no_eager else f"median of 5 repeats of a Python loop of back-to-back calls "
                                                  f"(about {EAGER_MS} ms of calls each), CUDA events",
                 peers=sorted({r["impl"] for r in records} & {"torch.compile", "liger", "quack"}),
+                peers_not_installed=[name for name, module in (("liger", "liger_kernel"), ("quack", "quack"))
+                                     if importlib.util.find_spec(module) is None],
                 correctness="each result compared with a float64 softmax on 3 rows, before and after timing")
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, args.name)

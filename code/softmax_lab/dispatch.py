@@ -1,51 +1,82 @@
-"""The dispatcher behind ``softmax_lab.softmax``: which kernel runs for a given row length and row count.
+"""The dispatcher behind ``softmax_lab.softmax``: the tuning policy, which kernel runs, and a fast launch path.
 
-``choose(n_rows, n_cols, dtype)`` picks a kernel from ``softmax_lab.kernels`` and its knobs; ``softmax_2d(x)``
-runs it on a 2-D tensor with contiguous rows. How the choice was tuned on an H200: ``results/README.md``.
+**The tuning policy** is every tuned number of the package, here and nowhere else, as small rule lists
+``[(limit, value), ...]``: the first rule whose limit is >= the key gives the value (``None``: no limit).
+Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H200: ``results/README.md``.
 
 * short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
-  exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``).
+  exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``); for fp16/bf16
+  rows of 16385-65536 elements its pipelined form, which loads the next chunk while it waits
+  (``pipelined.py``; 3-5 points better there, but 40% slower at 4096x131072 bf16 in the H200 run).
 
-Any shape, any ``dim``, ``dtype=``, masks and autograd are the operator's job (``op.py``). This module was
-``softmax.py``; it was renamed so that ``import softmax_lab.softmax`` cannot hide the function.
+``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs); ``softmax_2d(x)`` runs it.
+
+**The fast path.** On small inputs a call's cost is Python, not the GPU (a kernel of ~10 µs behind ~40 µs
+of checks, choices and Triton's own launch code). ``plan_2d(x)`` does all of that once per kind of input
+(shape, strides, dtype, device, pointer alignment) and returns a function that only allocates the output
+and launches the compiled kernel (``kernels._launch.relauncher``); ``op.softmax`` keeps one per kind.
+
+Any shape, any ``dim``, ``dtype=``, masks and autograd are the operator's job (``op.py``).
 """
 from __future__ import annotations
 
 import torch
 
-from .kernels import cooperative_softmax, fused_softmax, multirow_softmax
 
-# The tuning table, from sweeps on an H200 (results/README.md): for each element size in bytes, the first
-# row whose max row length fits gives (kernel, knobs). ROWS is rows per program; None means "one row each".
-TABLE = {
-    4: [(128, "multirow", dict(ROWS=8, num_warps=4)), (256, "multirow", dict(ROWS=4, num_warps=4)),
-        (512, "multirow", dict(ROWS=2, num_warps=2)), (2048, "multirow", dict(ROWS=1, num_warps=4)),
-        (4096, "fused", dict(num_warps=16)), (8192, "fused", dict(num_warps=16)),
-        (32768, "fused", dict(num_warps=32))],
-    2: [(128, "multirow", dict(ROWS=8, num_warps=4)), (512, "multirow", dict(ROWS=2, num_warps=2)),
-        (1024, "multirow", dict(ROWS=2, num_warps=4)), (2048, "multirow", dict(ROWS=1, num_warps=4)),
-        (4096, "fused", dict(num_warps=8)), (8192, "fused", dict(num_warps=16)),
-        (32768, "fused", dict(num_warps=32))],
+def pick(rules, key):
+    """The value of the first ``(limit, value)`` rule with ``key <= limit`` (limit ``None``: any key)."""
+    for limit, value in rules:
+        if limit is None or key <= limit:
+            return value
+    raise ValueError(f"no rule for {key} in {rules}")
+
+
+# --- Forward: (kernel, knobs) by row length. ROWS = rows per program. From the H200 sweeps.
+FORWARD = {
+    4: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=4))),
+        (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
+        (8192, ("fused", dict(num_warps=16))), (32768, ("fused", dict(num_warps=32))),
+        (262144, ("cooperative", dict(BLOCK=8192, num_warps=4))),
+        (None, ("cooperative", dict(BLOCK=8192, num_warps=8)))],
+    2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
+        (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
+        (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
+        (16384, ("fused", dict(num_warps=32))), (65536, ("pipelined", dict(BLOCK=4096, num_warps=4))),
+        (None, ("cooperative", dict(BLOCK=4096, num_warps=4)))],
 }
-# Longer rows: cooperative softmax (kernels/cooperative.py): each row shared by cdiv(N, BLOCK) programs that
-# keep their chunk in registers, so the row is read once. BLOCK and warps per element size, from the H200
-# sweep (results/README.md).
-COOPERATIVE = {4: [(262144, dict(BLOCK=8192, num_warps=4)), (None, dict(BLOCK=8192, num_warps=8))],
-               2: [(None, dict(BLOCK=4096, num_warps=4))]}
-LAUNCHERS = {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax}
+# --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
+# cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
+BACKWARD_TILE_COLS = 16384
+BACKWARD_TILE = 4096
+COOPERATIVE_BACKWARD_BYTES = 16384
+CHUNKED_BACKWARD_BLOCK = 8192  # the older two-launch path (softmax_backward(..., chunks=...))
+
+# --- Launcher defaults, when a learner calls a kernel without knobs.
+WARPS_FOR_BLOCK = [(1024, 4), (4096, 8), (16384, 16), (None, 32)]  # ~8-16 elements per thread
+MULTIROW_TILE = 4096  # elements per multirow program (ROWS = MULTIROW_TILE // BLOCK): bigger tiles spill
+COOPERATIVE_BYTES = 32768  # input per cooperative program (8192 fp32, 16384 fp16/bf16)
+COOPERATIVE_WARPS = [(1024, 1), (2048, 2), (4096, 4), (8192, 8), (None, 16)]  # 32 elements per thread
+STREAM_BLOCK = 4096  # the tile of online and split-row softmax (rows streamed through)
+SPLIT_ROW_PROGRAMS_PER_SM = 4  # split-row: enough (row, chunk) programs to fill the GPU about 4 times
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return 2 if dtype in (torch.float16, torch.bfloat16) else 4
+
+
+def _launchers():
+    from .kernels import cooperative_softmax, fused_softmax, multirow_softmax, pipelined_softmax  # (kernels
+    # import this module, so not at the top)
+    return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
+            "pipelined": pipelined_softmax}
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     """(kernel name, launcher, keyword knobs) the dispatcher uses for a [n_rows, n_cols] input."""
-    size = 2 if dtype in (torch.float16, torch.bfloat16) else 4
-    for max_cols, name, knobs in TABLE[size]:
-        if n_cols <= max_cols:
-            return name, LAUNCHERS[name], dict(knobs)
-    for max_cols, knobs in COOPERATIVE[size]:
-        if max_cols is None or n_cols <= max_cols:
-            return "cooperative", cooperative_softmax, dict(knobs)
+    name, knobs = pick(FORWARD[element_size(dtype)], n_cols)
+    return name, _launchers()[name], dict(knobs)
 
 
 def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
@@ -53,3 +84,24 @@ def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
     n_rows, n_cols = x2.shape
     _, launch, knobs = choose(n_rows, n_cols, x2.dtype)
     return launch(x2, **knobs)
+
+
+def plan_2d(x2: torch.Tensor):
+    """``run(y2.data_ptr(), x2.data_ptr())`` for inputs like ``x2`` (2-D, contiguous rows, same shape, strides,
+    dtype, device and 16-byte alignment): the chosen kernel, compiled, launched with no checks and no
+    choices; ``y2`` is a contiguous output of the same shape. None when the kernel cannot be relaunched that
+    way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call)."""
+    from .kernels import fused, multirow
+
+    if x2.device.type != "cuda" or x2.numel() == 0:
+        return None
+    n_rows, n_cols = x2.shape
+    name, _, knobs = choose(n_rows, n_cols, x2.dtype)
+    setup = {"multirow": multirow.launch_setup, "fused": fused.launch_setup}.get(name)
+    if setup is None:
+        return None
+    from .kernels._launch import relauncher
+
+    y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
+    kernel, grid, args, options = setup(y2, x2, **knobs)
+    return relauncher(kernel, grid, args, **options)

@@ -27,9 +27,8 @@ import torch
 import torch.autograd.forward_ad as forward_ad
 from torch import Tensor
 
-from .device import DEVICE, ON_GPU
-from .dispatch import choose, softmax_2d
-from .kernels._launch import FLOAT_DTYPES
+from .dispatch import choose, plan_2d, softmax_2d
+from .kernels._launch import check_mask, check_tensor
 from .kernels.backward import softmax_backward as backward_2d
 from .kernels.masked import masked_softmax as masked_kernel
 
@@ -56,12 +55,25 @@ def _from_rows(y2: Tensor, shape, dim: int) -> Tensor:
     return y2.view(*moved).movedim(-1, dim).contiguous()
 
 
-def _softmax_impl(x: Tensor, dim: int) -> Tensor:
+def _softmax_rows(x: Tensor, dim: int) -> Tensor:
     if x.dim() == 0:
-        return _softmax_impl(x.reshape(1), 0).reshape(())
+        return _softmax_rows(x.reshape(1), 0).reshape(())
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
     return _from_rows(softmax_2d(_as_rows(x, dim)), x.shape, dim)
+
+
+def _softmax_impl(x: Tensor, dim: int) -> Tensor:
+    """Softmax of a checked ``x`` along a non-negative ``dim``, through the plan for its kind of input (what the
+    operator and the autograd Functions run; plain eager calls look their plan up in ``softmax`` directly)."""
+    ptr = x.data_ptr()
+    key = (x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15, dim)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan(x, dim)
+    return plan(x, ptr)
 
 
 def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
@@ -366,32 +378,36 @@ def _dim(dim, ndim: int) -> int:
 
 
 def _check(x, mask, dtype) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"softmax(): argument 'input' must be a torch.Tensor, got {type(x).__name__}")
-    want = x.dtype if dtype is None else dtype
-    if want not in FLOAT_DTYPES:
-        if not isinstance(want, torch.dtype):
-            raise TypeError(f"softmax(): argument 'dtype' must be a torch.dtype or None, got {type(want).__name__}")
-        if not want.is_floating_point:
-            raise TypeError(f"softmax needs a floating-point tensor, got {want}: convert it first, e.g. x.float()")
-        raise TypeError(f"softmax_lab kernels take float16, bfloat16 or float32 (float32 arithmetic), got {want}")
-    if not (x.is_cuda if ON_GPU else x.is_cpu):
-        raise ValueError(f"x is on {x.device} but kernels run on {DEVICE.type}: use x.to(softmax_lab.DEVICE)")
+    check_tensor(x, "input", dtype)  # the checks every entry point shares (kernels/_launch.py)
     if mask is not None:
-        if not isinstance(mask, Tensor):
-            raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
-        if mask.device != x.device:
-            raise ValueError(f"mask is on {mask.device} but x is on {x.device}")
-        if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
-            raise TypeError(f"mask must be bool (True = takes part) or floating point (added), got {mask.dtype}")
-        try:
-            shape = torch.broadcast_shapes(mask.shape, x.shape)
-        except RuntimeError:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to x of shape "
-                             f"{tuple(x.shape)}") from None
-        if shape != x.shape:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} would broadcast x of shape {tuple(x.shape)} "
-                             "to a bigger shape")
+        check_mask(mask, x)
+
+
+# The fast path of plain eager calls: one plan per kind of input (shape, strides, dtype, device, pointer
+# alignment, dim), made on the first call. A plan only allocates the output and launches the compiled kernel.
+_PLANS: dict = {}
+MAX_PLANS = 256
+
+
+def _plan(x: Tensor, dim: int):
+    """The function ``plan(x, x.data_ptr())`` that a plain call ``softmax(x, dim)`` (checked, dim non-negative)
+    runs for inputs like x: allocate, launch the compiled kernel (``dispatch.plan_2d``); else the usual path."""
+    if x.numel() and dim == x.dim() - 1 and (x.is_contiguous() or (x.dim() == 2 and x.stride(1) == 1)):
+        x2 = x if x.dim() == 2 else x.view(-1, x.shape[-1])
+        run = plan_2d(x2)
+        if run is not None:
+            empty_like = torch.empty_like  # contiguous for a contiguous x, and faster than torch.empty
+            if not x.is_contiguous():
+                shape, dtype, device = x.shape, x.dtype, x.device
+                empty_like = lambda x: torch.empty(shape, dtype=dtype, device=device)  # noqa: E731
+
+            def fast(x, x_ptr):
+                y = empty_like(x)
+                run(y.data_ptr(), x_ptr)
+                return y
+
+            return fast
+    return lambda x, x_ptr: _softmax_rows(x, dim)
 
 
 def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, mask: Tensor | None = None) -> Tensor:
@@ -404,6 +420,14 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
     is masked give zeros. Differentiable to any order, in reverse and forward mode, under ``torch.func``,
     ``torch.compile(fullgraph=True)`` and ``torch.export``; a float mask gets a gradient too.
     """
+    if (mask is None and dtype is None and type(input) is Tensor and type(dim) is int
+            and input.layout is torch.strided and _route(input) == PLAIN):
+        # The fast path: a plain eager call of a kind seen before (see _plan): no checks, no choices.
+        ptr = input.data_ptr()
+        d = dim + input.dim() if dim < 0 else dim
+        plan = _PLANS.get((input.shape, input.stride(), input.dtype, input.get_device(), ptr & 15, d))
+        if plan is not None:
+            return plan(input, ptr)
     _check(input, mask, dtype)
     x = input if dtype is None or input.dtype == dtype else input.to(dtype)
     dim = _dim(dim, x.dim())

@@ -8,24 +8,58 @@ from __future__ import annotations
 import torch
 
 from ..device import DEVICE
+from ..dispatch import WARPS_FOR_BLOCK, pick
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def check_input(x: torch.Tensor, name: str = "x") -> None:
-    """Raise TypeError/ValueError for inputs the kernels cannot take (never return a wrong result)."""
+def check_tensor(x, name: str = "x", dtype=None) -> None:
+    """``x`` is a tensor on the kernels' device, of a dtype they take (``dtype``: the one it will be cast to
+    first, as in ``softmax(x, dim, dtype)``). Every entry point (launchers, masked, the operator) checks here."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name} has dtype {x.dtype}; the kernels take float16, bfloat16 or float32 "
+    if x.layout is not torch.strided:
+        raise TypeError(f"{name} is a {x.layout} tensor; the kernels take dense tensors: use .to_dense() first")
+    want = x.dtype if dtype is None else dtype
+    if want not in FLOAT_DTYPES:
+        if not isinstance(want, torch.dtype):
+            raise TypeError(f"dtype must be a torch.dtype or None, got {type(want).__name__}")
+        if not want.is_floating_point:
+            raise TypeError(f"{name} has dtype {want}: softmax needs a floating-point tensor; convert it first, "
+                            "e.g. x.float()")
+        raise TypeError(f"{name} has dtype {want}; the kernels take float16, bfloat16 or float32 "
                         "(they accumulate in float32)")
-    if x.dim() != 2:
-        raise ValueError(f"{name} must be 2-D [rows, cols] (softmax over the last dim), got shape {tuple(x.shape)}; "
-                         "softmax_lab.softmax takes any shape")
     if x.device.type != DEVICE.type:
         raise ValueError(f"{name} is on {x.device} but kernels run on {DEVICE.type}: "
                          "move it with .to(softmax_lab.DEVICE)")
+
+
+def check_input(x: torch.Tensor, name: str = "x") -> None:
+    """What a raw launcher takes: a 2-D float tensor on the kernels' device that needs no gradient."""
+    check_tensor(x, name)
+    if x.dim() != 2:
+        raise ValueError(f"{name} must be 2-D [rows, cols] (softmax over the last dim), got shape {tuple(x.shape)}; "
+                         "softmax_lab.softmax takes any shape")
     check_no_grad(x, name)
+
+
+def check_mask(mask, x: torch.Tensor, name: str = "x") -> None:
+    """An SDPA-style mask for ``x``: bool (True = takes part) or float (added), on x's device, broadcasting
+    to x's shape (and not past it)."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.device != x.device:
+        raise ValueError(f"mask is on {mask.device} but {name} is on {x.device}")
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise TypeError(f"mask must be bool (True = takes part) or floating point (added), got {mask.dtype}")
+    try:
+        shape = torch.broadcast_shapes(mask.shape, x.shape)
+    except RuntimeError:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to {name} of shape "
+                         f"{tuple(x.shape)}") from None
+    if shape != x.shape:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} would broadcast {name} of shape {tuple(x.shape)} "
+                         "to a bigger shape")
 
 
 def check_no_grad(x: torch.Tensor, name: str = "x") -> None:
@@ -123,22 +157,30 @@ def check_row_length(n_cols: int, max_cols: int, kernel: str, instead: str) -> N
         raise ValueError(f"{kernel} supports rows of up to {max_cols} elements, got {n_cols}; use {instead}")
 
 
+_SMS: dict = {}
+
+
 def num_sms(device: torch.device) -> int:
-    """Multiprocessors of the GPU (programs run on these); 4 in the CPU interpreter, to keep grids small."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4
+    """Multiprocessors of the GPU (programs run on these); 4 in the CPU interpreter, to keep grids small.
+    Asked once per device (a property query costs microseconds)."""
+    if device.type != "cuda":
+        return 4
+    if device.index not in _SMS:
+        _SMS[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SMS[device.index]
 
 
 def default_num_warps(block: int) -> int:
-    """More warps for wider blocks: roughly 8-16 elements per thread."""
-    if block <= 1024:
-        return 4
-    if block <= 4096:
-        return 8
-    if block <= 16384:
-        return 16
-    return 32
+    """More warps for wider blocks: roughly 8-16 elements per thread (``dispatch.WARPS_FOR_BLOCK``)."""
+    return pick(WARPS_FOR_BLOCK, block)
+
+
+def split_in_chunks(n_cols: int, chunks: int, block: int) -> tuple[int, int]:
+    """Cut a row into about ``chunks`` pieces of whole tiles of ``block`` elements, no more pieces than tiles.
+    Returns ``(chunks, chunk_size)``: the chunk count again, since rounding the size up can leave fewer."""
+    chunks = max(1, min(chunks, cdiv(n_cols, block)))
+    chunk_size = cdiv(cdiv(n_cols, chunks), block) * block
+    return cdiv(n_cols, chunk_size), chunk_size
 
 
 # Plain-Python twins of triton.cdiv and triton.next_power_of_2. Triton's versions go through a constexpr
@@ -150,3 +192,41 @@ def cdiv(a: int, b: int) -> int:
 
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def relauncher(kernel, grid, args, **options):
+    """Compile ``kernel`` as ``kernel[grid](*args, **options)`` would, and return ``run(out_ptr, in_ptr)``,
+    which launches the compiled kernel again with new output and input addresses (ints: ``t.data_ptr()``)
+    in the first two arguments and the rest as given here. Valid while those tensors have the dtypes and the
+    16-byte pointer alignment of ``args`` (Triton compiles one kernel per kind); the caller's cache key
+    ensures it, and that they are on this GPU.
+
+    Triton's ``kernel[grid](...)`` binds the arguments, computes its cache key, looks the compiled kernel up
+    and builds launch metadata on every call (about 5 µs of Python); ``run`` calls the compiled launcher
+    directly, and passes addresses as ints, which spares it two driver queries (``cuPointerGetAttribute``).
+    Returns None in the CPU interpreter (nothing is compiled there)."""
+    compiled = kernel.warmup(*args, grid=grid, **options)
+    if compiled is None or not hasattr(compiled, "function"):
+        return None
+    compiled._init_handles()
+    launcher = compiled.run
+    fixed = (*args[2:], *[options[name] for name in kernel.arg_names[len(args):]])  # + the constexprs
+    g0, g1, g2 = (*grid, 1, 1)[:3]
+    device = torch.cuda.current_device()
+    stream = torch._C._cuda_getCurrentRawStream
+    function, meta = compiled.function, compiled.packed_metadata
+    from triton import knobs
+
+    plain = (hasattr(launcher, "launch") and not launcher.global_scratch_size
+             and not getattr(launcher, "profile_scratch_size", 0) and knobs.runtime.launch_enter_hook is None
+             and knobs.runtime.launch_exit_hook is None)
+    if not plain:  # scratch memory or launch hooks (a profiler): the compiled kernel's own runner
+        runner = compiled[(g0, g1, g2)]
+        return lambda out_ptr, in_ptr: runner(out_ptr, in_ptr, *fixed)
+    launch, coop, pdl = launcher.launch, launcher.launch_cooperative_grid, launcher.launch_pdl
+
+    def run(out_ptr, in_ptr):
+        launch(g0, g1, g2, stream(device), function, coop, pdl, None, None, meta, None, None, None,
+               out_ptr, in_ptr, *fixed)
+
+    return run

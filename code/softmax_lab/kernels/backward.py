@@ -5,19 +5,20 @@ With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
     dx = y · (dy - Σ dy·y)
 
 (the Jacobian of softmax is diag(y) - y yᵀ). ``softmax_backward_kernel`` holds ROWS whole rows in one
-[ROWS, BLOCK] tile (rows up to ``MAX_TILE_COLS``). Longer rows are shared by cooperating programs that keep
-their chunks of y and dy in registers (``cooperative.py``): one read of each, one write. Asking for ``chunks``
-picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel`` writes each chunk's
-share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and writes dx.
+[ROWS, BLOCK] tile (rows up to ``dispatch.BACKWARD_TILE_COLS``). Longer rows are shared by cooperating
+programs that keep their chunks of y and dy in registers (``cooperative.py``): one read of each, one write.
+Asking for ``chunks`` picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel``
+writes each chunk's share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and
+writes dx.
 """
 import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_knobs, check_input, default_num_warps, output_for, rows_view, cdiv, next_power_of_2
+from ..dispatch import BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK
+from ._launch import (check_input, check_knobs, default_num_warps, output_for, rows_view, cdiv, next_power_of_2,
+                      split_in_chunks)
 from .cooperative import cooperative_backward
-
-MAX_TILE_COLS = 16384
 
 
 @triton.jit
@@ -73,7 +74,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
                      BLOCK: int | None = None, num_warps: int | None = None, chunks: int | None = None):
     """dx for softmax over the last dim of 2-D ``y`` (the forward output) and ``dy`` (its gradient).
 
-    Rows up to ``MAX_TILE_COLS`` (and ``BLOCK`` >= row length): one launch, ``ROWS`` rows per program.
+    Rows up to ``dispatch.BACKWARD_TILE_COLS`` (and ``BLOCK`` >= row length): one launch, ``ROWS`` rows per program.
     Longer rows: cooperating programs of ``BLOCK`` elements each (``cooperative_backward``); with ``chunks``,
     the two-launch path over ``chunks`` pieces per row instead."""
     check_input(y, "y")
@@ -87,19 +88,17 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
     if y.numel() == 0:
         return dx
     strides = (y.stride(0), dy.stride(0))
-    if n_cols <= MAX_TILE_COLS and (BLOCK is None or BLOCK >= n_cols):
+    if n_cols <= BACKWARD_TILE_COLS and (BLOCK is None or BLOCK >= n_cols):
         BLOCK = BLOCK or next_power_of_2(n_cols)
-        ROWS = ROWS or max(1, 4096 // BLOCK)
+        ROWS = ROWS or max(1, BACKWARD_TILE // BLOCK)
         softmax_backward_kernel[(cdiv(n_rows, ROWS),)](
             dx, y, dy, *strides, dx.stride(0), n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK,
             num_warps=num_warps or default_num_warps(ROWS * BLOCK))
         return dx
     if chunks is None:
         return cooperative_backward(y, dy, dx, BLOCK=BLOCK, num_warps=num_warps)
-    BLOCK = BLOCK or 8192
-    chunks = max(1, min(chunks, cdiv(n_cols, BLOCK)))
-    chunk_size = cdiv(cdiv(n_cols, chunks), BLOCK) * BLOCK  # whole tiles per chunk
-    chunks = cdiv(n_cols, chunk_size)
+    BLOCK = BLOCK or CHUNKED_BACKWARD_BLOCK
+    chunks, chunk_size = split_in_chunks(n_cols, chunks, BLOCK)
     num_warps = num_warps or default_num_warps(BLOCK)
     dot = torch.empty(n_rows * chunks, dtype=torch.float32, device=y.device)
     grid = (n_rows * chunks,)

@@ -34,7 +34,9 @@ import torch
 import triton
 import triton.language as tl
 
+from ..dispatch import COOPERATIVE_BACKWARD_BYTES, COOPERATIVE_BYTES, COOPERATIVE_WARPS, pick
 from ._launch import cdiv, next_power_of_2, prepare
+from .combine import online_combine, online_reduce, safe_shift
 
 
 @triton.jit
@@ -46,22 +48,42 @@ def take_ticket(count_ptr, ONE_LAUNCH: tl.constexpr):
 
 
 @triton.jit
-def count_in_and_wait(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
-    """Count this program in on its row's counter (after its pair is stored), then wait for all partners."""
+def count_in(arrived_ptr, PUBLISH: tl.constexpr):
+    """Count this program in on its row's counter (after its pair is stored); returns the count it saw."""
     if PUBLISH:
         tl.debug_barrier()  # every thread's stores are done before the counter says so
-        seen = tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
-    else:
-        seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")
+        return tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
+    return tl.atomic_add(arrived_ptr, 0, sem="acquire")
+
+
+@triton.jit
+def wait_for_partners(arrived_ptr, seen, n_chunks):
+    while seen < n_chunks:
+        seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")  # acquire: then their pairs are visible
+
+
+@triton.jit
+def count_in_and_wait(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+    seen = count_in(arrived_ptr, PUBLISH)
     if FINISH:
-        while seen < n_chunks:
-            seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")  # acquire: then their pairs are visible
+        wait_for_partners(arrived_ptr, seen, n_chunks)
+
+
+@triton.jit
+def row_state(pair_ptr, row, n_chunks, CHUNKS: tl.constexpr):
+    """Combine the ``(m, l)`` pairs that a row's programs published: ``(row max, 1 / total)``."""
+    c = tl.arange(0, CHUNKS)
+    pairs = pair_ptr + 2 * (row * n_chunks + c)
+    m_c = tl.load(pairs, mask=c < n_chunks, other=float("-inf"), volatile=True)  # volatile: not from L1
+    l_c = tl.load(pairs + 1, mask=c < n_chunks, other=0.0, volatile=True)
+    row_max, total = online_reduce(m_c, l_c)  # a row that is -inf everywhere gives NaN, like torch
+    return row_max, 1.0 / total
 
 
 @triton.jit
 def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride, out_row_stride, n_cols,
                                n_chunks, BLOCK: tl.constexpr, TILES: tl.constexpr, CHUNKS: tl.constexpr,
-                               PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+                               KEEP_16: tl.constexpr, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
     t = take_ticket(count_ptr, PUBLISH and FINISH)
     row = (t // n_chunks).to(tl.int64)  # int64: row * stride can pass 2**31
     chunk = t % n_chunks
@@ -69,26 +91,25 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stri
     out_row = out_ptr + row * out_row_stride
     first = tl.multiple_of(chunk * (TILES * BLOCK), BLOCK)  # a chunk is TILES tiles of BLOCK elements
     offs = tl.arange(0, BLOCK)
-    # 1. The chunk's (m, l). Its last tile is read once and stays in registers as e = exp(x - m). With
-    #    TILES > 1 (very long rows) the first tiles stream through as in online softmax, and are read again
-    #    at step 4 (from the L2 cache by then, with luck).
+    # 1. The chunk's (m, l). With TILES > 1 (very long rows) the first tiles stream through as in online
+    #    softmax and are read again at step 4 (from the L2 cache by then, with luck).
     m = tl.full([], float("-inf"), tl.float32)
     l = tl.full([], 0.0, tl.float32)
     for i in range(TILES - 1):
         tile = first + i * BLOCK + offs
         xt = tl.load(in_row + tile, mask=tile < n_cols, other=float("-inf"),
                      eviction_policy="evict_last").to(tl.float32)
-        m_new = tl.maximum(m, tl.max(xt, axis=0))
-        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # all -inf so far: shift by 0, not -inf
-        l = l * tl.exp(m - shift) + tl.sum(tl.exp(xt - shift), axis=0)
-        m = m_new
+        m_t = tl.max(xt, axis=0)
+        m, l = online_combine(m, l, m_t, tl.sum(tl.exp(xt - safe_shift(m_t)), axis=0))
+    #    The last tile is read once and stays in registers as e = exp(x - m_t) (an all -inf tile: e = 0);
+    #    KEEP_16 keeps e in the input's 16-bit dtype, half the registers, so twice the elements fit.
     cols = first + (TILES - 1) * BLOCK + offs
     x = tl.load(in_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-    m_new = tl.maximum(m, tl.max(x, axis=0))
-    shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # an all -inf chunk: e = 0, l = 0 (not NaN)
-    e = tl.exp(x - shift)
-    l = l * tl.exp(m - shift) + tl.sum(e, axis=0)
-    m = m_new
+    m_t = tl.max(x, axis=0)
+    e = tl.exp(x - safe_shift(m_t))
+    m, l = online_combine(m, l, m_t, tl.sum(e, axis=0))
+    if KEEP_16:
+        e = e.to(in_ptr.dtype.element_ty)
     # 2. Publish (m, l) and count in; 3. wait for the partners and combine the row's pairs.
     pair = pair_ptr + 2 * (row * n_chunks + chunk)
     if PUBLISH:
@@ -96,12 +117,7 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stri
         tl.store(pair + 1, l)
     count_in_and_wait(count_ptr + 1 + row, n_chunks, PUBLISH, FINISH)
     if FINISH:
-        c = tl.arange(0, CHUNKS)
-        pairs = pair_ptr + 2 * (row * n_chunks + c)
-        m_c = tl.load(pairs, mask=c < n_chunks, other=float("-inf"), volatile=True)  # volatile: not from L1
-        l_c = tl.load(pairs + 1, mask=c < n_chunks, other=0.0, volatile=True)
-        row_max = tl.max(m_c, axis=0)  # a row that is -inf everywhere gives NaN, like torch.softmax
-        inv_total = 1.0 / tl.sum(l_c * tl.exp(m_c - row_max), axis=0)
+        row_max, inv_total = row_state(pair_ptr, row, n_chunks, CHUNKS)
         # 4. Normalise and write once: the streamed tiles read again, the last one from registers.
         for i in range(TILES - 1):
             tile = first + i * BLOCK + offs
@@ -109,7 +125,7 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stri
                          eviction_policy="evict_first").to(tl.float32)
             yt = tl.exp(xt - row_max) * inv_total
             tl.store(out_row + tile, yt.to(out_ptr.dtype.element_ty), mask=tile < n_cols)
-        y = e * (tl.exp(m - row_max) * inv_total)
+        y = e.to(tl.float32) * (tl.exp(m_t - row_max) * inv_total)
         tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
 
 
@@ -163,13 +179,14 @@ def resident_programs(kernel, args, grid, device, **knobs) -> int:
     return _RESIDENT[key]
 
 
-def default_block(n_cols: int, element_size: int) -> int:
-    """32 KB of input per program (8192 fp32 or 16384 fp16/bf16), or the whole row when it is shorter."""
-    return min(next_power_of_2(n_cols), 32768 // element_size)
+def default_block(n_cols: int, element_size: int, per_program: int = COOPERATIVE_BYTES) -> int:
+    """``per_program`` bytes of input per program (``dispatch.COOPERATIVE_BYTES``: 8192 fp32 or 16384
+    fp16/bf16), or the whole row when it is shorter."""
+    return min(next_power_of_2(n_cols), per_program // element_size)
 
 
 def default_warps(block: int) -> int:
-    return max(1, min(16, block // 1024))  # 32 elements per thread
+    return pick(COOPERATIVE_WARPS, block)  # 32 elements per thread
 
 
 def _launch(kernel, grid, args, n_chunks, one_launch, device, **knobs):
@@ -192,13 +209,15 @@ def _launch(kernel, grid, args, n_chunks, one_launch, device, **knobs):
 
 
 def cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
-                        num_warps: int | None = None, tiles: int = 1, one_launch: bool | None = None) -> torch.Tensor:
+                        num_warps: int | None = None, tiles: int = 1, one_launch: bool | None = None,
+                        keep_16: bool = False) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, each row shared by ``cdiv(n_cols, BLOCK * tiles)``
     cooperating programs. Knobs: ``BLOCK`` (elements per tile, power of two), ``num_warps``, ``tiles``
     (tiles per program; all but the last are read twice, the second time from L2 if it still holds them),
     ``one_launch`` (default: on a GPU when a row's group fits on it at once; False: the two-launch path
-    that the CPU interpreter always takes)."""
-    x, y = prepare(x, out)
+    that the CPU interpreter always takes), ``keep_16`` (fp16/bf16 input: hold exp(x - m) in 16 bits while
+    waiting, half the registers; it is rounded twice, within one 16-bit ulp)."""
+    x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps, tiles=tiles)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
@@ -211,7 +230,8 @@ def cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK:
     counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)  # the ticket, then one per row
     args = (y, x, pairs, counts, x.stride(0), y.stride(0), n_cols, n_chunks)
     _launch(cooperative_softmax_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, x.device, BLOCK=BLOCK,
-            TILES=tiles, CHUNKS=next_power_of_2(n_chunks), num_warps=num_warps or default_warps(BLOCK))
+            TILES=tiles, CHUNKS=next_power_of_2(n_chunks), KEEP_16=bool(keep_16) and x.element_size() == 2,
+            num_warps=num_warps or default_warps(BLOCK))
     return y
 
 
@@ -220,7 +240,7 @@ def cooperative_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, BL
     """dx = y·(dy - Σ dy·y) with each row shared by cooperating programs (checked 2-D inputs with
     contiguous rows; ``softmax_backward`` calls this for long rows)."""
     n_rows, n_cols = y.shape
-    BLOCK = BLOCK or min(next_power_of_2(n_cols), 16384 // y.element_size())  # y and dy: 2 x 16 KB
+    BLOCK = BLOCK or default_block(n_cols, y.element_size(), COOPERATIVE_BACKWARD_BYTES)  # y and dy
     n_chunks = cdiv(n_cols, BLOCK)
     dot = torch.empty(n_rows * n_chunks, dtype=torch.float32, device=y.device)
     counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=y.device)

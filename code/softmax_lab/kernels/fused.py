@@ -39,12 +39,18 @@ def fused_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int |
     length), ``num_warps`` (threads per program / 32)."""
     x, y = prepare(x, out, MAX_COLS, "fused_softmax", "online_softmax or split_row_softmax",
                    BLOCK=BLOCK, num_warps=num_warps)
-    n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
+    kernel, grid, args, options = launch_setup(y, x, BLOCK, num_warps)
+    kernel[grid](*args, **options)
+    return y
+
+
+def launch_setup(y, x, BLOCK=None, num_warps=None):
+    """(kernel, grid, args, options) of one launch (the dispatcher's fast path reuses it)."""
+    n_rows, n_cols = x.shape
     BLOCK = BLOCK or next_power_of_2(n_cols)
     if BLOCK < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the fused kernel needs the whole row")
-    num_warps = num_warps or default_num_warps(BLOCK)
-    fused_softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, BLOCK=BLOCK, num_warps=num_warps)
-    return y
+    options = dict(BLOCK=BLOCK, num_warps=num_warps or default_num_warps(BLOCK))
+    return fused_softmax_kernel, (n_rows,), (y, x, x.stride(0), y.stride(0), n_cols), options

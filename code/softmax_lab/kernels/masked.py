@@ -15,7 +15,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import FLOAT_DTYPES, check_knobs, check_no_grad, check_row_length, default_num_warps, next_power_of_2
+from ._launch import (check_knobs, check_mask, check_no_grad, check_row_length, check_tensor, default_num_warps,
+                      next_power_of_2)
+from .combine import safe_shift
 
 MAX_COLS = 65536
 NO_MASK, BOOL_MASK, ADD_MASK = 0, 1, 2
@@ -41,9 +43,7 @@ def masked_softmax_kernel(out_ptr, s_ptr, mask_ptr, n_heads, n_q, n_cols,
     elif MASK_KIND == 2:  # additive
         s = s + tl.load(mask_at, mask=in_row, other=0.0).to(tl.float32)
     # A fully masked row has max -inf: shift by 0 instead, so every exp() is 0 ...
-    row_max = tl.max(s, axis=0)
-    row_max = tl.where(row_max == float("-inf"), 0.0, row_max)
-    num = tl.exp(s - row_max)
+    num = tl.exp(s - safe_shift(tl.max(s, axis=0)))
     total = tl.sum(num, axis=0)
     # ... and divide by 1 instead of 0: the row comes out as zeros.
     y = num / tl.where(total == 0.0, 1.0, total)
@@ -64,35 +64,17 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, num_w
     ``mask`` (bool: True = takes part; float: added). Fully masked rows give zeros. Returns a contiguous
     tensor shaped like ``scores``, in its dtype. A raw launch: it records no gradient, so it refuses inputs
     that require grad (``softmax_lab.softmax(scores, -1, mask=mask)`` is the differentiable operator)."""
-    from ..device import DEVICE
-
-    if not isinstance(scores, torch.Tensor) or scores.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"scores must be a float16/bfloat16/float32 tensor, got "
-                        f"{getattr(scores, 'dtype', type(scores).__name__)}")
-    if scores.device.type != DEVICE.type:
-        raise ValueError(f"scores are on {scores.device} but kernels run on {DEVICE.type}")
+    check_tensor(scores, "scores")
     if scores.dim() == 0:
         raise ValueError("scores must have at least one dimension")
     check_no_grad(scores, "scores")
     check_knobs(num_warps=num_warps)
     kind = NO_MASK
     if mask is not None:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
-        if mask.device != scores.device:
-            raise ValueError(f"mask is on {mask.device} but scores are on {scores.device}")
-        if mask.dtype == torch.bool:
-            kind = BOOL_MASK
-        elif mask.dtype.is_floating_point:
-            kind = ADD_MASK
-        else:
-            raise TypeError(f"mask must be bool (True = takes part) or floating point (added), got {mask.dtype}")
+        check_mask(mask, scores, "scores")
         check_no_grad(mask, "mask")
-        try:
-            mask = mask.expand(scores.shape)  # broadcast like SDPA; stride 0, no copy
-        except RuntimeError:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to scores of shape "
-                             f"{tuple(scores.shape)}") from None
+        kind = BOOL_MASK if mask.dtype == torch.bool else ADD_MASK
+        mask = mask.expand(scores.shape)  # broadcast like SDPA; stride 0, no copy
     n_cols = scores.shape[-1]
     check_row_length(n_cols, MAX_COLS, "masked_softmax", "a shorter key length")
     out = torch.empty(scores.shape, dtype=scores.dtype, device=scores.device)

@@ -9,10 +9,10 @@ import torch
 import triton
 import triton.language as tl
 
+from ..dispatch import MULTIROW_TILE
 from ._launch import prepare, default_num_warps, cdiv, next_power_of_2
 
 MAX_COLS = 65536
-TILE = 4096  # default elements per program: ROWS = TILE // BLOCK
 
 
 @triton.jit
@@ -38,18 +38,23 @@ def multirow_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_ro
 def multirow_softmax(x: torch.Tensor, out: torch.Tensor | None = None, ROWS: int | None = None,
                      BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, ``ROWS`` rows per program (a power of two; default
-    ``TILE // BLOCK``). Knobs: ``ROWS``, ``BLOCK`` (power of two >= row length), ``num_warps``."""
+    ``dispatch.MULTIROW_TILE // BLOCK``). Knobs: ``ROWS``, ``BLOCK`` (power of two >= row length), ``num_warps``."""
     x, y = prepare(x, out, MAX_COLS, "multirow_softmax", "online_softmax or split_row_softmax",
                    ROWS=ROWS, BLOCK=BLOCK, num_warps=num_warps)
-    n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
+    kernel, grid, args, options = launch_setup(y, x, ROWS, BLOCK, num_warps)
+    kernel[grid](*args, **options)
+    return y
+
+
+def launch_setup(y, x, ROWS=None, BLOCK=None, num_warps=None):
+    """(kernel, grid, args, options) of one launch (the dispatcher's fast path reuses it)."""
+    n_rows, n_cols = x.shape
     BLOCK = BLOCK or next_power_of_2(n_cols)
     if BLOCK < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the tile must hold whole rows")
-    ROWS = ROWS or max(1, TILE // BLOCK)
-    num_warps = num_warps or default_num_warps(ROWS * BLOCK)
-    grid = (cdiv(n_rows, ROWS),)
-    multirow_softmax_kernel[grid](y, x, x.stride(0), y.stride(0), n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK,
-                                  num_warps=num_warps)
-    return y
+    ROWS = ROWS or max(1, MULTIROW_TILE // BLOCK)
+    options = dict(ROWS=ROWS, BLOCK=BLOCK, num_warps=num_warps or default_num_warps(ROWS * BLOCK))
+    args = (y, x, x.stride(0), y.stride(0), n_rows, n_cols)
+    return multirow_softmax_kernel, (cdiv(n_rows, ROWS),), args, options

@@ -5,8 +5,8 @@ Pass 1 keeps a running max ``m`` and a running sum ``l`` of exp(x - m). When a t
 of the tile keeps its own (m, l) (the Σ is then over one element), and the lanes are combined once at the
 end: no reduction inside the loop. Pass 2 reads the row again and writes exp(x - max) / sum.
 
--inf care: while a lane has seen only -inf, m_new is -inf and ``x - m_new`` would be -inf - -inf = NaN, so
-we shift by 0 instead (exp(-inf) = 0, l stays 0). A row that is -inf everywhere gives NaN, like torch.softmax.
+The update and the -inf care (shift by 0 while a lane has seen only -inf) are ``combine.py``'s helpers, shared
+with split-row and cooperative softmax. A row that is -inf everywhere gives NaN, like torch.softmax.
 
 Reading the row twice costs memory traffic unless the second read comes from the L2 cache. Two things help:
 pass 2 walks the row backwards (the tiles pass 1 read last are read first), and ``programs`` can cap how
@@ -17,7 +17,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import prepare, default_num_warps, cdiv, next_power_of_2
+from ..dispatch import STREAM_BLOCK
+from ._launch import prepare, default_num_warps, next_power_of_2
+from .combine import online_combine, online_reduce
 
 
 @triton.jit
@@ -36,14 +38,11 @@ def online_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows
         for start in range(0, n_cols, BLOCK):
             x = tl.load(in_row + start + offs, mask=start + offs < n_cols, other=float("-inf"),
                         eviction_policy="evict_last").to(tl.float32)
-            m_new = tl.maximum(m, x)
-            shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # all -inf so far: shift by 0, not -inf
-            l = l * tl.exp(m - shift) + tl.exp(x - shift)
-            m = m_new
+            m, l = online_combine(m, l, x, 1.0)  # fold x (the state (x, 1)) into each lane's (m, l)
 
         # Combine the lanes: the row max, and every lane's sum rescaled to it.
-        row_max = tl.max(m, axis=0)
-        inv_total = 1.0 / tl.sum(l * tl.exp(m - row_max), axis=0)
+        row_max, total = online_reduce(m, l)
+        inv_total = 1.0 / total
 
         # Pass 2: read the row again, last tile first (likeliest still in L2), and write the result.
         for i in range(0, n_tiles):
@@ -64,7 +63,7 @@ def online_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int 
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
-    BLOCK = BLOCK or min(next_power_of_2(n_cols), 4096)
+    BLOCK = BLOCK or min(next_power_of_2(n_cols), STREAM_BLOCK)
     num_warps = num_warps or default_num_warps(BLOCK)
     grid = (min(n_rows, programs or n_rows),)
     online_softmax_kernel[grid](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK=BLOCK, num_warps=num_warps)

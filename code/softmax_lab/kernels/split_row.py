@@ -15,7 +15,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, num_sms
+from ..dispatch import SPLIT_ROW_PROGRAMS_PER_SM, STREAM_BLOCK
+from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, num_sms, split_in_chunks
+from .combine import online_combine, online_reduce
 
 
 @triton.jit
@@ -30,14 +32,10 @@ def chunk_stats_kernel(m_ptr, l_ptr, in_ptr, in_row_stride, n_cols, chunk_size, 
     for start in range(chunk * chunk_size, tl.minimum((chunk + 1) * chunk_size, n_cols), BLOCK):
         x = tl.load(in_row + start + offs, mask=start + offs < n_cols, other=float("-inf"),
                     eviction_policy="evict_last").to(tl.float32)  # keep it in L2 for launch 2 if it can
-        m_new = tl.maximum(m, x)
-        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # all -inf so far: shift by 0, not -inf
-        l = l * tl.exp(m - shift) + tl.exp(x - shift)
-        m = m_new
-    m_chunk = tl.max(m, axis=0)
-    shift = tl.where(m_chunk == float("-inf"), 0.0, m_chunk)  # an all -inf chunk gives (m, l) = (-inf, 0)
+        m, l = online_combine(m, l, x, 1.0)  # per lane, as in online softmax
+    m_chunk, l_chunk = online_reduce(m, l)  # an all -inf chunk gives (m, l) = (-inf, 0)
     tl.store(m_ptr + pid, m_chunk)
-    tl.store(l_ptr + pid, tl.sum(l * tl.exp(m - shift), axis=0))
+    tl.store(l_ptr + pid, l_chunk)
 
 
 @triton.jit
@@ -50,8 +48,8 @@ def chunk_normalize_kernel(out_ptr, in_ptr, m_ptr, l_ptr, in_row_stride, out_row
     c = tl.arange(0, CHUNKS)
     m_c = tl.load(m_ptr + row * n_chunks + c, mask=c < n_chunks, other=float("-inf"))
     l_c = tl.load(l_ptr + row * n_chunks + c, mask=c < n_chunks, other=0.0)
-    row_max = tl.max(m_c, axis=0)
-    inv_total = 1.0 / tl.sum(tl.where(c < n_chunks, l_c * tl.exp(m_c - row_max), 0.0), axis=0)
+    row_max, total = online_reduce(m_c, l_c)  # padding pairs (-inf, 0) add nothing
+    inv_total = 1.0 / total
     # Normalise this program's chunk.
     offs = tl.arange(0, BLOCK)
     for start in range(chunk * chunk_size, tl.minimum((chunk + 1) * chunk_size, n_cols), BLOCK):
@@ -74,14 +72,11 @@ def split_row_softmax(x: torch.Tensor, out: torch.Tensor | None = None, chunks: 
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
-    BLOCK = BLOCK or min(next_power_of_2(n_cols), 4096)
+    BLOCK = BLOCK or min(next_power_of_2(n_cols), STREAM_BLOCK)
     rows_per_launch = min(rows_per_launch or n_rows, n_rows)
     if chunks is None:
-        chunks = cdiv(4 * num_sms(x.device), rows_per_launch)
-    # Whole tiles per chunk, and no more chunks than tiles.
-    chunks = max(1, min(chunks, cdiv(n_cols, BLOCK)))
-    chunk_size = cdiv(cdiv(n_cols, chunks), BLOCK) * BLOCK
-    chunks = cdiv(n_cols, chunk_size)
+        chunks = cdiv(SPLIT_ROW_PROGRAMS_PER_SM * num_sms(x.device), rows_per_launch)
+    chunks, chunk_size = split_in_chunks(n_cols, chunks, BLOCK)
     num_warps = num_warps or default_num_warps(BLOCK)
     m = torch.empty(rows_per_launch * chunks, dtype=torch.float32, device=x.device)
     l = torch.empty(rows_per_launch * chunks, dtype=torch.float32, device=x.device)

@@ -1,0 +1,118 @@
+"""Pipelined cooperative softmax: the same handshake as ``cooperative.py``, with the next load in flight.
+
+In ``cooperative_softmax`` a program's life is load, reduce, publish, *wait*, write, and then it ends: while
+it waits for its row's partners it holds registers but has no loads in flight, so the memory system idles.
+Here a fixed number of programs (as many as the GPU holds at once) loop over the work items ``(row, chunk)``:
+
+1. reduce the chunk it holds (``e = exp(x - m_t)`` stays in registers), publish ``(m_t, l_t)``, count in;
+2. take its next ticket and **start loading the next chunk**;
+3. wait for the partners of the current row, then write ``y = e·exp(m_t - M) / L`` while that load lands.
+
+So a program always has a chunk on its way while it waits. It holds two chunks (``e`` and the next ``x``):
+the default ``BLOCK`` is half of ``cooperative``'s.
+
+**No deadlock.** Tickets go out in order and each program holds at most two: the one it waits on and the
+later one it has loaded but not published. Follow who waits for whom: every wait points to an earlier row,
+so the earliest row waited on has all its chunks published, and its programs move on. In the CPU
+interpreter (programs run one after another) and with ``one_launch=False``, two launches run the same loop:
+the first only publishes, the second finishes (its waits pass at once).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..dispatch import COOPERATIVE_BYTES
+from ._launch import cdiv, next_power_of_2, num_sms, prepare
+from .combine import safe_shift
+from .cooperative import count_in, default_block, default_warps, resident_programs, row_state, wait_for_partners
+
+
+@triton.jit
+def next_ticket(count_ptr, t, ONE_LAUNCH: tl.constexpr):
+    if ONE_LAUNCH:
+        return tl.atomic_add(count_ptr, 1, sem="relaxed")  # tickets in the order programs ask
+    return t + tl.num_programs(0)
+
+
+@triton.jit
+def load_chunk(in_ptr, in_row_stride, t, n_chunks, n_cols, n_items, BLOCK: tl.constexpr):
+    """Item t's chunk as float32 (-inf past the row's end; nothing at all past the last item)."""
+    cols = (t % n_chunks) * BLOCK + tl.arange(0, BLOCK)
+    row = (t // n_chunks).to(tl.int64)  # int64: row * stride can pass 2**31
+    return tl.load(in_ptr + row * in_row_stride + cols, mask=(cols < n_cols) & (t < n_items),
+                   other=float("-inf")).to(tl.float32)
+
+
+@triton.jit
+def pipelined_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride, out_row_stride, n_cols,
+                             n_chunks, n_items, BLOCK: tl.constexpr, CHUNKS: tl.constexpr,
+                             KEEP_16: tl.constexpr, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+    ONE_LAUNCH: tl.constexpr = PUBLISH and FINISH
+    t = next_ticket(count_ptr, tl.program_id(0) - tl.num_programs(0), ONE_LAUNCH)
+    x = load_chunk(in_ptr, in_row_stride, t, n_chunks, n_cols, n_items, BLOCK)
+    while t < n_items:
+        row = (t // n_chunks).to(tl.int64)
+        chunk = t % n_chunks
+        # 1. Reduce the chunk held; publish its pair and count in.
+        m_t = tl.max(x, axis=0)
+        e = tl.exp(x - safe_shift(m_t))
+        if PUBLISH:
+            pair = pair_ptr + 2 * (row * n_chunks + chunk)
+            tl.store(pair, m_t)
+            tl.store(pair + 1, tl.sum(e, axis=0))
+        if KEEP_16:
+            e = e.to(in_ptr.dtype.element_ty)
+        seen = count_in(count_ptr + 1 + row, PUBLISH)
+        # 2. The next item's load goes out before the wait.
+        t_next = next_ticket(count_ptr, t, ONE_LAUNCH)
+        x = load_chunk(in_ptr, in_row_stride, t_next, n_chunks, n_cols, n_items, BLOCK)
+        # 3. Wait for the row's partners, combine their pairs, write this chunk from registers.
+        if FINISH:
+            wait_for_partners(count_ptr + 1 + row, seen, n_chunks)
+            row_max, inv_total = row_state(pair_ptr, row, n_chunks, CHUNKS)
+            cols = chunk * BLOCK + tl.arange(0, BLOCK)
+            y = e.to(tl.float32) * (tl.exp(m_t - row_max) * inv_total)
+            tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+        t = t_next
+
+
+def pipelined_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
+                      num_warps: int | None = None, keep_16: bool = False, programs: int | None = None,
+                      one_launch: bool | None = None) -> torch.Tensor:
+    """Softmax over the last dim of 2-D ``x``, each row shared by ``cdiv(n_cols, BLOCK)`` chunks, worked
+    through by a fixed set of programs that load their next chunk while they wait. Knobs: ``BLOCK``,
+    ``num_warps``, ``keep_16`` (as in ``cooperative_softmax``), ``programs`` (default: as many as the GPU
+    holds at once; 4 per SM in the interpreter), ``one_launch`` (default: on a GPU when a row's chunks fit
+    on it at once)."""
+    x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps, programs=programs)
+    n_rows, n_cols = x.shape
+    if x.numel() == 0:
+        return y
+    BLOCK = BLOCK or default_block(n_cols, x.element_size(), COOPERATIVE_BYTES // 2)
+    n_chunks = cdiv(n_cols, BLOCK)
+    n_items = n_rows * n_chunks
+    if n_items >= 2**31:
+        raise ValueError(f"pipelined_softmax takes fewer than 2**31 chunks; {n_rows} rows of {n_chunks} is more")
+    pairs = torch.empty(2 * n_items, dtype=torch.float32, device=x.device)
+    counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)
+    args = (y, x, pairs, counts, x.stride(0), y.stride(0), n_cols, n_chunks, n_items)
+    knobs = dict(BLOCK=BLOCK, CHUNKS=next_power_of_2(n_chunks), KEEP_16=bool(keep_16) and x.element_size() == 2,
+                 num_warps=num_warps or default_warps(BLOCK))
+    on_gpu = x.device.type == "cuda"
+    held = resident_programs(pipelined_softmax_kernel, args, (1,), x.device, PUBLISH=True, FINISH=True,
+                             **knobs) if on_gpu else 0
+    if one_launch and not on_gpu:
+        raise ValueError("one_launch=True needs a GPU: the CPU interpreter runs programs one after another")
+    if one_launch and n_chunks > held:
+        raise ValueError(f"one_launch=True with {n_chunks} chunks per row, more than the GPU holds at once")
+    if one_launch is None:
+        one_launch = on_gpu and n_chunks <= held
+    grid = (min(n_items, programs or (held if one_launch else 4 * num_sms(x.device))),)
+    if one_launch:
+        pipelined_softmax_kernel[grid](*args, PUBLISH=True, FINISH=True, **knobs)
+    else:
+        pipelined_softmax_kernel[grid](*args, PUBLISH=True, FINISH=False, **knobs)
+        pipelined_softmax_kernel[grid](*args, PUBLISH=False, FINISH=True, **knobs)
+    return y
