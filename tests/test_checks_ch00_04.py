@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import softmax_lab  # noqa: F401  (first: picks the interpreter before any kernel is defined)
-from softmax_lab import build, checks
+from softmax_lab import checks
+from softmax_lab.course import build, notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = """\
@@ -72,10 +73,10 @@ _counter = itertools.count()
 
 
 def exercise_source(ex: str, learner: bool = False) -> str:
-    nb = build.read(ROOT / "solutions" / EXERCISES[ex][0])
+    nb = notebook.read(ROOT / "solutions" / EXERCISES[ex][0])
     if learner:
         nb = build.learner_notebook(nb)
-    cells = [c for c in nb.cells if build.tag_value(c, "exercise:") == ex]
+    cells = [c for c in nb.cells if notebook.tag_value(c, "exercise:") == ex]
     assert len(cells) == 1, f"exercise {ex} not found"
     return cells[0].source
 
@@ -189,7 +190,7 @@ def test_judge_accepts_every_solution_kernel():
     for path in sorted((Path(__file__).parents[1] / "solutions").glob("*.ipynb")):
         nb = nbformat.read(str(path), as_version=4)
         for cell in nb.cells:
-            ident = build.tag_value(cell, "exercise:")
+            ident = notebook.tag_value(cell, "exercise:")
             j = judge.judges().get(ident)
             if j is not None and j.kind == "kernel":
                 assert j.kernel in judge_harness.define_kernels(cell.source), ident
@@ -210,9 +211,9 @@ def test_judge_big_buffers_plumbing(name, monkeypatch):
     monkeypatch.setattr(judging, "gpu_scale", lambda: True)
     monkeypatch.setattr(judging, "BIG_STEP", 4096)
     nb = nbformat.read(str(Path(__file__).parents[1] / "solutions" / name), as_version=4)
-    kernels = {build.tag_value(c, "exercise:"): c.source for c in nb.cells
-               if judge.judges().get(build.tag_value(c, "exercise:")) is not None
-               and judge.judges()[build.tag_value(c, "exercise:")].kind == "kernel"}
+    kernels = {notebook.tag_value(c, "exercise:"): c.source for c in nb.cells
+               if judge.judges().get(notebook.tag_value(c, "exercise:")) is not None
+               and judge.judges()[notebook.tag_value(c, "exercise:")].kind == "kernel"}
     verdicts = judge.run("", kernels, Limits(cell_timeout=60), seed=7)
     for ident, v in verdicts.items():
         assert v.ok and any("2**30 apart" in c.name for c in judge.judges()[ident].cases(np.random.default_rng(7))), \

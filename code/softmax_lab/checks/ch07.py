@@ -38,7 +38,7 @@ from .common import Report, explain_exception
 __all__ = ["check_bandwidth", "check_choose_rows", "check_multirow", "check_persistent", "check_warps",
            "check_occupancy", "check_targets"]
 
-MAX_TILE = 4096  # elements per program (as kernels.multirow.TILE): bigger [ROWS, BLOCK] tiles spill registers
+from ..dispatch import MULTIROW_TILE as MAX_TILE  # elements per program: bigger [ROWS, BLOCK] tiles spill registers
 PROGRAMS_PER_SM = 4  # keep at least this many programs per SM, so every SM has work and can hide latency
 
 
