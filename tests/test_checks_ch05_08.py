@@ -377,13 +377,7 @@ def test_ch06_heads_indexing(capsys):
 
 # ============================================================ the notebooks' own exercise cells, both versions
 
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-import nbformat  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"
 # (notebook, exercise id, check function, names the check is called with)
 NOTEBOOK_EXERCISES = [
     ("05_online_softmax.ipynb", "ch05-online-update", ch05.check_online_update, ["online_update"]),
@@ -396,31 +390,16 @@ NOTEBOOK_EXERCISES = [
 ]
 
 
-def _exercise_module(folder, notebook, exercise, tmp_path):
-    """The exercise cell of ``folder/notebook`` as an importable module (Triton needs a real source file)."""
-    nb = nbformat.read(ROOT / folder / notebook, as_version=4)
-    cells = [c for c in nb.cells if f"exercise:{exercise}" in c.metadata.get("tags", [])]
-    assert len(cells) == 1, f"{notebook}: expected one cell tagged exercise:{exercise}"
-    path = tmp_path / f"{folder}_{exercise.replace('-', '_')}.py"
-    path.write_text(HEADER + cells[0].source + "\n")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("notebook,exercise,check,names", NOTEBOOK_EXERCISES, ids=[e[1] for e in NOTEBOOK_EXERCISES])
-def test_notebook_exercise_solution_passes(notebook, exercise, check, names, tmp_path, capsys):
-    module = _exercise_module("solutions", notebook, exercise, tmp_path)
+def test_notebook_exercise_solution_passes(notebook, exercise, check, names, exercise_module, capsys):
+    module = exercise_module(exercise)
     assert check(*[getattr(module, n) for n in names]), capsys.readouterr().out
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"{exercise}: PASSED")
 
 
 @pytest.mark.parametrize("notebook,exercise,check,names", NOTEBOOK_EXERCISES, ids=[e[1] for e in NOTEBOOK_EXERCISES])
-def test_notebook_exercise_blank_says_not_implemented(notebook, exercise, check, names, tmp_path, capsys):
-    if not (ROOT / "notebooks" / notebook).exists():
-        pytest.skip("notebooks/ not built")
-    module = _exercise_module("notebooks", notebook, exercise, tmp_path)
+def test_notebook_exercise_blank_says_not_implemented(notebook, exercise, check, names, exercise_module, capsys):
+    module = exercise_module(exercise, learner=True)
     assert not check(*[getattr(module, n) for n in names])
     out = capsys.readouterr().out
     fails = [line for line in out.splitlines() if line.startswith("FAIL ")]

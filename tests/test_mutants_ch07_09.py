@@ -353,20 +353,13 @@ def max_from_zero(x, y, n_cols):  # the max starts at 0, not -inf: a thread with
         y[row, col] = math.exp(x[row, col] - row_max) / row_sum
 
 
-
 def test_block_tree_identity_mutant_is_named(capsys):
     fails_naming(ch09.check_block_tree, [max_from_zero], "ch09-block-tree", ["-inf"], capsys)
 
 
 # ============================================================ the notebooks' own exercise cells (solution, blank)
 
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-import nbformat  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"
 NEW_EXERCISES = [  # (exercise id, check, how the check is called with the cell's module)
     ("ch07-multirow", ch07.check_multirow, lambda m: [m.my_multirow_softmax]),
     ("ch07-persistent", ch07.check_persistent, lambda m: [m.my_persistent_softmax]),
@@ -375,22 +368,8 @@ NEW_EXERCISES = [  # (exercise id, check, how the check is called with the cell'
 ]
 
 
-def _cell_module(folder, exercise, tmp_path):
-    nb = nbformat.read(ROOT / folder / "07_performance.ipynb", as_version=4)
-    cells = [c for c in nb.cells if f"exercise:{exercise}" in c.metadata.get("tags", [])]
-    assert len(cells) == 1
-    path = tmp_path / f"{folder}_{exercise.replace('-', '_')}.py"
-    path.write_text(HEADER + cells[0].source + "\n")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("exercise, check, args", NEW_EXERCISES, ids=[e[0] for e in NEW_EXERCISES])
-def test_new_exercise_cells(exercise, check, args, tmp_path, capsys):
-    passes(check, args(_cell_module("solutions", exercise, tmp_path)), exercise, capsys)
-    if (ROOT / "notebooks" / "07_performance.ipynb").exists():
-        out = fails_naming(check, args(_cell_module("notebooks", exercise, tmp_path)), exercise,
-                           ["not implemented yet"], capsys)
-        assert "(0/" in out.strip().splitlines()[-1]
+def test_new_exercise_cells(exercise, check, args, exercise_module, capsys):
+    passes(check, args(exercise_module(exercise)), exercise, capsys)
+    out = fails_naming(check, args(exercise_module(exercise, learner=True)), exercise, ["not implemented yet"], capsys)
+    assert "(0/" in out.strip().splitlines()[-1]
