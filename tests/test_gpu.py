@@ -11,7 +11,7 @@ from softmax_lab.kernels.cooperative import cooperative_softmax_kernel, resident
 from softmax_lab.reference import masked_softmax_ref, softmax_backward_ref
 from softmax_lab.testing import assert_softmax_correct, check_softmax, tolerance
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not softmax_lab.ON_GPU, reason="needs a CUDA GPU")]
+pytestmark = pytest.mark.gpu
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 BF16 = torch.bfloat16
 

@@ -146,7 +146,7 @@ def test_jit_trace():
     close(traced(randn((3, 10), device=DEV, seed=10)), ref(randn((3, 10), device=DEV, seed=10)))
 
 
-@pytest.mark.skipif(not softmax_lab.ON_GPU, reason="CUDA graphs need a GPU")
+@pytest.mark.gpu  # CUDA graphs need a GPU
 def test_cuda_graph_capture():
     x = randn((64, 1000), device=DEV, seed=11)
     mask = torch.rand(1000, device=DEV) > 0.1
