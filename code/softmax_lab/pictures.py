@@ -4,7 +4,8 @@
   the row max and sum drawn as one value shared by the whole row.
 * ``dataflow(n_rows, n_cols, elem_bytes)``: three launches linked by buffers in global memory, versus one program
   per row, with the bytes each step moves.
-* ``online_walk(row, tile)``: the running ``(m, l)`` of online softmax after each tile.
+* ``online_walk(row, tile)``: the running ``(m, l)`` of online softmax after each tile (``online_steps`` and
+  ``online_states`` give the numbers: each tile's update, with its parts, and the pair after it).
 * ``split_row(row, chunks)``: one row cut over several programs, their partial ``(m, l)`` combined.
 
 Every function returns a matplotlib Figure (shown as a picture in a notebook); ``png(fig)`` gives its bytes. Colours come from the
@@ -168,17 +169,25 @@ def dataflow(n_rows: int, n_cols: int, elem_bytes: int = 4) -> Figure:
     return fig
 
 
-def online_states(row, tile: int) -> list[tuple[list[float], float, float]]:
-    """(tile values, m, l) after each tile of the online recurrence m' = max(m, max t), l' = l·e^(m-m') + Σ e^(t-m')."""
+def online_steps(row, tile: int) -> list[tuple[list[float], float, float, float, float, float, float]]:
+    """Each tile of the online recurrence m' = max(m, max t), l' = l·e^(m-m') + Σ e^(t-m'), with its parts:
+    (tile values, m, m', l, the old l rescaled to m', the tile's own sum against m', l'), in float64.
+    While m' is still -inf both exponentials shift by 0 instead, so nothing becomes NaN."""
     m, l, out = float("-inf"), 0.0, []
     for start in range(0, len(row), tile):
         t = [float(v) for v in row[start:start + tile]]
         m_new = max(m, max(t))
         shift = 0.0 if math.isinf(m_new) else m_new
-        l = (l * math.exp(m - shift) if l else 0.0) + sum(math.exp(v - shift) for v in t)
-        m = m_new
-        out.append((t, m, l))
+        rescaled = l * math.exp(m - shift) if l else 0.0
+        added = sum(math.exp(v - shift) for v in t)
+        out.append((t, m, m_new, l, rescaled, added, rescaled + added))
+        m, l = m_new, rescaled + added
     return out
+
+
+def online_states(row, tile: int) -> list[tuple[list[float], float, float]]:
+    """(tile values, m, l) after each tile of the online recurrence (``online_steps`` without the parts)."""
+    return [(t, m_new, l_new) for t, _, m_new, _, _, _, l_new in online_steps(row, tile)]
 
 
 def online_walk(row, tile: int, highlight: int | None = None) -> Figure:
