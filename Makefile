@@ -36,7 +36,7 @@ lab: $(LAB_STAMP)
 test: test-unit test-notebooks test-ui
 
 test-unit: $(TEST_STAMP)
-	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope --ignore=tests/ui
+	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope --ignore=tests/ui --durations=12
 
 # nbval over the solution notebooks on this machine (CPU interpreter without a GPU).
 test-notebooks: $(TEST_STAMP)
