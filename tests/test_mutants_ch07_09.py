@@ -373,3 +373,90 @@ def test_new_exercise_cells(exercise, check, args, exercise_module, capsys):
     passes(check, args(exercise_module(exercise)), exercise, capsys)
     out = fails_naming(check, args(exercise_module(exercise, learner=True)), exercise, ["not implemented yet"], capsys)
     assert "(0/" in out.strip().splitlines()[-1]
+
+
+# ========================================================= chapter 9's reader barrier: only barriers may be added
+
+CUDA_HEADER = "from softmax_lab import cuda_layer\nfrom numba import cuda, float32\n"
+
+
+@cuda.jit
+def barrier_after_the_wrong_write(x, y, n_cols):  # the buggy body, a barrier added where it changes nothing
+    row = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    threads = cuda.blockDim.x
+    shared = cuda.shared.array(0, float32)
+    m = float32(-math.inf)
+    for col in range(tid, n_cols, threads):
+        m = max(m, x[row, col])
+    shared[tid] = m
+    cuda.syncthreads()
+    stride = threads // 2
+    while stride > 0:
+        if tid < stride:
+            shared[tid] = max(shared[tid], shared[tid + stride])
+        cuda.syncthreads()
+        stride //= 2
+    row_max = shared[0]
+    total = float32(0.0)
+    for col in range(tid, n_cols, threads):
+        total += math.exp(x[row, col] - row_max)
+    shared[tid] = total
+    cuda.syncthreads()
+    cuda.syncthreads()
+    stride = threads // 2
+    while stride > 0:
+        if tid < stride:
+            shared[tid] += shared[tid + stride]
+        cuda.syncthreads()
+        stride //= 2
+    row_sum = shared[0]
+    for col in range(tid, n_cols, threads):
+        y[row, col] = math.exp(x[row, col] - row_max) / row_sum
+
+
+def test_reader_barrier_cell_solution_and_blank(exercise_module, capsys):
+    from conftest import exercise_source
+
+    solved = exercise_module("ch09-reader-barrier", source=CUDA_HEADER + exercise_source("ch09-reader-barrier"))
+    passes(ch09.check_reader_barrier, [solved.fixed_kernel], "ch09-reader-barrier", capsys)
+    blank = exercise_module("ch09-reader-barrier",
+                            source=CUDA_HEADER + exercise_source("ch09-reader-barrier", learner=True))
+    fails_naming(ch09.check_reader_barrier, [blank.fixed_kernel], "ch09-reader-barrier", ["not implemented yet"],
+                 capsys)
+
+
+def test_reader_barrier_accepts_only_added_barriers(capsys):
+    from softmax_lab.cuda_layer import kernels as K
+
+    # a correct, race-free kernel that is not the buggy body fixed (the shuffle tail): named, though it passes the rest
+    out = fails_naming(ch09.check_reader_barrier, [K.shuffle_tail_kernel], "ch09-reader-barrier",
+                       ["add cuda.syncthreads() lines only", "while stride > 32:"], capsys)
+    assert "PASS  race check" in out
+    # the buggy body untouched: no barrier added, and the race named
+    fails_naming(ch09.check_reader_barrier, [K.block_softmax_missing_barrier_kernel], "ch09-reader-barrier",
+                 ["no cuda.syncthreads() was added", "reader barrier is missing"], capsys)
+    # only a barrier added, in a place where it protects nothing: the source is fine, the race is not
+    out = fails_naming(ch09.check_reader_barrier, [barrier_after_the_wrong_write], "ch09-reader-barrier",
+                       ["reader barrier is missing"], capsys)
+    assert "PASS  the buggy kernel's body" in out
+
+
+# ============================================== chapter 7's cells after a check, for an untouched learner: one line
+
+@pytest.mark.parametrize("exercise, needle, names", [
+    ("ch07-bandwidth", "bytes_moved(*attention)", ["bytes_moved", "achieved_gbps"]),
+    ("ch07-warps", "warps_sweep, block_sweep = one_knob_sweeps(n_cols)", ["values_per_thread", "one_knob_sweeps", "predict_spill"]),
+])
+def test_chapter_7_demo_cells_say_write_the_exercise_first(exercise, needle, names, exercise_module, capsys):
+    from conftest import exercise_notebook
+    from softmax_lab.course import build, notebook
+
+    learner = build.learner_notebook(notebook.read(exercise_notebook(exercise)))
+    cell = next(c for c in learner.cells if c.cell_type == "code" and needle in c.source)
+    blank = exercise_module(exercise, learner=True)
+    scope = {"torch": torch, "triton": triton, "softmax_lab": softmax_lab, "DEVICE": DEVICE,
+             **{n: getattr(blank, n) for n in names}}
+    exec(compile(cell.source, "<notebook cell>", "exec"), scope)  # noqa: S102 - the course's own cell
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [f"NotImplementedError: write {exercise} above first"], out

@@ -19,8 +19,10 @@ The arithmetic exercises are plain Python, so their checks are exact and need no
 * ``check_occupancy(programs_per_sm)``: how many programs of a kernel fit one SM (registers, threads, shared
   memory, the block limit), as the official tutorial sizes its persistent grid.
 * ``check_targets(target_knobs, my_multirow_softmax, my_persistent_softmax)``: two performance targets. The
-  verdict lines printed are the same on every machine (nbval compares them): the proxy (legal knobs, enough
-  programs per SM, and from ``memcount`` one read and one write per element). On a GPU the check also times both kernels with
+  verdict lines printed are the same on every machine (nbval compares them): the proxy (legal knobs; target 1:
+  a tile of at most ``MAX_TILE`` elements and 64 values per thread, at least ``PROGRAMS_PER_SM`` programs per SM;
+  target 2: programs that fit an SM's threads and hold at least half of them; and from ``memcount`` one read and
+  one write per element). On a GPU the check also times both kernels with
   ``softmax_lab.measure`` and adds a FAIL line when a target is missed; it prints no timing.
 """
 from __future__ import annotations
