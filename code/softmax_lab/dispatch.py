@@ -58,6 +58,8 @@ WARPS_FOR_BLOCK = [(1024, 4), (4096, 8), (16384, 16), (None, 32)]  # ~8-16 eleme
 MULTIROW_TILE = 4096  # elements per multirow program (ROWS = MULTIROW_TILE // BLOCK): bigger tiles spill
 COOPERATIVE_BYTES = 32768  # input per cooperative program (8192 fp32, 16384 fp16/bf16)
 COOPERATIVE_WARPS = [(1024, 1), (2048, 2), (4096, 4), (8192, 8), (None, 16)]  # 32 elements per thread
+L2_REREAD_PROGRAMS_PER_SM = 4  # l2_reread: programs per SM (all resident at once)
+L2_REREAD_BYTES = 24 << 20  # l2_reread: chunks in flight (read once, read again from the 60 MB L2) at most
 STREAM_BLOCK = 4096  # the tile of online and split-row softmax (rows streamed through)
 SPLIT_ROW_PROGRAMS_PER_SM = 4  # split-row: enough (row, chunk) programs to fill the GPU about 4 times
 
@@ -67,10 +69,10 @@ def element_size(dtype: torch.dtype) -> int:
 
 
 def _launchers():
-    from .kernels import cooperative_softmax, fused_softmax, multirow_softmax, pipelined_softmax  # (kernels
-    # import this module, so not at the top)
+    from .kernels import (cooperative_softmax, fused_softmax, l2_reread_softmax, multirow_softmax,  # (kernels
+                          pipelined_softmax)  # import this module, so not at the top)
     return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
-            "pipelined": pipelined_softmax}
+            "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax}
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
