@@ -4,7 +4,8 @@ targets, and the new L2 re-read kernel (``kernels/l2_reread.py``) beside them. G
 copy of the same bytes timed the same way = 100%); every setting checked against a float64 softmax on 3 rows
 before and after it is timed. The kernels are compiled first in parallel worker processes (Triton's disk
 cache), so the device time goes to timing. Writes the JSON after every shape.
-Usage (GPU machine, repository root): ``python3 results/run-h200-issue15c.py OUT.json``."""
+Usage (GPU machine, repository root): ``python3 results/run-h200-issue15c.py OUT.json [--confirm]``
+(``--confirm``: only the shapes whose dispatcher rule changed, the old rule's setting against the new)."""
 import concurrent.futures as cf
 import json
 import multiprocessing as mp
@@ -38,6 +39,13 @@ def candidates(n_rows, n_cols, dtype):
     return out
 
 
+# --confirm: after the dispatcher took the winners, time it against the old rule's setting and the winner.
+OLD_AND_NEW = [("cooperative", dict(BLOCK=8192, num_warps=8)), ("l2_reread", dict(BLOCK=8192, num_warps=8))]
+CONFIRM = {(8, 4194304, F32): OLD_AND_NEW, (16, 1048576, F32): OLD_AND_NEW,
+           (4096, 131072, BF16): [("cooperative", dict(BLOCK=4096, num_warps=4)),
+                                  ("cooperative", dict(BLOCK=8192, num_warps=4))]}
+
+
 def launcher(name):
     from softmax_lab.kernels import LONG_ROWS
 
@@ -62,6 +70,10 @@ def main(path):
     import softmax_lab
     from softmax_lab import bench
 
+    global SHAPES, candidates
+    if "--confirm" in sys.argv:
+        SHAPES = list(CONFIRM)
+        candidates = lambda r, c, d: CONFIRM[(r, c, d)]  # noqa: E731
     props = torch.cuda.get_device_properties(0)
     assert props.multi_processor_count == SMS, props.multi_processor_count
     specs = [(r, c, NAMES[d], n, k) for r, c, d in SHAPES for n, k in candidates(r, c, d)]
@@ -73,7 +85,7 @@ def main(path):
     meta = dict(device=torch.cuda.get_device_name(), sms=SMS, l2_bytes=getattr(props, "L2_cache_size", None),
                 torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda,
                 date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                command="python3 results/run-h200-issue15c.py " + path,
+                command="python3 results/run-h200-issue15c.py " + " ".join(sys.argv[1:]),
                 timing="do_bench_cudagraph median, rep 20 ms, rotating buffers >= 512 MiB; % of copy timed alike",
                 correctness="each result compared with a float64 softmax on 3 rows (first, middle, last), on the "
                             "first buffer before timing and the last buffer after",
