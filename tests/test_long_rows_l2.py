@@ -126,3 +126,15 @@ def test_one_launch_full_size(dtype):
         out = poisoned_like(x)
         l2_reread_softmax(x, out=out, one_launch=True, **knobs)
         _like_torch(out, x)
+
+
+def test_dispatcher_sends_the_longest_fp32_rows_here():
+    # The H200 run (results/h200-issue15c.json): fp32 rows past 1,048,576 elements; 16-bit and shorter rows not.
+    from softmax_lab import softmax
+
+    assert softmax.choose(2, 1048577, torch.float32)[0] == "l2_reread"
+    assert softmax.choose(16, 1048576, torch.float32)[0] == "cooperative"
+    assert softmax.choose(2, 1048577, torch.bfloat16)[0] == "cooperative"
+    x = randn((2, 1048577), device=DEV, seed=7)  # 129 chunks of 8192 per row at the dispatcher's knobs
+    x[1, :600000] = float("-inf")
+    torch.testing.assert_close(softmax(x).double(), softmax_ref(x), atol=1e-6, rtol=1e-5)
