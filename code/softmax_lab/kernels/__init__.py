@@ -39,5 +39,5 @@ MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 655
 
 __all__ = ["ALL", "LONG_ROWS", "MAX_COLS", "SoftmaxFunction", "cooperative_backward", "cooperative_softmax",
            "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "l2_reread_softmax", "masked_softmax",
-           "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax", "pipelined_softmax", "row_serial_softmax",
-           "softmax_backward", "split_row_softmax", "three_pass_softmax"]
+           "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax", "pipelined_softmax",
+           "row_serial_softmax", "softmax_backward", "split_row_softmax", "three_pass_softmax"]
