@@ -14,7 +14,7 @@ Each result is checked against a float64 softmax before and after it is timed.
 
 Writes a JSON file (device, versions, date, command, every timing) and a PNG plot of % of copy against row
 length; prints a table. ``--sweep`` also times the dispatcher's candidate settings (rows per program, warps,
-tiles, chunks, cooperative blocks).
+tiles, chunks, cooperative blocks, L2 re-read programs).
 """
 from __future__ import annotations
 
@@ -203,6 +203,9 @@ def _forward_candidates(n_rows, n_cols, dtype):
                 if block >= 262144 and tile in (4096, 8192):
                     for tiles in (2, 4):
                         out.append(("cooperative", dict(BLOCK=tile, num_warps=warps, tiles=tiles)))
+    if block >= 262144:  # l2_reread: tile, warps, programs per SM (tiles per chunk: its L2-budget default)
+        for tile, warps, per_sm in ((4096, 8, 4), (8192, 8, 4), (2048, 4, 8)):
+            out.append(("l2_reread", dict(BLOCK=tile, num_warps=warps, programs=per_sm * sms)))
     if block >= 65536:
         row_bytes = n_cols * size
         for group_mb in (None, 16, 32):

@@ -9,7 +9,10 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
   exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``); for fp16/bf16
   rows of 16385-65536 elements its pipelined form, which loads the next chunk while it waits
-  (``pipelined.py``; 3-5 points better there, but 40% slower at 4096x131072 bf16 in the H200 run).
+  (``pipelined.py``; 3-5 points better there, but 40% slower at 4096x131072 bf16 in the H200 run);
+  for fp32 rows longer than 1,048,576 elements the form that reads its chunk again from L2 instead of
+  holding it in registers (``l2_reread.py``; 64.5% of copy against 59.1% at 8x4194304, equal at 16x1M,
+  worse at 262144 and below: ``results/h200-issue15c.json``).
 
 ``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs); ``softmax_2d(x)`` runs it.
 
@@ -39,12 +42,13 @@ FORWARD = {
         (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (8192, ("fused", dict(num_warps=16))), (32768, ("fused", dict(num_warps=32))),
         (262144, ("cooperative", dict(BLOCK=8192, num_warps=4))),
-        (None, ("cooperative", dict(BLOCK=8192, num_warps=8)))],
+        (1048576, ("cooperative", dict(BLOCK=8192, num_warps=8))),
+        (None, ("l2_reread", dict(BLOCK=8192, num_warps=8)))],
     2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
         (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
         (16384, ("fused", dict(num_warps=32))), (65536, ("pipelined", dict(BLOCK=4096, num_warps=4))),
-        (None, ("cooperative", dict(BLOCK=4096, num_warps=4)))],
+        (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
@@ -58,6 +62,8 @@ WARPS_FOR_BLOCK = [(1024, 4), (4096, 8), (16384, 16), (None, 32)]  # ~8-16 eleme
 MULTIROW_TILE = 4096  # elements per multirow program (ROWS = MULTIROW_TILE // BLOCK): bigger tiles spill
 COOPERATIVE_BYTES = 32768  # input per cooperative program (8192 fp32, 16384 fp16/bf16)
 COOPERATIVE_WARPS = [(1024, 1), (2048, 2), (4096, 4), (8192, 8), (None, 16)]  # 32 elements per thread
+L2_REREAD_PROGRAMS_PER_SM = 4  # l2_reread: programs per SM (all resident at once)
+L2_REREAD_BYTES = 24 << 20  # l2_reread: chunks in flight (read once, read again from the 60 MB L2) at most
 STREAM_BLOCK = 4096  # the tile of online and split-row softmax (rows streamed through)
 SPLIT_ROW_PROGRAMS_PER_SM = 4  # split-row: enough (row, chunk) programs to fill the GPU about 4 times
 
@@ -67,10 +73,10 @@ def element_size(dtype: torch.dtype) -> int:
 
 
 def _launchers():
-    from .kernels import cooperative_softmax, fused_softmax, multirow_softmax, pipelined_softmax  # (kernels
-    # import this module, so not at the top)
+    from .kernels import (cooperative_softmax, fused_softmax, l2_reread_softmax, multirow_softmax,  # (kernels
+                          pipelined_softmax)  # import this module, so not at the top)
     return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
-            "pipelined": pipelined_softmax}
+            "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax}
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
