@@ -318,42 +318,23 @@ def test_sectors_mutant_that_ignores_where_an_access_ends(capsys):
     fails_naming(ch09.check_sectors, [first_byte_only], "ch09-sectors", ["straddle"], capsys)
 
 
-@cuda.jit
-def max_from_zero(x, y, n_cols):  # the max starts at 0, not -inf: a thread with no column adds a 0
-    row = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    threads = cuda.blockDim.x
-    shared = cuda.shared.array(0, float32)
-    m = float32(0.0)
-    for col in range(tid, n_cols, threads):
-        m = max(m, x[row, col])
-    shared[tid] = m
-    cuda.syncthreads()
-    stride = threads // 2
-    while stride > 0:
-        if tid < stride:
-            shared[tid] = max(shared[tid], shared[tid + stride])
-        cuda.syncthreads()
-        stride //= 2
-    row_max = shared[0]
-    cuda.syncthreads()
-    total = float32(0.0)
-    for col in range(tid, n_cols, threads):
-        total += math.exp(x[row, col] - row_max)
-    shared[tid] = total
-    cuda.syncthreads()
-    stride = threads // 2
-    while stride > 0:
-        if tid < stride:
-            shared[tid] += shared[tid + stride]
-        cuda.syncthreads()
-        stride //= 2
-    row_sum = shared[0]
-    for col in range(tid, n_cols, threads):
-        y[row, col] = math.exp(x[row, col] - row_max) / row_sum
+def course_kernel_edited(exercise_module, kernel, old, new, count=1):
+    """A mutant: one of the course's CUDA kernels (``cuda_layer.kernels``) with ``old`` replaced by ``new``, loaded
+    from its own file (numba and the checks read a kernel's source)."""
+    import inspect
+
+    from softmax_lab.cuda_layer import kernels as K
+
+    source = inspect.getsource(getattr(K, kernel).py_func)
+    assert source.count(old) == count, f"{kernel}: expected {count} x {old!r}"
+    module = exercise_module("mutant", source=CUDA_HEADER + "import math\n\n" + source.replace(old, new))
+    return getattr(module, kernel)
 
 
-def test_block_tree_identity_mutant_is_named(capsys):
+def test_block_tree_identity_mutant_is_named(exercise_module, capsys):
+    # the max starts at 0, not -inf: a thread with no column adds a 0
+    max_from_zero = course_kernel_edited(exercise_module, "block_softmax_kernel", "m = float32(-math.inf)",
+                                         "m = float32(0.0)")
     fails_naming(ch09.check_block_tree, [max_from_zero], "ch09-block-tree", ["-inf"], capsys)
 
 
@@ -380,41 +361,6 @@ def test_new_exercise_cells(exercise, check, args, exercise_module, capsys):
 CUDA_HEADER = "from softmax_lab import cuda_layer\nfrom numba import cuda, float32\n"
 
 
-@cuda.jit
-def barrier_after_the_wrong_write(x, y, n_cols):  # the buggy body, a barrier added where it changes nothing
-    row = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    threads = cuda.blockDim.x
-    shared = cuda.shared.array(0, float32)
-    m = float32(-math.inf)
-    for col in range(tid, n_cols, threads):
-        m = max(m, x[row, col])
-    shared[tid] = m
-    cuda.syncthreads()
-    stride = threads // 2
-    while stride > 0:
-        if tid < stride:
-            shared[tid] = max(shared[tid], shared[tid + stride])
-        cuda.syncthreads()
-        stride //= 2
-    row_max = shared[0]
-    total = float32(0.0)
-    for col in range(tid, n_cols, threads):
-        total += math.exp(x[row, col] - row_max)
-    shared[tid] = total
-    cuda.syncthreads()
-    cuda.syncthreads()
-    stride = threads // 2
-    while stride > 0:
-        if tid < stride:
-            shared[tid] += shared[tid + stride]
-        cuda.syncthreads()
-        stride //= 2
-    row_sum = shared[0]
-    for col in range(tid, n_cols, threads):
-        y[row, col] = math.exp(x[row, col] - row_max) / row_sum
-
-
 def test_reader_barrier_cell_solution_and_blank(exercise_module, capsys):
     from conftest import exercise_source
 
@@ -426,7 +372,7 @@ def test_reader_barrier_cell_solution_and_blank(exercise_module, capsys):
                  capsys)
 
 
-def test_reader_barrier_accepts_only_added_barriers(capsys):
+def test_reader_barrier_accepts_only_added_barriers(exercise_module, capsys):
     from softmax_lab.cuda_layer import kernels as K
 
     # a correct, race-free kernel that is not the buggy body fixed (the shuffle tail): named, though it passes the rest
@@ -437,6 +383,9 @@ def test_reader_barrier_accepts_only_added_barriers(capsys):
     fails_naming(ch09.check_reader_barrier, [K.block_softmax_missing_barrier_kernel], "ch09-reader-barrier",
                  ["no cuda.syncthreads() was added", "reader barrier is missing"], capsys)
     # only a barrier added, in a place where it protects nothing: the source is fine, the race is not
+    barrier_after_the_wrong_write = course_kernel_edited(
+        exercise_module, "block_softmax_missing_barrier_kernel", "    shared[tid] = total\n",
+        "    shared[tid] = total\n    cuda.syncthreads()\n")
     out = fails_naming(ch09.check_reader_barrier, [barrier_after_the_wrong_write], "ch09-reader-barrier",
                        ["reader barrier is missing"], capsys)
     assert "PASS  the buggy kernel's body" in out
