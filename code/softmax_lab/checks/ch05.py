@@ -20,9 +20,7 @@ rows and on a 500,000-element row, with its traffic counted.
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import warnings
 
 import numpy as np
 import torch
@@ -31,7 +29,7 @@ from ..device import DEVICE
 from ..memcount import count_calls
 from ..reference import softmax_ref
 from ..testing import compare, poisoned_like, randn
-from ._pitfalls import Verdict
+from ._pitfalls import Verdict, quiet
 from .common import Report, _returned, lane_map_of
 
 __all__ = ["check_online_update", "check_online_softmax", "check_combine", "check_long_row"]
@@ -43,14 +41,6 @@ RESCALE = ("forgot to rescale l by exp(m - m_new): the old sum was counted again
 INF_TILE = ("a tile of all -inf gives m_new = -inf and exp(-inf - (-inf)) = NaN: while the max is still -inf, "
             "shift by 0 instead (Python: 0.0 if m_new == -inf else m_new; Triton: tl.where(m_new == -inf, 0.0, m_new))")
 BAD_MAX = "m must be the largest value seen so far: m_new = max(m, max(tile))"
-
-
-@contextlib.contextmanager
-def quiet():
-    """Silence numpy's 'invalid value' warnings: stderr output would differ between runs and break nbval."""
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        yield
 
 
 # ------------------------------------------------------------------------------------------ the (m, l) update

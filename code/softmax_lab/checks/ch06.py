@@ -26,7 +26,7 @@ from ..device import DEVICE, ON_GPU
 from ..memcount import count_calls
 from ..reference import masked_softmax_ref
 from ..testing import TOLERANCES, poisoned_like, randn
-from .ch05 import quiet
+from ._pitfalls import quiet
 from ._pitfalls import Verdict
 from .common import Report, lane_map_of
 from ..device import DEVICE as _DEVICE

@@ -18,7 +18,7 @@ from ..device import DEVICE
 from ..memcount import count_calls
 from ..reference import softmax_backward_ref, softmax_ref
 from ..testing import TOLERANCES, poisoned_like, randn
-from .ch05 import quiet
+from ._pitfalls import quiet
 from .ch06 import half_sums_in_half
 from ._pitfalls import Verdict
 from .common import Report, _returned, lane_map_of
