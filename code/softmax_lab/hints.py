@@ -111,24 +111,23 @@ def hint_data_texts(solutions: Path | None = None, registry: Path = REGISTRY_DIR
             for name, table in sorted(chapters.items())}
 
 
-def write_hint_data(solutions: Path | None = None, target: Path = DATA_DIR) -> list[str]:
+def write_hint_data(solutions: Path | None = None, target: Path = DATA_DIR, check: bool = False) -> list[str]:
     """Write data/hints/chNN.json (the ladders of an installed package) from the sources; returns the names of
     the files that changed (stale ones are rewritten, files of chapters that no longer exist removed).
+    With ``check``, nothing is written: the names are those that would change.
     The build calls this, so an installed package's answers are always the solutions' own."""
     texts = hint_data_texts(solutions)
     target = Path(target)
-    target.mkdir(parents=True, exist_ok=True)
-    changed = []
-    for name, text in texts.items():
-        path = target / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            changed.append(name)
-    for path in sorted(target.glob("ch*.json")):
-        if path.name not in texts:
-            path.unlink()
-            changed.append(path.name)
-    return changed
+    stale = [name for name, text in texts.items()
+             if not (target / name).is_file() or (target / name).read_text(encoding="utf-8") != text]
+    gone = [p.name for p in sorted(target.glob("ch*.json")) if p.name not in texts]
+    if not check:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in stale:
+            (target / name).write_text(texts[name], encoding="utf-8")
+        for name in gone:
+            (target / name).unlink()
+    return stale + gone
 
 
 _cache: dict | None = None

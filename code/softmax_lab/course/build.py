@@ -220,13 +220,10 @@ def hint_data(solutions: Path, check: bool) -> list[str]:
     solution regions): rewritten with the learner notebooks; with ``check``, the names of stale files."""
     from .. import hints
 
-    if check:
-        want = hints.hint_data_texts(solutions)
-        have = {p.name: p.read_text(encoding="utf-8") for p in hints.DATA_DIR.glob("ch*.json")}
-        return [f"data/hints/{n}" for n in sorted(set(want) | set(have)) if want.get(n) != have.get(n)]
-    changed = hints.write_hint_data(solutions)
-    for name in changed:
-        print(f"wrote softmax_lab/data/hints/{name}")
+    changed = hints.write_hint_data(solutions, check=check)
+    if not check:
+        for name in changed:
+            print(f"updated softmax_lab/data/hints/{name}")
     return [f"data/hints/{n}" for n in changed]
 
 
