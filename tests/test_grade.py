@@ -680,6 +680,31 @@ def test_grader_environment_failure_is_not_blamed_on_the_learner(tmp_path):
                ("--memory-mb" in r["message"] or "60 MB" in r["message"]) for r in res.rows), res.rows
 
 
+def test_a_cap_that_strikes_in_a_different_cell_each_run_is_not_blamed_on_the_learner(tmp_path, monkeypatch):
+    """A memory cap too low for the kernel itself may kill it in an exercise cell on one run and in another cell on
+    the next. Once the same break happens with the blamed code taken out, the earlier blame is withdrawn."""
+    from softmax_lab.grading import grader
+    from softmax_lab.grading.runner import RunResult
+
+    calls = []
+
+    def breaks_somewhere(nb, limits, timeouts, sanitize, exercise_cells):
+        calls.append(exercise_cells)
+        # 1st run: dies in exercise 1; 2nd (exercise 1 blanked): in exercise 2; 3rd (both blanked): in exercise 1.
+        cell = exercise_cells[[0, 1, 0][min(len(calls), 3) - 1]]
+        return RunResult(fatal={"cell": cell, "status": "memory", "message": "used more than 60 MB"})
+
+    monkeypatch.setattr(grader, "run_notebook", breaks_somewhere)
+    path = save(pasted(), tmp_path / "mine.ipynb")
+    res = grader.grade_notebook(path, "mine.ipynb", fixture_chapters(FIXTURES),
+                                grader.Options(limits=Limits(memory_mb=60)))
+    assert len(calls) == 3
+    assert [r["status"] for r in res.rows] == ["error", "error"]
+    for r in res.rows:
+        assert grader.GRADER_TROUBLE in r["message"] and "not because of your code" in r["message"], r["message"]
+        assert "60 MB" in r["message"], r["message"]
+
+
 def test_broken_setup_cell_is_not_blamed_on_the_learner(tmp_path):
     """A setup cell of the solution that raises here (a missing package, say) is the grader's problem too."""
     from softmax_lab.grading.chapters import load_chapters
@@ -728,3 +753,13 @@ def test_chapter_on_nbgrader_layout_skips_other_assignments(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "5/5 points" in captured.out and "wrote " in captured.out  # results on stdout
     assert "wrote " not in captured.err and "to grade with" in captured.err  # diagnostics on stderr
+
+
+def test_a_notebook_pytest_cannot_collect_is_the_graders_problem():
+    """The plugin reports a collection error (MemoryError reading the notebook under a tiny cap); the runner turns it
+    into a break before any cell, which the grader then reports as its own trouble, not as 'not run'."""
+    from softmax_lab.grading.runner import parse_record
+
+    assert parse_record('{"event": "collect-error", "message": "MemoryError"}') == {
+        "event": "collect-error", "message": "MemoryError"}
+    assert parse_record('{"event": "collect-error", "message": 7}')["message"] == ""

@@ -122,7 +122,7 @@ def _fatal_words(fatal: dict, where: str, limits: Limits) -> tuple[str, str]:
         return "error", (f"the Python kernel died while running {where} "
                          "(os._exit/exit(), a crash such as a segfault in native code, or out of memory)")
     if kind == "setup-error":
-        return "error", f"the kernel did not start: {fatal['message'][:300]} (is --memory-mb too low?)"
+        return "error", f"the run did not start: {fatal['message'][:300]} (is --memory-mb too low?)"
     return "error", f"the grader could not run {where}: {fatal['message'][:500]}"
 
 
@@ -199,6 +199,7 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
     blank: set[str] = set()
     verdict: dict[str, tuple[str, str]] = {}  # exercise id -> (status, message) decided by a broken run
     demo_blame: dict[str, int] = {}  # exercise id -> the demonstration cell it was blamed for
+    blamed_for: dict[str, str] = {}  # exercise id -> the kind of break ("memory", "died", ...) it was blamed for
     run: RunResult | None = None
     g = None
     for _ in range(2 * len(chapter.exercises) + 1):
@@ -224,6 +225,7 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
                 if demo_blame.get(ex.id) == index:
                     blank.discard(ex.id)
                     verdict.pop(ex.id, None)
+                    blamed_for.pop(ex.id, None)
                     demo_blame.pop(ex.id)
                     continue
                 if ex.id not in blank and ex.id not in g.missing:
@@ -237,10 +239,15 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
             msg = (f"{GRADER_TROUBLE}, not because of your code ({msg}); "
                    "ask your instructor" + "".join(f"\ngrader log: {ln[:300]}" for ln in tail))
             for ex in chapter.exercises:
-                if ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells):
+                # The same break with that learner code taken out: it was not the learner's code either (a memory
+                # cap too low for the kernel itself can strike in any cell, a different one on each run).
+                if blamed_for.get(ex.id) == run.fatal["status"]:
+                    verdict[ex.id] = ("error", msg)
+                elif ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells):
                     verdict[ex.id] = ("error", msg)
             break
         verdict[culprit] = _fatal_words(run.fatal, where, limits)
+        blamed_for[culprit] = run.fatal["status"]
         blank.add(culprit)
     result.log = run.log if run else ""
 

@@ -203,5 +203,13 @@ def pytest_runtest_makereport(item, call):
         item.session.shouldstop = "setup failed"
 
 
+def pytest_collectreport(report):
+    if report.failed:
+        # The notebook could not even be read (typically MemoryError under a memory cap far too low).
+        text = _ANSI.sub("", report.longreprtext)
+        errors = re.findall(r"^E\s+((?:\w+\.)*\w*(?:Error|Exception)\b.*)$", text, re.MULTILINE)
+        _emit({"event": "collect-error", "message": (errors[-1] if errors else text[-300:]).strip()[:500]})
+
+
 def pytest_sessionfinish(session, exitstatus):
     _emit({"event": "finished", "exitstatus": int(exitstatus)})

@@ -168,6 +168,8 @@ def parse_record(line: str) -> dict | None:
     event = rec.get("event")
     if event == "finished":
         return {"event": "finished"}
+    if event == "collect-error":
+        return {"event": "collect-error", "message": _text(rec.get("message"), 500)}
     cell = rec.get("cell")
     if event not in ("start", "end") or not isinstance(cell, int) or isinstance(cell, bool) or not 0 <= cell < 10**6:
         return None
@@ -330,6 +332,7 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
 
     started: list[int] = []
     finished = False
+    unreadable = None  # why pytest could not collect the notebook, if it could not
     for line in lines:
         rec = parse_record(line)
         if rec is None:
@@ -340,6 +343,8 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
             result.cells[rec["cell"]] = rec
         elif rec.get("event") == "finished":
             finished = True
+        elif rec.get("event") == "collect-error":
+            unreadable = rec["message"] or "an error while collecting it"
     running = next((c for c in reversed(started) if c not in result.cells), None)
     broken = next((r for r in result.cells.values()
                    if r["status"] in ("died", "timeout", "grader-error", "setup-error")), None)
@@ -347,6 +352,9 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
         result.fatal = {"cell": running, "status": killed[0], "message": killed[1]}
     elif broken is not None:
         result.fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
+    elif unreadable is not None or (finished and not started and code_cell_numbers(nb)):
+        why = unreadable or "pytest ran none of its cells (see the grader log)"
+        result.fatal = {"cell": None, "status": "setup-error", "message": f"pytest could not read the notebook: {why}"}
     elif not finished:
         sig = -proc.returncode if proc.returncode and proc.returncode < 0 else None
         if limits.sandbox and proc.returncode and proc.returncode > 128:
