@@ -37,6 +37,7 @@ import triton.language as tl
 from ..dispatch import COOPERATIVE_BACKWARD_BYTES, COOPERATIVE_BYTES, COOPERATIVE_WARPS, pick
 from ._launch import cdiv, next_power_of_2, prepare
 from .combine import online_combine, online_reduce, safe_shift
+from .fast_exp import fast_exp
 
 
 @triton.jit
@@ -100,13 +101,13 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stri
         xt = tl.load(in_row + tile, mask=tile < n_cols, other=float("-inf"),
                      eviction_policy="evict_last").to(tl.float32)
         m_t = tl.max(xt, axis=0)
-        m, l = online_combine(m, l, m_t, tl.sum(tl.exp(xt - safe_shift(m_t)), axis=0))
+        m, l = online_combine(m, l, m_t, tl.sum(fast_exp(xt - safe_shift(m_t)), axis=0))
     #    The last tile is read once and stays in registers as e = exp(x - m_t) (an all -inf tile: e = 0);
     #    KEEP_16 keeps e in the input's 16-bit dtype, half the registers, so twice the elements fit.
     cols = first + (TILES - 1) * BLOCK + offs
     x = tl.load(in_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
     m_t = tl.max(x, axis=0)
-    e = tl.exp(x - safe_shift(m_t))
+    e = fast_exp(x - safe_shift(m_t))
     m, l = online_combine(m, l, m_t, tl.sum(e, axis=0))
     if KEEP_16:
         e = e.to(in_ptr.dtype.element_ty)
@@ -123,7 +124,7 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stri
             tile = first + i * BLOCK + offs
             xt = tl.load(in_row + tile, mask=tile < n_cols, other=float("-inf"),
                          eviction_policy="evict_first").to(tl.float32)
-            yt = tl.exp(xt - row_max) * inv_total
+            yt = fast_exp(xt - row_max) * inv_total
             tl.store(out_row + tile, yt.to(out_ptr.dtype.element_ty), mask=tile < n_cols)
         y = e.to(tl.float32) * (tl.exp(m_t - row_max) * inv_total)
         tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
@@ -155,14 +156,20 @@ def cooperative_backward_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, count_ptr, y_row
 _RESIDENT: dict = {}
 
 
+def _kind(arg):
+    if isinstance(arg, torch.Tensor):
+        return arg.dtype, arg.data_ptr() % 16 == 0
+    if isinstance(arg, int):
+        return arg % 16 == 0, arg == 1
+    return type(arg).__name__, str(getattr(arg, "base", arg).dtype), tuple(getattr(arg, "block_shape", ()))  # descriptor
+
+
 def resident_programs(kernel, args, grid, device, **knobs) -> int:
     """How many programs of ``kernel`` (compiled for these arguments) the GPU holds at once, from its
     registers, threads and shared memory per program (the CUDA occupancy rule)."""
     # Triton compiles one kernel per dtype, per "divisible by 16" for pointers and ints, per "int == 1": so
     # does this table, so that its count is that of the kernel that will run.
-    key = (kernel.fn.__name__, device.index, tuple(sorted(knobs.items())),
-           tuple((a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor) else (a % 16 == 0, a == 1)
-                 for a in args))
+    key = (kernel.fn.__name__, device.index, tuple(sorted(knobs.items())), tuple(_kind(a) for a in args))
     if key not in _RESIDENT:
         compiled = kernel.warmup(*args, grid=grid, **knobs)
         if compiled is None:  # nothing compiled (memcount's counting interpreter): take the two-launch path

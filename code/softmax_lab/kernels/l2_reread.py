@@ -30,6 +30,7 @@ from ..dispatch import COOPERATIVE_WARPS, L2_REREAD_BYTES, L2_REREAD_PROGRAMS_PE
 from ._launch import cdiv, next_power_of_2, num_sms, prepare
 from .combine import online_combine, safe_shift
 from .cooperative import count_in, resident_programs, row_state, wait_for_partners
+from .fast_exp import fast_exp
 
 
 @triton.jit
@@ -46,7 +47,7 @@ def publish_chunk_state(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks,
         x = tl.load(in_ptr + row * in_row_stride + cols, mask=cols < n_cols, other=float("-inf"),
                     eviction_policy="evict_last").to(tl.float32)  # evict_last: keep it in L2 for read 2
         m_t = tl.max(x, axis=0)
-        m, l = online_combine(m, l, m_t, tl.sum(tl.exp(x - safe_shift(m_t)), axis=0))
+        m, l = online_combine(m, l, m_t, tl.sum(fast_exp(x - safe_shift(m_t)), axis=0))
     pair = pair_ptr + 2 * (row * n_chunks + chunk)
     tl.store(pair, m)
     tl.store(pair + 1, l)
@@ -76,7 +77,7 @@ def l2_reread_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride
                 cols = first + i * BLOCK + tl.arange(0, BLOCK)
                 x = tl.load(in_ptr + row * in_row_stride + cols, mask=cols < n_cols, other=float("-inf"),
                             eviction_policy="evict_first").to(tl.float32)
-                y = tl.exp(x - row_max) * inv_total
+                y = fast_exp(x - row_max) * inv_total
                 tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
         t = t_next
 

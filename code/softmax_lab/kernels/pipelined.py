@@ -27,6 +27,7 @@ from ..dispatch import COOPERATIVE_BYTES
 from ._launch import cdiv, next_power_of_2, num_sms, prepare
 from .combine import safe_shift
 from .cooperative import count_in, default_block, default_warps, resident_programs, row_state, wait_for_partners
+from .fast_exp import fast_exp
 
 
 @triton.jit
@@ -57,7 +58,7 @@ def pipelined_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride
         chunk = t % n_chunks
         # 1. Reduce the chunk held; publish its pair and count in.
         m_t = tl.max(x, axis=0)
-        e = tl.exp(x - safe_shift(m_t))
+        e = fast_exp(x - safe_shift(m_t))
         if PUBLISH:
             pair = pair_ptr + 2 * (row * n_chunks + chunk)
             tl.store(pair, m_t)

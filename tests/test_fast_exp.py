@@ -1,0 +1,50 @@
+"""The GPU code of the dispatcher's kernels, checked without a GPU: Triton compiles for an H200 (sm_90) on any
+machine (its wheel ships ptxas). ``kernels/fast_exp.py``: exp as one ``ex2.approx.ftz`` and one division per
+row, not the five-instruction exp and a division per element that cost 16-bit long rows a quarter of their
+speed (results/README.md, issue 15's fourth session)."""
+import subprocess
+import sys
+import textwrap
+
+from conftest import ROOT
+
+SCRIPT = textwrap.dedent("""
+    import torch
+    torch.cuda.is_available = lambda: True  # compile as for a GPU: fast_exp takes its PTX branch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from softmax_lab.kernels.cooperative import cooperative_softmax_kernel
+    from softmax_lab.kernels.fused import fused_softmax_kernel
+    from softmax_lab.kernels.multirow import multirow_softmax_kernel
+
+    def ptx(fn, sig, consts, warps):
+        aligned = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(sig.values()) if kind != "constexpr"}
+        src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned)
+        return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps)).asm["ptx"]
+
+    def count(text, op):
+        return sum(line.split()[0].startswith(op) for line in text.splitlines() if line.strip())
+
+    rows = {"out_ptr": "*bf16", "in_ptr": "*bf16", "in_row_stride": "i32", "out_row_stride": "i32"}
+    fused = ptx(fused_softmax_kernel, {**rows, "n_cols": "i32", "BLOCK": "constexpr"}, {"BLOCK": 32768}, 32)
+    multi = ptx(multirow_softmax_kernel, {**rows, "n_rows": "i32", "n_cols": "i32", "BLOCK": "constexpr",
+                                          "ROWS": "constexpr"}, {"BLOCK": 512, "ROWS": 2}, 2)
+    coop = ptx(cooperative_softmax_kernel, {**rows, "pair_ptr": "*fp32", "count_ptr": "*i32", "n_cols": "i32",
+               "n_chunks": "i32", "BLOCK": "constexpr", "TILES": "constexpr", "CHUNKS": "constexpr",
+               "KEEP_16": "constexpr", "PUBLISH": "constexpr", "FINISH": "constexpr"},
+               {"BLOCK": 8192, "TILES": 1, "CHUNKS": 8, "KEEP_16": False, "PUBLISH": True, "FINISH": True}, 4)
+    for name, text in (("fused", fused), ("multirow", multi), ("cooperative", coop)):
+        print(name, count(text, "div."), count(text, "ex2.approx.ftz.f32"), count(text, "ex2.approx.f32"))
+    """)
+
+
+def test_kernels_divide_once_per_row_and_use_the_bare_exp2():
+    """Per thread: fused bf16 32768 at 32 warps holds 32 elements, multirow 2x512 at 2 warps 16, cooperative 8192
+    fp32 at 4 warps 64: every one of their exps is ex2.approx.ftz, and there is at most one division per row."""
+    run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = {name: tuple(map(int, rest)) for name, *rest in (line.split() for line in run.stdout.splitlines())}
+    assert got["fused"][0] == 1 and got["fused"][1] == 32 and got["fused"][2] == 0, got
+    assert got["multirow"][0] <= 2 and got["multirow"][1] == 16 and got["multirow"][2] == 0, got
+    assert got["cooperative"][0] <= 2 and got["cooperative"][1] >= 64, got  # + scalar exps and divisions of the combine
