@@ -45,7 +45,7 @@ def steps(shape, dtype=torch.float32):
     fixed = (*args[2:], *[options[k] for k in kernel.arg_names[len(args):]])
     run = relauncher(kernel, grid, args, **options)
     yp, xp = y.data_ptr(), x.data_ptr()
-    key = (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15, -1)
+    key = (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15, 1)  # as op._softmax_impl (dim 1)
     sm = softmax_lab.softmax
     sm(x)
     out = {
@@ -64,7 +64,7 @@ def steps(shape, dtype=torch.float32):
         "custom op torch.ops.softmax_lab.softmax(x, 1)": per_call_us(lambda: torch.ops.softmax_lab.softmax(x, 1)),
         "op._route(x)": per_call_us(lambda: op._route(x)),
         "plan key (shape, stride, dtype, device, alignment)":
-            per_call_us(lambda: (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15, -1)),
+            per_call_us(lambda: (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15, 1)),
         "plan(x, ptr) (allocation + relaunch)": per_call_us(lambda: op._PLANS[key](x, xp)),
         "softmax_lab.softmax(x) before (checks, route, dispatcher, launcher)":
             per_call_us(lambda: (op._check(x, None, None), op._softmax_impl(x, op._dim(-1, 2)))),

@@ -7,10 +7,9 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 * short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
-  exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``); for fp16/bf16
-  rows of 16385-65536 elements its pipelined form, which loads the next chunk while it waits
-  (``pipelined.py``; 3-5 points better there, but 40% slower at 4096x131072 bf16 in the H200 run);
-  for fp32 rows longer than 1,048,576 elements the form that reads its chunk again from L2 instead of
+  exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``; for fp16/bf16 rows
+  of 16385-65536 elements it took over from its pipelined form once both used ``fast_exp``: 79.2% of copy
+  against 76.3% at 2048x32768 bf16, ``results/h200-issue15e-sweep.json``); for fp32 rows longer than 1,048,576 elements the form that reads its chunk again from L2 instead of
   holding it in registers (``l2_reread.py``; 64.5% of copy against 59.1% at 8x4194304, equal at 16x1M,
   worse at 262144 and below: ``results/h200-issue15c.json``).
 
@@ -47,8 +46,7 @@ FORWARD = {
     2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
         (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
-        (16384, ("fused", dict(num_warps=32))), (65536, ("pipelined", dict(BLOCK=4096, num_warps=4))),
-        (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
+        (16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
