@@ -48,3 +48,25 @@ def test_kernels_divide_once_per_row_and_use_the_bare_exp2():
     assert got["fused"][0] == 1 and got["fused"][1] == 32 and got["fused"][2] == 0, got
     assert got["multirow"][0] <= 2 and got["multirow"][1] == 16 and got["multirow"][2] == 0, got
     assert got["cooperative"][0] <= 2 and got["cooperative"][1] >= 64, got  # + scalar exps and divisions of the combine
+
+
+def test_counting_interpreter_runs_kernels_that_use_fast_exp():
+    """On a GPU machine fast_exp's PTX branch is on, but memcount runs kernels through the interpreter, which has
+    no inline PTX: while it counts, fast_exp is tl.exp. Here (CPU) the GPU's setting is simulated."""
+    import torch
+    import triton.language as tl
+
+    from softmax_lab.kernels import cooperative_softmax, fast_exp, fused_softmax
+    from softmax_lab.memcount import count_calls
+
+    x = torch.randn(3, 40)
+    saved = fast_exp.PTX
+    fast_exp.PTX = tl.constexpr(True)  # as on a GPU
+    try:
+        for launch in (fused_softmax, lambda x: cooperative_softmax(x, BLOCK=16)):
+            y, count = count_calls(launch, x)
+            torch.testing.assert_close(y, torch.softmax(x, -1))
+            assert count.launches >= 1 and count.loads >= x.numel()
+        assert fast_exp.PTX.value is True  # put back after counting
+    finally:
+        fast_exp.PTX = saved

@@ -26,6 +26,7 @@ import torch
 
 from . import device  # noqa: F401  (picks GPU or interpreter before triton is used)
 import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter as _interp  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
@@ -215,12 +216,15 @@ def _call_interpreted(self, *args, **kwargs):
 def _interpreted_helpers(fn):
     """On a GPU machine every @triton.jit function is a compiled JITFunction, the kernel's own helpers and
     Triton's (tl.max, tl.sum, ... are @jit functions too). While counting, calls to them run interpreted."""
-    original = JITFunction.__call__
+    from .kernels import fast_exp  # its inline PTX has no interpreted form: tl.exp while counting
+
+    original, ptx = JITFunction.__call__, fast_exp.PTX
     JITFunction.__call__ = _call_interpreted
+    fast_exp.PTX = tl.constexpr(False)
     try:
         yield
     finally:
-        JITFunction.__call__ = original
+        JITFunction.__call__, fast_exp.PTX = original, ptx
 
 
 def _run(fn, grid, args, kwargs, count: MemoryCount, guard: bool = False) -> None:
