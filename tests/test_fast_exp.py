@@ -54,12 +54,14 @@ def test_counting_interpreter_runs_kernels_that_use_fast_exp():
     """On a GPU machine fast_exp's PTX branch is on, but memcount runs kernels through the interpreter, which has
     no inline PTX: while it counts, fast_exp is tl.exp. Here (CPU) the GPU's setting is simulated."""
     import torch
+
+    import softmax_lab
     import triton.language as tl
 
     from softmax_lab.kernels import cooperative_softmax, fast_exp, fused_softmax
     from softmax_lab.memcount import count_calls
 
-    x = torch.randn(3, 40)
+    x = torch.randn(3, 40).to(softmax_lab.DEVICE)
     saved = fast_exp.PTX
     fast_exp.PTX = tl.constexpr(True)  # as on a GPU
     try:

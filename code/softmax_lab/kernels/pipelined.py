@@ -4,16 +4,19 @@ In ``cooperative_softmax`` a program's life is load, reduce, publish, *wait*, wr
 it waits for its row's partners it holds registers but has no loads in flight, so the memory system idles.
 Here a fixed number of programs (as many as the GPU holds at once) loop over the work items ``(row, chunk)``:
 
-1. reduce the chunk it holds (``e = exp(x - m_t)`` stays in registers), publish ``(m_t, l_t)``, count in;
-2. take its next ticket and **start loading the next chunk**;
-3. wait for the partners of the current row, then write ``y = e·exp(m_t - M) / L`` while that load lands.
+1. take its next ticket, load that chunk, reduce it (``e = exp(x - m)`` stays in registers), publish its
+   ``(m, l)`` and count in;
+2. only then wait for the partners of the *previous* item's row, and write ``y = e·exp(m - M) / L`` for it.
 
-So a program always has a chunk on its way while it waits. It holds two chunks (``e`` and the next ``x``):
-the default ``BLOCK`` is half of ``cooperative``'s.
+So while a program waits, its next chunk is already loaded and published. It holds two chunks (the two
+``e``): the default ``BLOCK`` is half of ``cooperative``'s.
 
-**No deadlock.** Tickets go out in order and each program holds at most two: the one it waits on and the
-later one it has loaded but not published. Follow who waits for whom: every wait points to an earlier row,
-so the earliest row waited on has all its chunks published, and its programs move on. In the CPU
+**No deadlock, when a row has no more chunks than there are programs** (the launcher checks). A program waits
+only after publishing every item it holds. Take the earliest row not finished: if all its chunks are taken,
+they are published, and it finishes. If not, every program whose item is in an earlier row moves on, so in
+the end every program waits on this row, holding one of its chunks each: more chunks than programs, which
+the launcher refused. (An earlier version took its next ticket but published it only after the wait: a
+program could then hold, unpublished, a chunk of the very row it waited for, and an H200 test hung.) In the CPU
 interpreter (programs run one after another) and with ``one_launch=False``, two launches run the same loop:
 the first only publishes, the second finishes (its waits pass at once).
 """
@@ -47,36 +50,47 @@ def load_chunk(in_ptr, in_row_stride, t, n_chunks, n_cols, n_items, BLOCK: tl.co
 
 
 @triton.jit
+def reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks, n_cols, n_items, BLOCK: tl.constexpr,
+                       KEEP_16: tl.constexpr, PUBLISH: tl.constexpr):
+    """Item t's chunk max ``m``, ``e = exp(x - m)`` (kept), its pair published and counted in: ``(m, e, seen)``."""
+    x = load_chunk(in_ptr, in_row_stride, t, n_chunks, n_cols, n_items, BLOCK)
+    m = tl.max(x, axis=0)
+    e = fast_exp(x - safe_shift(m))
+    seen = 0
+    if t < n_items:
+        row = (t // n_chunks).to(tl.int64)
+        if PUBLISH:
+            pair = pair_ptr + 2 * (row * n_chunks + t % n_chunks)
+            tl.store(pair, m)
+            tl.store(pair + 1, tl.sum(e, axis=0))
+        seen = count_in(count_ptr + 1 + row, PUBLISH)
+    if KEEP_16:
+        e = e.to(in_ptr.dtype.element_ty)
+    return m, e, seen
+
+
+@triton.jit
 def pipelined_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride, out_row_stride, n_cols,
                              n_chunks, n_items, BLOCK: tl.constexpr, CHUNKS: tl.constexpr,
                              KEEP_16: tl.constexpr, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
     ONE_LAUNCH: tl.constexpr = PUBLISH and FINISH
     t = next_ticket(count_ptr, tl.program_id(0) - tl.num_programs(0), ONE_LAUNCH)
-    x = load_chunk(in_ptr, in_row_stride, t, n_chunks, n_cols, n_items, BLOCK)
+    m_t, e, seen = reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks, n_cols, n_items,
+                                      BLOCK, KEEP_16, PUBLISH)
     while t < n_items:
-        row = (t // n_chunks).to(tl.int64)
-        chunk = t % n_chunks
-        # 1. Reduce the chunk held; publish its pair and count in.
-        m_t = tl.max(x, axis=0)
-        e = fast_exp(x - safe_shift(m_t))
-        if PUBLISH:
-            pair = pair_ptr + 2 * (row * n_chunks + chunk)
-            tl.store(pair, m_t)
-            tl.store(pair + 1, tl.sum(e, axis=0))
-        if KEEP_16:
-            e = e.to(in_ptr.dtype.element_ty)
-        seen = count_in(count_ptr + 1 + row, PUBLISH)
-        # 2. The next item's load goes out before the wait.
+        # 1. The next item: load, reduce, publish and count in *before* waiting for this one's row.
         t_next = next_ticket(count_ptr, t, ONE_LAUNCH)
-        x = load_chunk(in_ptr, in_row_stride, t_next, n_chunks, n_cols, n_items, BLOCK)
-        # 3. Wait for the row's partners, combine their pairs, write this chunk from registers.
+        m_n, e_n, seen_n = reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t_next, n_chunks, n_cols,
+                                              n_items, BLOCK, KEEP_16, PUBLISH)
+        # 2. Wait for this item's row, combine its pairs, write this chunk from registers.
         if FINISH:
+            row = (t // n_chunks).to(tl.int64)
             wait_for_partners(count_ptr + 1 + row, seen, n_chunks)
             row_max, inv_total = row_state(pair_ptr, row, n_chunks, CHUNKS)
-            cols = chunk * BLOCK + tl.arange(0, BLOCK)
+            cols = (t % n_chunks) * BLOCK + tl.arange(0, BLOCK)
             y = e.to(tl.float32) * (tl.exp(m_t - row_max) * inv_total)
             tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
-        t = t_next
+        t, m_t, e, seen = t_next, m_n, e_n, seen_n
 
 
 def pipelined_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
@@ -106,10 +120,14 @@ def pipelined_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: i
                              **knobs) if on_gpu else 0
     if one_launch and not on_gpu:
         raise ValueError("one_launch=True needs a GPU: the CPU interpreter runs programs one after another")
-    if one_launch and n_chunks > held:
-        raise ValueError(f"one_launch=True with {n_chunks} chunks per row, more than the GPU holds at once")
+    if programs and on_gpu and programs > held and one_launch:
+        raise ValueError(f"programs={programs} with one_launch=True: more than the GPU holds at once ({held})")
+    n_programs = min(n_items, programs or held)
+    if one_launch and n_chunks > n_programs:
+        raise ValueError(f"one_launch=True with {n_chunks} chunks per row but {n_programs} programs: they would "
+                         "wait for ever; use a larger BLOCK or more programs")
     if one_launch is None:
-        one_launch = on_gpu and n_chunks <= held
+        one_launch = on_gpu and n_chunks <= n_programs and (programs or held) <= held
     grid = (min(n_items, programs or (held if one_launch else 4 * num_sms(x.device))),)
     if one_launch:
         pipelined_softmax_kernel[grid](*args, PUBLISH=True, FINISH=True, **knobs)
