@@ -1,0 +1,91 @@
+"""What an H200 would run, on any machine: compile a kernel for sm_90 and count its instructions.
+
+Triton's wheel ships NVIDIA's assembler (``ptxas``) and disassembler (``cuobjdump``), so a kernel compiles to the
+GPU's machine code (SASS) without a GPU. Counting the instructions per thread shows the arithmetic a kernel
+issues for each element, which is what held 16-bit long rows back (chapter 10): a memory-bound kernel
+stays at copy speed only while its arithmetic hides behind its memory traffic.
+
+``instruction_counts()`` compiles the fused kernel for a bf16 row of 32768 elements (32 warps, so 32 elements
+per thread) twice: as first written (``tl.exp``, a division per element) and as the package has it
+(``fast_exp``, one division per row). The compiler's choice between the two depends on the device picked when
+``softmax_lab`` is imported, so the counting runs in a fresh Python process that compiles as for a GPU.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+SHAPE = dict(dtype="bf16", BLOCK=32768, num_warps=32)
+
+
+def instruction_counts(timeout: float = 300) -> dict:
+    """``{"tl.exp, / per element": {...}, "fast_exp, one division": {...}}``, each with the SASS instructions per
+    thread (``total``, ``FMUL``, ``FADD``, ``MUFU.EX2``, loads and stores), the registers per thread, and the PTX
+    divisions and exps. The same on every machine with the same Triton (the target is fixed: sm_90)."""
+    run = subprocess.run([sys.executable, "-m", "softmax_lab.machine_code"], capture_output=True, text=True,
+                         timeout=timeout)
+    if run.returncode != 0:
+        raise RuntimeError(f"compiling for sm_90 failed:\n{run.stderr[-2000:]}")
+    return json.loads(run.stdout)
+
+
+def _sass_counts(compiled) -> dict:
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "kernel.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True).stdout
+        usage = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
+    ops = Counter(re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", sass))
+    ptx = [line.split()[0] for line in compiled.asm["ptx"].splitlines() if line.strip().startswith(("div", "ex2"))]
+    return {"total": sum(ops.values()), "FMUL": ops["FMUL"], "FADD": ops["FADD"], "MUFU": ops["MUFU"],
+            "LDG": ops["LDG"], "STG": ops["STG"],
+            "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
+            "ptx div": sum(op.startswith("div") for op in ptx),
+            "ptx ex2 (keeps denormals)": sum(op == "ex2.approx.f32" for op in ptx),
+            "ptx ex2.ftz": sum(op == "ex2.approx.ftz.f32" for op in ptx)}
+
+
+def _main() -> None:
+    import torch
+
+    torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from softmax_lab.kernels.fused import fused_softmax_kernel
+
+    @triton.jit
+    def first_fused_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        x = x - tl.max(x, axis=0)
+        num = tl.exp(x)
+        y = num / tl.sum(num, axis=0)
+        tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+    dt = SHAPE["dtype"]
+    sig = {"out_ptr": f"*{dt}", "in_ptr": f"*{dt}", "in_row_stride": "i32", "out_row_stride": "i32",
+           "n_cols": "i32", "BLOCK": "constexpr"}
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(5)}  # as Triton specialises 16-aligned arguments
+    out = {}
+    for name, kernel in (("tl.exp, / per element", first_fused_kernel), ("fast_exp, one division", fused_softmax_kernel)):
+        src = ASTSource(fn=kernel, signature=sig, constexprs={"BLOCK": SHAPE["BLOCK"]}, attrs=aligned)
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=SHAPE["num_warps"]))
+        out[name] = _sass_counts(compiled)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    _main()
