@@ -72,3 +72,13 @@ def test_counting_interpreter_runs_kernels_that_use_fast_exp():
         assert fast_exp.PTX.value is True  # put back after counting
     finally:
         fast_exp.PTX = saved
+
+
+def test_machine_code_counts_what_chapter_10_shows():
+    from softmax_lab.machine_code import instruction_counts
+
+    first, now = instruction_counts().values()
+    assert first["ptx div"] == 32 and first["ptx ex2 (keeps denormals)"] == 32 and first["ptx ex2.ftz"] == 0
+    assert now["ptx div"] == 1 and now["ptx ex2.ftz"] == 32 and now["ptx ex2 (keeps denormals)"] == 0
+    assert now["total"] < first["total"] - 100 and now["FMUL"] < first["FMUL"] // 2
+    assert first["LDG"] == now["LDG"] == 4  # 128-bit loads: 4 x 8 bf16 = 32 elements per thread
