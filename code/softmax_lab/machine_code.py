@@ -80,7 +80,8 @@ def _main() -> None:
            "n_cols": "i32", "BLOCK": "constexpr"}
     aligned = {(i,): [["tt.divisibility", 16]] for i in range(5)}  # as Triton specialises 16-aligned arguments
     out = {}
-    for name, kernel in (("tl.exp, / per element", first_fused_kernel), ("fast_exp, one division", fused_softmax_kernel)):
+    versions = (("tl.exp, / per element", first_fused_kernel), ("fast_exp, one division", fused_softmax_kernel))
+    for name, kernel in versions:
         src = ASTSource(fn=kernel, signature=sig, constexprs={"BLOCK": SHAPE["BLOCK"]}, attrs=aligned)
         compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=SHAPE["num_warps"]))
         out[name] = _sass_counts(compiled)

@@ -1,4 +1,4 @@
-"""Pipelined cooperative softmax: the same handshake as ``cooperative.py``, with the next load in flight.
+"""Pipelined cooperative softmax: the same handshake as ``cooperative.py``, the next chunk loaded before each wait.
 
 In ``cooperative_softmax`` a program's life is load, reduce, publish, *wait*, write, and then it ends: while
 it waits for its row's partners it holds registers but has no loads in flight, so the memory system idles.
