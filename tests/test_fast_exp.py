@@ -11,20 +11,13 @@ from conftest import ROOT
 SCRIPT = textwrap.dedent("""
     import torch
     torch.cuda.is_available = lambda: True  # compile as for a GPU: fast_exp takes its PTX branch
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
     from softmax_lab.kernels.cooperative import cooperative_softmax_kernel
     from softmax_lab.kernels.fused import fused_softmax_kernel
     from softmax_lab.kernels.multirow import multirow_softmax_kernel
+    from softmax_lab.machine_code import compile_for_h200, ptx_counts
 
     def ptx(fn, sig, consts, warps):
-        aligned = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(sig.values()) if kind != "constexpr"}
-        src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned)
-        return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps)).asm["ptx"]
-
-    def count(text, op):
-        return sum(line.split()[0].startswith(op) for line in text.splitlines() if line.strip())
+        return ptx_counts(compile_for_h200(fn, sig, consts, warps))
 
     rows = {"out_ptr": "*bf16", "in_ptr": "*bf16", "in_row_stride": "i32", "out_row_stride": "i32"}
     fused = ptx(fused_softmax_kernel, {**rows, "n_cols": "i32", "BLOCK": "constexpr"}, {"BLOCK": 32768}, 32)
@@ -34,8 +27,8 @@ SCRIPT = textwrap.dedent("""
                "n_chunks": "i32", "BLOCK": "constexpr", "TILES": "constexpr", "CHUNKS": "constexpr",
                "KEEP_16": "constexpr", "PUBLISH": "constexpr", "FINISH": "constexpr"},
                {"BLOCK": 8192, "TILES": 1, "CHUNKS": 8, "KEEP_16": False, "PUBLISH": True, "FINISH": True}, 4)
-    for name, text in (("fused", fused), ("multirow", multi), ("cooperative", coop)):
-        print(name, count(text, "div."), count(text, "ex2.approx.ftz.f32"), count(text, "ex2.approx.f32"))
+    for name, n in (("fused", fused), ("multirow", multi), ("cooperative", coop)):
+        print(name, n["ptx div"], n["ptx ex2.ftz"], n["ptx ex2 (keeps denormals)"])
     """)
 
 

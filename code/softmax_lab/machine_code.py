@@ -34,6 +34,26 @@ def instruction_counts(timeout: float = 300) -> dict:
     return json.loads(run.stdout)
 
 
+def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int):
+    """``kernel`` compiled as Triton compiles it for an H200 (sm_90) when its pointers and ints are 16-byte
+    aligned. Run it in a process that imported softmax_lab as for a GPU (``_main`` shows how)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    aligned = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(signature.values()) if kind != "constexpr"}
+    src = ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=aligned)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps))
+
+
+def ptx_counts(compiled) -> dict:
+    """The PTX divisions and exps of a compiled kernel (the exps with and without flushing denormals)."""
+    ops = [line.split()[0] for line in compiled.asm["ptx"].splitlines() if line.strip().startswith(("div", "ex2"))]
+    return {"ptx div": sum(op.startswith("div") for op in ops),
+            "ptx ex2 (keeps denormals)": sum(op == "ex2.approx.f32" for op in ops),
+            "ptx ex2.ftz": sum(op == "ex2.approx.ftz.f32" for op in ops)}
+
+
 def _sass_counts(compiled) -> dict:
     import triton
 
@@ -44,13 +64,9 @@ def _sass_counts(compiled) -> dict:
         sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True).stdout
         usage = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
     ops = Counter(re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", sass))
-    ptx = [line.split()[0] for line in compiled.asm["ptx"].splitlines() if line.strip().startswith(("div", "ex2"))]
     return {"total": sum(ops.values()), "FMUL": ops["FMUL"], "FADD": ops["FADD"], "MUFU": ops["MUFU"],
-            "LDG": ops["LDG"], "STG": ops["STG"],
-            "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
-            "ptx div": sum(op.startswith("div") for op in ptx),
-            "ptx ex2 (keeps denormals)": sum(op == "ex2.approx.f32" for op in ptx),
-            "ptx ex2.ftz": sum(op == "ex2.approx.ftz.f32" for op in ptx)}
+            "LDG": ops["LDG"], "STG": ops["STG"], "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
+            **ptx_counts(compiled)}
 
 
 def _main() -> None:
@@ -59,8 +75,6 @@ def _main() -> None:
     torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
     import triton
     import triton.language as tl
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     from softmax_lab.kernels.fused import fused_softmax_kernel
 
@@ -78,13 +92,9 @@ def _main() -> None:
     dt = SHAPE["dtype"]
     sig = {"out_ptr": f"*{dt}", "in_ptr": f"*{dt}", "in_row_stride": "i32", "out_row_stride": "i32",
            "n_cols": "i32", "BLOCK": "constexpr"}
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(5)}  # as Triton specialises 16-aligned arguments
-    out = {}
     versions = (("tl.exp, / per element", first_fused_kernel), ("fast_exp, one division", fused_softmax_kernel))
-    for name, kernel in versions:
-        src = ASTSource(fn=kernel, signature=sig, constexprs={"BLOCK": SHAPE["BLOCK"]}, attrs=aligned)
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=SHAPE["num_warps"]))
-        out[name] = _sass_counts(compiled)
+    out = {name: _sass_counts(compile_for_h200(kernel, sig, {"BLOCK": SHAPE["BLOCK"]}, SHAPE["num_warps"]))
+           for name, kernel in versions}
     print(json.dumps(out))
 
 

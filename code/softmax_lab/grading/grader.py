@@ -239,11 +239,11 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
             msg = (f"{GRADER_TROUBLE}, not because of your code ({msg}); "
                    "ask your instructor" + "".join(f"\ngrader log: {ln[:300]}" for ln in tail))
             for ex in chapter.exercises:
-                # The same break with that learner code taken out: it was not the learner's code either (a memory
-                # cap too low for the kernel itself can strike in any cell, a different one on each run).
-                if blamed_for.get(ex.id) == run.fatal["status"]:
-                    verdict[ex.id] = ("error", msg)
-                elif ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells):
+                # Every exercise not decided yet, and those blamed for this same kind of break: it happened again
+                # with their code taken out (a memory cap too low for the kernel itself strikes a different cell
+                # on each run).
+                undecided = ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells)
+                if undecided or blamed_for.get(ex.id) == run.fatal["status"]:
                     verdict[ex.id] = ("error", msg)
             break
         verdict[culprit] = _fatal_words(run.fatal, where, limits)

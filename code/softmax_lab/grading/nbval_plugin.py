@@ -189,26 +189,28 @@ def _collect(self):
 nbval_plugin.IPyNbFile.collect = _collect
 
 
+def _last_error(report) -> str:
+    """The last ``SomeError: ...`` line of a failed pytest report (else its tail), for the grader's message."""
+    text = _ANSI.sub("", report.longreprtext)
+    errors = re.findall(r"^E?\s*((?:\w+\.)*\w*(?:Error|Exception)\b.*)$", text, re.MULTILINE)
+    return (errors[-1] if errors else text[-300:]).strip()[:500]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     if rep.when == "setup" and rep.failed and isinstance(item, nbval_plugin.IPyNbCell):
         # Typically: the kernel did not start (memory limit too low, broken environment).
-        text = _ANSI.sub("", rep.longreprtext)
-        errors = re.findall(r"^E?\s*((?:\w+\.)*\w*(?:Error|Exception)\b.*)$", text, re.MULTILINE)
-        _emit({"event": "end", "cell": item.cell_num, "status": "setup-error",
-               "message": (errors[-1] if errors else text[-300:]).strip()[:500], "stdout": "", "stderr": "",
-               "display": "", "error": None})
+        _emit({"event": "end", "cell": item.cell_num, "status": "setup-error", "message": _last_error(rep),
+               "stdout": "", "stderr": "", "display": "", "error": None})
         item.session.shouldstop = "setup failed"
 
 
 def pytest_collectreport(report):
     if report.failed:
         # The notebook could not even be read (typically MemoryError under a memory cap far too low).
-        text = _ANSI.sub("", report.longreprtext)
-        errors = re.findall(r"^E\s+((?:\w+\.)*\w*(?:Error|Exception)\b.*)$", text, re.MULTILINE)
-        _emit({"event": "collect-error", "message": (errors[-1] if errors else text[-300:]).strip()[:500]})
+        _emit({"event": "collect-error", "message": _last_error(report)})
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -10,7 +10,8 @@ multiprocessor; the arithmetic of the plain kernel (exp with its fix-ups, a divi
 2 µs of instruction issue on top (``cuobjdump -sass``: 552 instructions per thread, 194 of them FMUL). Divide once
 (``1 / total``) and use this exp, and the arithmetic hides behind the memory traffic.
 
-The CPU interpreter has no PTX: there it is ``tl.exp`` itself, so CPU results are unchanged.
+The CPU interpreter has no PTX: there it is ``tl.exp`` itself, so CPU results are unchanged. ``memcount`` runs
+kernels through the interpreter on a GPU machine too: while it counts, it sets ``PTX`` to False.
 """
 import triton
 import triton.language as tl

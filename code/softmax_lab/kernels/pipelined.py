@@ -97,10 +97,10 @@ def pipelined_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: i
                       num_warps: int | None = None, keep_16: bool = False, programs: int | None = None,
                       one_launch: bool | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, each row shared by ``cdiv(n_cols, BLOCK)`` chunks, worked
-    through by a fixed set of programs that load their next chunk while they wait. Knobs: ``BLOCK``,
-    ``num_warps``, ``keep_16`` (as in ``cooperative_softmax``), ``programs`` (default: as many as the GPU
-    holds at once; 4 per SM in the interpreter), ``one_launch`` (default: on a GPU when a row's chunks fit
-    on it at once)."""
+    through by a fixed set of programs that load and publish their next chunk before they wait. Knobs:
+    ``BLOCK``, ``num_warps``, ``keep_16`` (as in ``cooperative_softmax``), ``programs`` (default: as many as
+    the GPU holds at once; 4 per SM in the interpreter), ``one_launch`` (default: on a GPU when every program
+    is resident and a row has no more chunks than programs)."""
     x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps, programs=programs)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
@@ -120,14 +120,15 @@ def pipelined_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: i
                              **knobs) if on_gpu else 0
     if one_launch and not on_gpu:
         raise ValueError("one_launch=True needs a GPU: the CPU interpreter runs programs one after another")
-    if programs and on_gpu and programs > held and one_launch:
-        raise ValueError(f"programs={programs} with one_launch=True: more than the GPU holds at once ({held})")
+    resident = not programs or programs <= held  # one launch needs every program running at once
     n_programs = min(n_items, programs or held)
+    if one_launch and not resident:
+        raise ValueError(f"programs={programs} with one_launch=True: more than the GPU holds at once ({held})")
     if one_launch and n_chunks > n_programs:
         raise ValueError(f"one_launch=True with {n_chunks} chunks per row but {n_programs} programs: they would "
                          "wait for ever; use a larger BLOCK or more programs")
     if one_launch is None:
-        one_launch = on_gpu and n_chunks <= n_programs and (programs or held) <= held
+        one_launch = on_gpu and resident and n_chunks <= n_programs
     grid = (min(n_items, programs or (held if one_launch else 4 * num_sms(x.device))),)
     if one_launch:
         pipelined_softmax_kernel[grid](*args, PUBLISH=True, FINISH=True, **knobs)
