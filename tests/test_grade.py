@@ -705,6 +705,35 @@ def test_a_cap_that_strikes_in_a_different_cell_each_run_is_not_blamed_on_the_le
         assert "60 MB" in r["message"], r["message"]
 
 
+def test_a_later_break_after_learner_code_ran_withdraws_no_blame(tmp_path, monkeypatch):
+    """Exercise 1 runs out of memory; with it blanked, exercise 2's cell runs to its end and the kernel dies
+    between cells (a thread it left behind, say). Exercise 1 keeps its own verdict: only a break with no learner
+    code run withdraws a blame."""
+    from softmax_lab.grading import grader
+    from softmax_lab.grading.runner import RunResult
+
+    calls = []
+
+    def breaks(nb, limits, timeouts, sanitize, exercise_cells):
+        calls.append(exercise_cells)
+        if len(calls) == 1:
+            return RunResult(fatal={"cell": exercise_cells[0], "status": "memory", "message": "used more than 60 MB"})
+        done = {"event": "end", "cell": exercise_cells[1], "status": "passed", "message": "", "stdout": "",
+                "stderr": "", "display": "", "error": None, "hints": []}
+        return RunResult(cells={exercise_cells[1]: done},
+                         fatal={"cell": None, "status": "memory", "message": "used more than 60 MB"})
+
+    monkeypatch.setattr(grader, "run_notebook", breaks)
+    path = save(pasted(), tmp_path / "mine.ipynb")
+    res = grader.grade_notebook(path, "mine.ipynb", fixture_chapters(FIXTURES),
+                                grader.Options(limits=Limits(memory_mb=60)))
+    assert len(calls) == 2
+    first, second = res.rows
+    assert first["status"] == "error" and "out of memory" in first["message"], first
+    assert grader.GRADER_TROUBLE not in first["message"], first["message"]
+    assert second["status"] == "error" and grader.GRADER_TROUBLE in second["message"], second
+
+
 def test_broken_setup_cell_is_not_blamed_on_the_learner(tmp_path):
     """A setup cell of the solution that raises here (a missing package, say) is the grader's problem too."""
     from softmax_lab.grading.chapters import load_chapters

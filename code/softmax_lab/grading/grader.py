@@ -238,12 +238,16 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
             tail = [ln.strip() for ln in run.log.splitlines() if ln.strip()][-3:]
             msg = (f"{GRADER_TROUBLE}, not because of your code ({msg}); "
                    "ask your instructor" + "".join(f"\ngrader log: {ln[:300]}" for ln in tail))
+            # Learner code that ran to its end in this run: then the break may still be the learner's doing (a
+            # thread left behind, say), and no earlier blame is withdrawn.
+            learner_ran = any(numbers.get(e.cell) in run.cells for e in chapter.exercises
+                              if e.id not in blank and e.id not in g.missing)
             for ex in chapter.exercises:
-                # Every exercise not decided yet, and those blamed for this same kind of break: it happened again
-                # with their code taken out (a memory cap too low for the kernel itself strikes a different cell
+                # Every exercise not decided yet, and those blamed for this same kind of break if it happened again
+                # with no learner code run (a memory cap too low for the kernel itself strikes a different cell
                 # on each run).
                 undecided = ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells)
-                if undecided or blamed_for.get(ex.id) == run.fatal["status"]:
+                if undecided or (not learner_ran and blamed_for.get(ex.id) == run.fatal["status"]):
                     verdict[ex.id] = ("error", msg)
             break
         verdict[culprit] = _fatal_words(run.fatal, where, limits)
