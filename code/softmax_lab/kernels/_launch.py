@@ -202,19 +202,15 @@ def relauncher(kernel, grid, args, **options):
     ensures it, and that they are on this GPU.
 
     Triton's ``kernel[grid](...)`` binds the arguments, computes its cache key, looks the compiled kernel up
-    and builds launch metadata on every call (about 5 µs of Python). ``run`` skips all of that. It launches
-    through PyTorch's own C++ launcher for Triton kernels (``torch._C._StaticCudaLauncher``, what
-    ``torch.compile``'s generated code uses: one ``cuLaunchKernel`` behind one argument parse) when the kernel
-    allows it (``static_launch``), else through Triton's compiled launcher. Addresses are passed as ints,
-    which spares two driver queries (``cuPointerGetAttribute``). Returns None in the CPU interpreter
-    (nothing is compiled there)."""
+    and builds launch metadata on every call (about 5 µs of Python); ``run`` calls the compiled launcher
+    directly, and passes addresses as ints, which spares it two driver queries (``cuPointerGetAttribute``).
+    Returns None in the CPU interpreter (nothing is compiled there)."""
     compiled = kernel.warmup(*args, grid=grid, **options)
     if compiled is None or not hasattr(compiled, "function"):
         return None
     compiled._init_handles()
     launcher = compiled.run
-    everything = (*args, *[options[name] for name in kernel.arg_names[len(args):]])  # + the constexprs
-    fixed = everything[2:]
+    fixed = (*args[2:], *[options[name] for name in kernel.arg_names[len(args):]])  # + the constexprs
     g0, g1, g2 = (*grid, 1, 1)[:3]
     device = torch.cuda.current_device()
     stream = torch._C._cuda_getCurrentRawStream
@@ -227,16 +223,6 @@ def relauncher(kernel, grid, args, **options):
     if not plain:  # scratch memory or launch hooks (a profiler): the compiled kernel's own runner
         runner = compiled[(g0, g1, g2)]
         return lambda out_ptr, in_ptr: runner(out_ptr, in_ptr, *fixed)
-    static = static_launch(compiled, dict(zip(kernel.arg_names, everything)))
-    if static is not None and STATIC_LAUNCH:
-        launch_kernel = torch._C._StaticCudaLauncher._launch_kernel
-        types, rest = static
-        num_warps, shared = compiled.metadata.num_warps, compiled.metadata.shared
-
-        def run(out_ptr, in_ptr):
-            launch_kernel(function, g0, g1, g2, num_warps, shared, types, (out_ptr, in_ptr, *rest), stream(device))
-
-        return run
     launch, coop, pdl = launcher.launch, launcher.launch_cooperative_grid, launcher.launch_pdl
 
     def run(out_ptr, in_ptr):
@@ -244,31 +230,3 @@ def relauncher(kernel, grid, args, **options):
                out_ptr, in_ptr, *fixed)
 
     return run
-
-
-STATIC_LAUNCH = True  # False: relaunch through Triton's launcher (the benchmark compares the two)
-# Kernel parameter types -> the codes of torch._C._StaticCudaLauncher (the ones our kernels use).
-STATIC_TYPES = {"i1": "i", "i32": "i", "i64": "l", "u64": "K", "fp32": "f", "fp64": "d"}
-
-
-def static_launch(compiled, values: dict):
-    """``(types, args after the first two)`` for launching ``compiled`` with torch's launcher, given every
-    argument by name (``values``); None when that launcher cannot run it. Compiled Triton 3.6 kernels take
-    their runtime arguments (the constexprs, and ints Triton specialised to constants, are compiled in)
-    plus two pointers to scratch memory, which must be null here."""
-    md = compiled.metadata
-    if (getattr(torch._C, "_StaticCudaLauncher", None) is None or md.num_ctas != 1 or md.launch_cooperative_grid
-            or md.launch_pdl or md.tensordesc_meta or md.global_scratch_size or md.profile_scratch_size):
-        return None
-    types, kept = "", []
-    for name, kind in compiled.src.signature.items():
-        if kind == "constexpr":
-            continue
-        code = "O" if kind.startswith("*") else STATIC_TYPES.get(kind)
-        if code is None:
-            return None
-        types += code
-        kept.append(values[name])
-    if types[:2] != "OO":  # out_ptr and in_ptr come first
-        return None
-    return types + "OO", (*kept[2:], None, None)  # (null scratch pointers)
