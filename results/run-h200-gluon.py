@@ -18,10 +18,10 @@ from softmax_lab import bench  # noqa: E402
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16"}
-SETTINGS = [dict(STAGES=2, num_warps=32), dict(STAGES=1, num_warps=32), dict(STAGES=2, num_warps=16),
-            dict(STAGES=1, num_warps=16), dict(STAGES=2, num_warps=8)]
-SHAPES = [(2048, 32768, BF16), (1024, 65536, BF16), (1024, 65536, F32), (2048, 32768, F16), (4096, 16384, F32),
-          (4096, 16384, BF16), (8192, 8192, BF16), (16384, 4096, F32), (1024, 32768, F32), (4096, 32768, BF16)]
+SETTINGS = [dict(STAGES=s, num_warps=w) for s in (1, 2, 3) for w in (32, 16)]  # (correctness)
+SWEEP = [dict(STAGES=s, num_warps=w) for s in (1, 2, 3, 4, 5, 6) for w in (32, 16, 8)]
+SHAPES = [(2048, 32768, BF16), (4096, 32768, BF16), (2048, 32768, F16), (1024, 65536, BF16), (4096, 16384, BF16),
+          (8192, 16384, F16), (4096, 16384, F32), (8192, 8192, BF16)]
 
 
 def fits(n_cols, dtype, knobs):
@@ -91,7 +91,7 @@ def main(path):
         records.append(dict(base, impl="copy", ms=copy, pct_copy=100.0))
         runs = [("dispatcher", {}, lambda i: softmax_lab.softmax(xs[i]))]
         runs += [("gluon staged", k, lambda i, k=k: staged_softmax(xs[i], out=outs[i], **k))
-                 for k in SETTINGS if fits(n_cols, dtype, k)]
+                 for k in SWEEP if fits(n_cols, dtype, k)]
         for name, knobs, fn in runs:
             rec = dict(base, impl=name, knobs=knobs)
             try:
