@@ -203,6 +203,11 @@ def _forward_candidates(n_rows, n_cols, dtype):
                 if block >= 262144 and tile in (4096, 8192):
                     for tiles in (2, 4):
                         out.append(("cooperative", dict(BLOCK=tile, num_warps=warps, tiles=tiles)))
+    if 16384 <= block and block * size <= 65536:  # staged: rows in shared memory, warps
+        for stages in (1, 2, 3):
+            for warps in (16, 32):
+                if stages * block * size <= 227 * 1024 and block // (32 * warps) <= 64:
+                    out.append(("staged", dict(STAGES=stages, num_warps=warps)))
     if block >= 262144:  # l2_reread: tile, warps, programs per SM (tiles per chunk: its L2-budget default)
         for tile, warps, per_sm in ((4096, 8, 4), (8192, 8, 4), (2048, 4, 8)):
             out.append(("l2_reread", dict(BLOCK=tile, num_warps=warps, programs=per_sm * sms)))
@@ -240,7 +245,8 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
     Python-launched loop, ``_time_eager``). With ``check``, every implementation's result is compared with a
     float64 softmax before and after it is timed (``checked``: "ok" or what was wrong)."""
     from softmax_lab import softmax
-    from softmax_lab.kernels import LONG_ROWS, cooperative_backward
+    from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, cooperative_backward
+    from softmax_lab.kernels.staged import max_cols as staged_max_cols
 
     others = peers() if with_peers else {}
     records = []
@@ -289,11 +295,13 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
                 for name, f in dict(ALL, **LONG_ROWS).items():
                     if name in LONG_ROWS or _kernel_fits(name, n_rows, n_cols):
                         add(name, lambda i, f=f: f(xs[i], out=outs[i]))
+                if n_cols <= staged_max_cols(dtype):
+                    add("staged", lambda i: GPU_ONLY["staged"](xs[i], out=outs[i]))
             if sweep:
                 for name, knobs in _forward_candidates(n_rows, n_cols, dtype):
                     if sweep_only and name not in sweep_only:
                         continue
-                    f = LONG_ROWS.get(name) or ALL[name]
+                    f = LONG_ROWS.get(name) or GPU_ONLY.get(name) or ALL[name]
                     add(f"sweep:{name}", lambda i, f=f, k=knobs: f(xs[i], out=outs[i], **k), knobs)
         else:
             # a copy of the same bytes: read 2 tensors, write 1

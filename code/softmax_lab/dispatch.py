@@ -6,6 +6,9 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 
 * short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
+* 16-bit rows of 16,385-32,768 elements on a GPU: ``staged`` (``kernels/staged.py``, a Gluon kernel: the next
+  rows wait in shared memory while one is reduced; 86% of copy against 79% at 2048x32768 bf16,
+  ``results/h200-gluon-b.json``), where rows start on 16 bytes; otherwise ``cooperative``;
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
   exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``; for fp16/bf16 rows
   of 16385-65536 elements it took over from its pipelined form once both used ``fast_exp``: 79.2% of copy
@@ -25,6 +28,8 @@ Any shape, any ``dim``, ``dtype=``, masks and autograd are the operator's job (`
 from __future__ import annotations
 
 import torch
+
+from .device import ON_GPU
 
 
 def pick(rules, key):
@@ -46,8 +51,11 @@ FORWARD = {
     2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
         (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
-        (16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
+        (16384, ("fused", dict(num_warps=32))), (32768, ("staged", dict(STAGES=3, num_warps=32))),
+        (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
+# Where ``staged`` cannot run (the CPU interpreter; rows not starting on 16 bytes): the kernel it replaced.
+STAGED_FALLBACK = ("cooperative", dict(BLOCK=8192, num_warps=4))
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
 BACKWARD_TILE_COLS = 16384
@@ -72,21 +80,29 @@ def element_size(dtype: torch.dtype) -> int:
 
 def _launchers():
     from .kernels import (cooperative_softmax, fused_softmax, l2_reread_softmax, multirow_softmax,  # (kernels
-                          pipelined_softmax)  # import this module, so not at the top)
+                          pipelined_softmax, staged_softmax)  # import this module, so not at the top)
     return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
-            "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax}
+            "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax, "staged": staged_softmax}
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     """(kernel name, launcher, keyword knobs) the dispatcher uses for a [n_rows, n_cols] input."""
     name, knobs = pick(FORWARD[element_size(dtype)], n_cols)
+    if name == "staged" and not ON_GPU:  # a Gluon kernel: Triton's interpreter cannot run it
+        name, knobs = STAGED_FALLBACK
     return name, _launchers()[name], dict(knobs)
 
 
 def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim of a 2-D tensor whose rows are contiguous, on the kernel ``choose`` picks."""
     n_rows, n_cols = x2.shape
-    _, launch, knobs = choose(n_rows, n_cols, x2.dtype)
+    name, launch, knobs = choose(n_rows, n_cols, x2.dtype)
+    if name == "staged":
+        from .kernels.staged import staged_refusal
+
+        if staged_refusal(x2):  # rows that do not start on 16 bytes
+            name, knobs = STAGED_FALLBACK
+            launch = _launchers()[name]
     return launch(x2, **knobs)
 
 
