@@ -12,8 +12,8 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
   exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``; for fp16/bf16 rows
   of 16385-65536 elements it took over from its pipelined form once both used ``fast_exp``: 79.2% of copy
-  against 76.3% at 2048x32768 bf16, ``results/h200-issue15e-sweep.json``); for fp32 rows longer than 1,048,576 elements the form that reads its chunk again from L2 instead of
-  holding it in registers (``l2_reread.py``; 64.5% of copy against 59.1% at 8x4194304, equal at 16x1M,
+  against 76.3% at 2048x32768 bf16, ``results/h200-issue15e-sweep.json``); for fp32 rows longer than
+  1,048,576 elements the form that reads its chunk again from L2 instead of holding it in registers (``l2_reread.py``; 64.5% of copy against 59.1% at 8x4194304, equal at 16x1M,
   worse at 262144 and below: ``results/h200-issue15c.json``).
 
 ``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs); ``softmax_2d(x)`` runs it.
