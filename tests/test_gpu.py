@@ -243,19 +243,22 @@ def test_cooperative_backward_gpu(shape):
         assert not torch.isnan(dx).any()
 
 
-@pytest.mark.parametrize("shape", [(2048, 32768), (1, 20000), (7, 16385), (300, 32767), (133, 24576), (5, 65536)])
+@pytest.mark.parametrize("shape", [(2048, 32768), (1, 20000), (7, 16385), (300, 32767), (133, 24576), (5, 65536),
+                                   (4096, 16384), (9, 8193), (3, 100)])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_staged_at_gpu_sizes(shape, dtype):
-    # The Gluon kernel (kernels/staged.py): rows in shared memory, persistent programs; tails of every length,
-    # long -inf runs, a fully -inf row (NaN, like torch), all-negative rows, each STAGES and fewer programs
-    # than SMs (rows per program > 1), on poisoned outputs.
-    from softmax_lab.kernels import staged_softmax
-    from softmax_lab.kernels.staged import max_cols
+@pytest.mark.parametrize("kernel", ["staged", "resident"])
+def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
+    # The Gluon kernels (kernels/staged.py, kernels/resident.py): rows in shared memory; tails of every length,
+    # long -inf runs, a fully -inf row (NaN, like torch), all-negative rows, every knob, in place, on
+    # poisoned outputs.
+    from softmax_lab.kernels import GPU_ONLY
+    from softmax_lab.kernels._launch import shared_memory_cols
 
+    launch = GPU_ONLY[kernel]
     n_rows, n = shape
-    if n > max_cols(dtype):
+    if n > shared_memory_cols(dtype):
         with pytest.raises(ValueError, match="supports rows of up to"):
-            staged_softmax(_randn(shape, dtype))
+            launch(_randn(shape, dtype))
         return
     vec = 16 // torch.empty((), dtype=dtype).element_size()
     padded = _randn((n_rows, -(-n // vec) * vec), dtype)
@@ -266,37 +269,48 @@ def test_staged_at_gpu_sizes(shape, dtype):
         x[2] = -1000.0 - torch.rand(n, device="cuda")
     rows = [r for r in range(n_rows) if r != 1 or n_rows <= 2]
     rows = rows[:64] + rows[-64:]
-    two_fit = 2 * triton.next_power_of_2(n) * x.element_size() <= 227 * 1024
-    for knobs in (dict(), dict(STAGES=1), dict(STAGES=2 if two_fit else 1, programs=7), dict(num_warps=16)):
+    if kernel == "staged":
+        two_fit = 2 * triton.next_power_of_2(n) * x.element_size() <= 227 * 1024
+        knob_sets = (dict(), dict(STAGES=1), dict(STAGES=2 if two_fit else 1, programs=7), dict(num_warps=16))
+    else:
+        knob_sets = (dict(), dict(num_warps=4), dict(num_warps=16), dict(num_warps=32))
+    for knobs in knob_sets:
         y = torch.full_like(x, float("nan"))
-        staged_softmax(x, out=y, **knobs)
+        launch(x, out=y, **knobs)
         _check_rows(y, x, rows)
         if n_rows > 2:
             assert torch.isnan(y[1]).all()
     z = padded.clone()[:, :n]
-    staged_softmax(z, out=z)  # in place
+    launch(z, out=z)  # in place
     _check_rows(z, x, rows)
 
 
-def test_staged_dispatch_and_its_fallback():
-    # 16-bit rows of 16385-32768 take the staged kernel; rows that do not start on 16 bytes fall back to the
-    # cooperative kernel, with the same results; the launcher itself refuses them with a clear message.
-    from softmax_lab.kernels import staged_softmax
+def test_gluon_dispatch_and_its_fallback():
+    # 16-bit rows of 8193-32768 take the resident kernel; rows that do not start on 16 bytes fall back to the
+    # fused (up to 16384) or cooperative kernel, with the same results; the launchers refuse them clearly.
+    from softmax_lab.kernels import resident_softmax, staged_softmax
 
-    assert softmax.choose(2048, 32768, BF16)[0] == "staged"
+    assert softmax.choose(2048, 32768, BF16)[0] == "resident"
+    assert softmax.choose(4096, 16384, torch.float16)[0] == "resident"
+    assert softmax.choose(8192, 8192, BF16)[0] == "fused"
     assert softmax.choose(2048, 32768, torch.float32)[0] == "fused"
-    big = _randn((64, 20001), BF16)
-    for x in (big[:, :20000], big[:, 1:], big[:, :20001]):
-        _check_rows(softmax(x), x, slice(None))
-    with pytest.raises(ValueError, match="16-byte"):
-        staged_softmax(big[:, 1:])
+    for n in (12000, 20000):
+        big = _randn((64, n + 1), BF16)
+        for x in (big[:, :n], big[:, 1:], big[:, :n + 1]):
+            _check_rows(softmax(x), x, slice(None))
+        for launch in (resident_softmax, staged_softmax):
+            with pytest.raises(ValueError, match="16-byte"):
+                launch(big[:, 1:])
     with pytest.raises(ValueError, match="shared memory"):
         staged_softmax(_randn((2, 32768)), STAGES=2)  # 2 x 128 KB
 
 
-def test_staged_more_than_2_31_elements():
+def test_gluon_more_than_2_31_elements():
     n_rows = (1 << 16) + 1  # 65537 rows of 32768 bf16 = 2.15e9 elements: row * stride passes 2**31
     x = torch.empty((n_rows, 32768), dtype=BF16, device="cuda")
     x.normal_(0, 3)
     rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
-    _check_rows(softmax(x), x, rows)
+    _check_rows(softmax(x), x, rows)  # resident
+    from softmax_lab.kernels import staged_softmax
+
+    _check_rows(staged_softmax(x), x, rows)

@@ -208,6 +208,9 @@ def _forward_candidates(n_rows, n_cols, dtype):
             for warps in (16, 32):
                 if stages * block * size <= 227 * 1024 and block // (32 * warps) <= 64:
                     out.append(("staged", dict(STAGES=stages, num_warps=warps)))
+    if 2048 <= block and block * size <= 227 * 1024:  # resident: the row in shared memory, warps
+        for warps in (4, 8, 16):
+            out.append(("resident", dict(num_warps=warps)))
     if block >= 262144:  # l2_reread: tile, warps, programs per SM (tiles per chunk: its L2-budget default)
         for tile, warps, per_sm in ((4096, 8, 4), (8192, 8, 4), (2048, 4, 8)):
             out.append(("l2_reread", dict(BLOCK=tile, num_warps=warps, programs=per_sm * sms)))
@@ -246,7 +249,7 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
     float64 softmax before and after it is timed (``checked``: "ok" or what was wrong)."""
     from softmax_lab import softmax
     from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, cooperative_backward
-    from softmax_lab.kernels.staged import max_cols as staged_max_cols
+    from softmax_lab.kernels._launch import shared_memory_cols
 
     others = peers() if with_peers else {}
     records = []
@@ -295,8 +298,9 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
                 for name, f in dict(ALL, **LONG_ROWS).items():
                     if name in LONG_ROWS or _kernel_fits(name, n_rows, n_cols):
                         add(name, lambda i, f=f: f(xs[i], out=outs[i]))
-                if n_cols <= staged_max_cols(dtype):
-                    add("staged", lambda i: GPU_ONLY["staged"](xs[i], out=outs[i]))
+                if n_cols <= shared_memory_cols(dtype):  # the Gluon kernels: a row's copy fits shared memory
+                    for name, f in GPU_ONLY.items():
+                        add(name, lambda i, f=f: f(xs[i], out=outs[i]))
             if sweep:
                 for name, knobs in _forward_candidates(n_rows, n_cols, dtype):
                     if sweep_only and name not in sweep_only:

@@ -6,15 +6,17 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 
 * short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
-* 16-bit rows of 16,385-32,768 elements on a GPU: ``staged`` (``kernels/staged.py``, a Gluon kernel: the next
-  rows wait in shared memory while one is reduced; 86% of copy against 79% at 2048x32768 bf16,
-  ``results/h200-gluon-b.json``), where rows start on 16 bytes; otherwise ``cooperative``;
+* 16-bit rows of 8,193-32,768 elements on a GPU: ``resident`` (``kernels/resident.py``, a Gluon kernel: the row
+  sits in shared memory instead of registers, so three programs share a multiprocessor; 91.6% of copy against
+  79% at 2048x32768 bf16 and 95.5% against 93.1% at 4096x16384, ``results/h200-resident.json``), where rows
+  start on 16 bytes; otherwise (and on the CPU) ``fused`` up to 16384 and ``cooperative`` past it;
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
   exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``; for fp16/bf16 rows
   of 16385-65536 elements it took over from its pipelined form once both used ``fast_exp``: 79.2% of copy
   against 76.3% at 2048x32768 bf16, ``results/h200-issue15e-sweep.json``); for fp32 rows longer than
-  1,048,576 elements the form that reads its chunk again from L2 instead of holding it in registers (``l2_reread.py``; 64.5% of copy against 59.1% at 8x4194304, equal at 16x1M,
-  worse at 262144 and below: ``results/h200-issue15c.json``).
+  1,048,576 elements the form that reads its chunk again from L2 instead of holding it in registers
+  (``l2_reread.py``; 64.5% of copy against 59.1% at 8x4194304, equal at 16x1M, worse at 262144 and below:
+  ``results/h200-issue15c.json``).
 
 ``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs); ``softmax_2d(x)`` runs it.
 
@@ -51,11 +53,10 @@ FORWARD = {
     2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
         (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
-        (16384, ("fused", dict(num_warps=32))), (32768, ("staged", dict(STAGES=3, num_warps=32))),
-        (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
+        (32768, ("resident", dict(num_warps=8))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
-# Where ``staged`` cannot run (the CPU interpreter; rows not starting on 16 bytes): the kernel it replaced.
-STAGED_FALLBACK = ("cooperative", dict(BLOCK=8192, num_warps=4))
+# Where ``resident`` cannot run (the CPU interpreter; rows not starting on 16 bytes): the kernels it replaced.
+GLUON_FALLBACK = [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
 BACKWARD_TILE_COLS = 16384
@@ -80,16 +81,18 @@ def element_size(dtype: torch.dtype) -> int:
 
 def _launchers():
     from .kernels import (cooperative_softmax, fused_softmax, l2_reread_softmax, multirow_softmax,  # (kernels
-                          pipelined_softmax, staged_softmax)  # import this module, so not at the top)
+                          pipelined_softmax, resident_softmax, staged_softmax)  # import this module, so
+    # not at the top)
     return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
-            "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax, "staged": staged_softmax}
+            "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax, "staged": staged_softmax,
+            "resident": resident_softmax}
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     """(kernel name, launcher, keyword knobs) the dispatcher uses for a [n_rows, n_cols] input."""
     name, knobs = pick(FORWARD[element_size(dtype)], n_cols)
-    if name == "staged" and not ON_GPU:  # a Gluon kernel: Triton's interpreter cannot run it
-        name, knobs = STAGED_FALLBACK
+    if name == "resident" and not ON_GPU:  # a Gluon kernel: Triton's interpreter cannot run it
+        name, knobs = pick(GLUON_FALLBACK, n_cols)
     return name, _launchers()[name], dict(knobs)
 
 
@@ -97,11 +100,11 @@ def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim of a 2-D tensor whose rows are contiguous, on the kernel ``choose`` picks."""
     n_rows, n_cols = x2.shape
     name, launch, knobs = choose(n_rows, n_cols, x2.dtype)
-    if name == "staged":
-        from .kernels.staged import staged_refusal
+    if name == "resident":
+        from .kernels._launch import gluon_refusal
 
-        if staged_refusal(x2):  # rows that do not start on 16 bytes
-            name, knobs = STAGED_FALLBACK
+        if gluon_refusal(x2, name):  # rows that do not start on 16 bytes
+            name, knobs = pick(GLUON_FALLBACK, n_cols)
             launch = _launchers()[name]
     return launch(x2, **knobs)
 

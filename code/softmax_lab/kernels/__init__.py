@@ -15,6 +15,7 @@ from .online import online_softmax
 from .pipelined import pipelined_softmax
 from .row_serial import row_serial_softmax
 from .split_row import split_row_softmax
+from .resident import resident_softmax
 from .staged import staged_softmax
 from .three_pass import exp_buffer_bytes, three_pass_softmax
 
@@ -33,8 +34,10 @@ ALL = {
 # instead of holding it in registers. Not in ALL (whose list the course's chapters and tests walk); the
 # dispatcher uses them for long rows.
 LONG_ROWS = {"cooperative": cooperative_softmax, "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax}
-# GPU only (a Gluon kernel, which the CPU interpreter cannot run): the next rows wait in shared memory.
-GPU_ONLY = {"staged": staged_softmax}
+# GPU only (Gluon kernels, which the CPU interpreter cannot run): the next rows wait in shared memory while
+# one is reduced (staged), or the row stays in shared memory so several programs share a multiprocessor
+# (resident: what the dispatcher uses for 16-bit rows of 8193-32768).
+GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax}
 
 # Longest row each kernel takes (None: any length); asking for more raises ValueError.
 MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 65536, "multirow": 65536,
@@ -43,4 +46,5 @@ MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 655
 __all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "SoftmaxFunction", "cooperative_backward", "cooperative_softmax",
            "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "l2_reread_softmax", "masked_softmax",
            "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax", "pipelined_softmax",
+           "resident_softmax",
            "row_serial_softmax", "softmax_backward", "split_row_softmax", "staged_softmax", "three_pass_softmax"]

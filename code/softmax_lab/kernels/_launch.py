@@ -157,6 +157,28 @@ def check_row_length(n_cols: int, max_cols: int, kernel: str, instead: str) -> N
         raise ValueError(f"{kernel} supports rows of up to {max_cols} elements, got {n_cols}; use {instead}")
 
 
+SHARED_BYTES = 227 * 1024  # shared memory one program may use on an H100/H200 (the Gluon kernels' rows)
+
+
+def shared_memory_cols(dtype: torch.dtype) -> int:
+    """The longest row (a power of two) whose copy fits one program's shared memory: 65536 fp16/bf16, 32768 fp32."""
+    return 1 << (SHARED_BYTES // (2 if dtype in (torch.float16, torch.bfloat16) else 4)).bit_length() - 1
+
+
+def gluon_refusal(x: torch.Tensor, kernel: str) -> str:
+    """Why the Gluon kernel ``kernel`` (staged, resident) cannot take ``x``, or '' when it can: it needs a GPU,
+    and rows that start on 16 bytes (its copies move whole 16-byte vectors)."""
+    if x.device.type != "cuda":
+        return (f"{kernel} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run; "
+                "use cooperative_softmax or fused_softmax")
+    vec = 16 // x.element_size()
+    if x.numel() and (x.data_ptr() % 16 or (x.shape[0] > 1 and x.stride(0) % vec)):
+        return (f"{kernel} copies rows in 16-byte pieces, so every row of x must start on a 16-byte boundary "
+                f"(row stride a multiple of {vec} elements); pad the rows to a multiple of {vec}, or use "
+                "cooperative_softmax")
+    return ""
+
+
 _SMS: dict = {}
 
 

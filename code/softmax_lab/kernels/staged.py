@@ -13,9 +13,10 @@ from global to shared memory (``cp.async``) run in the background while this row
 registers, is reduced and stored. It is written in Gluon, Triton's lower-level dialect, which names shared
 memory, register layouts and barriers explicitly (plain Triton 3.6 does not pipeline such loads).
 
-GPU only: Triton's CPU interpreter cannot run Gluon. The dispatcher uses it for 16-bit rows of 16,385-32,768
-elements whose rows start on 16 bytes (86% of copy against fused/cooperative's 79% at 2048x32768 bf16,
-``results/h200-gluon-b.json``) and the cooperative kernel elsewhere.
+GPU only: Triton's CPU interpreter cannot run Gluon. It reached 86% of copy against fused/cooperative's 79% at
+2048x32768 bf16 (``results/h200-gluon-b.json``), and no more with more stages: the program's own steps are now
+the limit. ``resident.py`` goes one step further (the row stays in shared memory, so many programs share a
+multiprocessor) and is what the dispatcher uses; this kernel is kept as the step between (chapter 10).
 """
 import torch
 import triton
@@ -23,10 +24,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import cdiv, check_input, next_power_of_2, num_sms, prepare
-
-SHARED_BYTES = 227 * 1024  # shared memory one program may use on an H100/H200
-
+from ._launch import (SHARED_BYTES, cdiv, check_input, gluon_refusal, next_power_of_2, num_sms, prepare,
+                      shared_memory_cols)
 
 @gluon.jit
 def _copy_row(buf, in_ptr, row, n_rows, in_stride_v, n_cols_v, cols, VEC: gl.constexpr):
@@ -72,24 +71,6 @@ def staged_softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, n_cols_v, in_stride_v
     cp.wait_group(0)  # the empty copies issued past the last row, before the program ends
 
 
-def max_cols(dtype: torch.dtype) -> int:
-    """The longest row whose shared-memory stage fits a program: 65536 fp16/bf16, 32768 fp32."""
-    return 1 << (SHARED_BYTES // (2 if dtype in (torch.float16, torch.bfloat16) else 4)).bit_length() - 1
-
-
-def staged_refusal(x: torch.Tensor) -> str:
-    """Why ``staged_softmax`` cannot take ``x``, or '' when it can."""
-    if x.device.type != "cuda":
-        return ("staged_softmax needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run; "
-                "use cooperative_softmax or fused_softmax")
-    vec = 16 // x.element_size()
-    if x.numel() and (x.data_ptr() % 16 or (x.shape[0] > 1 and x.stride(0) % vec)):
-        return (f"staged_softmax copies rows in 16-byte pieces, so every row of x must start on a 16-byte "
-                f"boundary (row stride a multiple of {vec} elements); pad the rows to a multiple of {vec}, or "
-                "use cooperative_softmax")
-    return ""
-
-
 def staged_softmax(x: torch.Tensor, out: torch.Tensor | None = None, STAGES: int | None = None,
                    num_warps: int | None = None, programs: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (GPU; rows starting on 16 bytes). Knobs: ``STAGES`` (rows in
@@ -97,9 +78,9 @@ def staged_softmax(x: torch.Tensor, out: torch.Tensor | None = None, STAGES: int
     per multiprocessor)."""
     check_input(x)
     # (in place is safe: a program reads each of its rows before it writes it, and no other program reads it)
-    x, y = prepare(x, out, max_cols(x.dtype), "staged_softmax", "cooperative_softmax", STAGES=STAGES,
+    x, y = prepare(x, out, shared_memory_cols(x.dtype), "staged_softmax", "cooperative_softmax", STAGES=STAGES,
                    num_warps=num_warps, programs=programs)
-    refusal = staged_refusal(x)
+    refusal = gluon_refusal(x, "staged_softmax")
     if refusal:
         raise ValueError(refusal)
     n_rows, n_cols = x.shape

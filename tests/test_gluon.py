@@ -1,0 +1,99 @@
+"""The Gluon kernels (kernels/staged.py, kernels/resident.py), on any machine. Triton's CPU interpreter cannot run
+Gluon, so on the CPU the dispatcher keeps the fused and cooperative kernels and the launchers say why they
+refuse; their machine code for an H200 (sm_90) is compiled here and read: 16-byte asynchronous copies into
+shared memory, no plain global loads, no register spills, and, for the resident kernel, few enough registers
+that shared memory, not registers, decides how many programs share a multiprocessor. Their results are tested
+on the GPU (tests/test_gpu.py)."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import softmax_lab
+from conftest import ROOT
+from softmax_lab import softmax
+from softmax_lab.kernels import resident_softmax, staged_softmax
+from softmax_lab.kernels._launch import shared_memory_cols
+
+SCRIPT = textwrap.dedent("""
+    import os, re, subprocess, tempfile
+    from collections import Counter
+    from pathlib import Path
+    os.environ.pop("TRITON_INTERPRET", None)  # (Triton reads it when its own library is imported)
+    import torch
+    torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from softmax_lab.kernels.resident import resident_softmax_kernel
+    from softmax_lab.kernels.staged import staged_softmax_kernel
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    ROWS = {"n_cols": "i32", "n_cols_v": "i32", "in_stride_v": "i32", "out_row_stride": "i32"}
+    cases = [("staged", staged_softmax_kernel, dtype, dict(BLOCK=block, STAGES=stages), 32)
+             for dtype, block, stages in (("bf16", 32768, 3), ("fp16", 32768, 1), ("fp32", 16384, 2))]
+    cases += [("resident", resident_softmax_kernel, dtype, dict(BLOCK=block, CHUNK=chunk), 8)
+              for dtype, block, chunk in (("bf16", 32768, 2048), ("fp16", 16384, 2048), ("fp32", 32768, 1024))]
+    for name, kernel, dtype, constexprs, warps in cases:
+        ints = dict(n_rows="i32", **ROWS) if name == "staged" else ROWS
+        sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **ints, **{k: "constexpr" for k in constexprs}}
+        src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
+                             attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps))
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = Path(tmp) / "k.cubin"
+            cubin.write_bytes(compiled.asm["cubin"])
+            sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True).stdout
+            usage = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
+        ops = Counter(re.findall(r"/\\*[0-9a-f]{4}\\*/\\s+(?:@!?U?P\\w+\\s+)?([A-Z0-9_]+(?:\\.[A-Z0-9_]+)*)", sass))
+        copies = sum(n for op, n in ops.items() if op.startswith("LDGSTS"))
+        wide = sum(n for op, n in ops.items() if op.startswith("LDGSTS") and op.endswith(".128"))
+        spills = sum(n for op, n in ops.items() if op.split(".")[0] in ("STL", "LDL"))
+        loads = sum(n for op, n in ops.items() if op.split(".")[0] == "LDG")
+        regs = re.search(r"REG:(\\d+)", usage).group(1)
+        print(name, dtype, constexprs["BLOCK"], constexprs.get("STAGES", 1), compiled.metadata.shared, copies, wide,
+              spills, loads, regs)
+    """)
+
+
+def test_the_machine_code_copies_16_bytes_at_a_time_into_shared_memory():
+    run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert len(lines) == 6, run.stdout
+    for line in lines:
+        name, dtype, block, rows, shared, copies, wide, spills, loads, regs = line.split()
+        row_bytes = int(block) * (2 if dtype in ("bf16", "fp16") else 4)
+        assert int(rows) * row_bytes <= int(shared) <= int(rows) * row_bytes + 1024, line  # + reduction scratch
+        assert int(copies) > 0 and int(wide) == int(copies), line  # every copy asynchronous, 16 bytes
+        assert int(spills) == 0, line  # nothing spills to local memory
+        assert int(loads) == 0, line  # no plain global loads: the row comes through shared memory
+        if name == "resident":  # 3 programs of 8 warps need <= 85 registers a thread; it is far below
+            assert int(regs) <= 64, line
+
+
+@pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/test_gpu.py tests the kernels themselves")
+def test_on_the_cpu_the_dispatcher_keeps_the_other_kernels_and_the_launchers_say_why():
+    assert softmax.choose(2, 12000, torch.bfloat16)[0] == "fused"
+    assert softmax.choose(2, 20000, torch.bfloat16)[0] == "cooperative"
+    for launch, name in ((staged_softmax, "staged_softmax"), (resident_softmax, "resident_softmax")):
+        with pytest.raises(ValueError, match=f"{name} needs a GPU: it is a Gluon kernel"):
+            launch(torch.randn(2, 20000).to(torch.bfloat16))
+    x = torch.randn(2, 20000).to(torch.bfloat16)
+    torch.testing.assert_close(softmax(x).double(), torch.softmax(x.double(), -1), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("launch", [staged_softmax, resident_softmax], ids=["staged", "resident"])
+def test_bad_inputs_get_clear_messages(launch):
+    assert [shared_memory_cols(t) for t in (torch.bfloat16, torch.float16, torch.float32)] == [65536, 65536, 32768]
+    dev = softmax_lab.DEVICE
+    with pytest.raises(ValueError, match="supports rows of up to 32768 elements"):
+        launch(torch.zeros(2, 40000, device=dev))
+    with pytest.raises(TypeError, match="floating-point"):
+        launch(torch.zeros(2, 40, dtype=torch.int32, device=dev))
+    with pytest.raises(ValueError, match="2-D"):
+        launch(torch.zeros(40, device=dev))
+    with pytest.raises(ValueError, match="must be a power of two"):
+        launch(torch.zeros(2, 40, device=dev), num_warps=3)
