@@ -18,41 +18,28 @@ from softmax_lab.kernels import resident_softmax, staged_softmax
 from softmax_lab.kernels._launch import shared_memory_cols
 
 SCRIPT = textwrap.dedent("""
-    import os, re, subprocess, tempfile
-    from collections import Counter
-    from pathlib import Path
+    import os
     os.environ.pop("TRITON_INTERPRET", None)  # (Triton reads it when its own library is imported)
     import torch
     torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
     from softmax_lab.kernels.resident import resident_softmax_kernel
     from softmax_lab.kernels.staged import staged_softmax_kernel
+    from softmax_lab.machine_code import compile_for_h200, sass_ops
 
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     ROWS = {"n_cols": "i32", "n_cols_v": "i32", "in_stride_v": "i32", "out_row_stride": "i32"}
     cases = [("staged", staged_softmax_kernel, dtype, dict(BLOCK=block, STAGES=stages), 32)
              for dtype, block, stages in (("bf16", 32768, 3), ("fp16", 32768, 1), ("fp32", 16384, 2))]
     cases += [("resident", resident_softmax_kernel, dtype, dict(BLOCK=block, CHUNK=chunk), 8)
-              for dtype, block, chunk in (("bf16", 32768, 2048), ("fp16", 16384, 2048), ("fp32", 32768, 1024))]
+              for dtype, block, chunk in (("bf16", 32768, 2048), ("fp16", 16384, 2048), ("fp32", 16384, 1024))]
     for name, kernel, dtype, constexprs, warps in cases:
         ints = dict(n_rows="i32", **ROWS) if name == "staged" else ROWS
         sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **ints, **{k: "constexpr" for k in constexprs}}
-        src = GluonASTSource(fn=kernel, signature=sig, constexprs=constexprs,
-                             attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps))
-        with tempfile.TemporaryDirectory() as tmp:
-            cubin = Path(tmp) / "k.cubin"
-            cubin.write_bytes(compiled.asm["cubin"])
-            sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True).stdout
-            usage = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
-        ops = Counter(re.findall(r"/\\*[0-9a-f]{4}\\*/\\s+(?:@!?U?P\\w+\\s+)?([A-Z0-9_]+(?:\\.[A-Z0-9_]+)*)", sass))
+        compiled = compile_for_h200(kernel, sig, constexprs, warps)
+        ops, regs = sass_ops(compiled)
         copies = sum(n for op, n in ops.items() if op.startswith("LDGSTS"))
         wide = sum(n for op, n in ops.items() if op.startswith("LDGSTS") and op.endswith(".128"))
         spills = sum(n for op, n in ops.items() if op.split(".")[0] in ("STL", "LDL"))
         loads = sum(n for op, n in ops.items() if op.split(".")[0] == "LDG")
-        regs = re.search(r"REG:(\\d+)", usage).group(1)
         print(name, dtype, constexprs["BLOCK"], constexprs.get("STAGES", 1), compiled.metadata.shared, copies, wide,
               spills, loads, regs)
     """)

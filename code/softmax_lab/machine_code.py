@@ -41,8 +41,11 @@ def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+
     aligned = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(signature.values()) if kind != "constexpr"}
-    src = ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=aligned)
+    source = GluonASTSource if isinstance(kernel, GluonJITFunction) else ASTSource  # (Gluon kernels too)
+    src = source(fn=kernel, signature=signature, constexprs=constexprs, attrs=aligned)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps))
 
 
@@ -54,7 +57,9 @@ def ptx_counts(compiled) -> dict:
             "ptx ex2.ftz": sum(op == "ex2.approx.ftz.f32" for op in ops)}
 
 
-def _sass_counts(compiled) -> dict:
+def sass_ops(compiled) -> tuple[Counter, int]:
+    """The SASS instructions of a compiled kernel, by full name (``LDGSTS.E.BYPASS.128``), and its registers
+    per thread (``cuobjdump -sass`` and ``-res-usage``, from Triton's wheel)."""
     import triton
 
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -63,10 +68,17 @@ def _sass_counts(compiled) -> dict:
         cubin.write_bytes(compiled.asm["cubin"])
         sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True).stdout
         usage = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
-    ops = Counter(re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", sass))
+    ops = Counter(re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+(?:\.[A-Z0-9_]+)*)", sass))
+    return ops, int(re.search(r"REG:(\d+)", usage).group(1))
+
+
+def _sass_counts(compiled) -> dict:
+    full, registers = sass_ops(compiled)
+    ops = Counter()
+    for name, n in full.items():
+        ops[name.split(".")[0]] += n
     return {"total": sum(ops.values()), "FMUL": ops["FMUL"], "FADD": ops["FADD"], "MUFU": ops["MUFU"],
-            "LDG": ops["LDG"], "STG": ops["STG"], "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
-            **ptx_counts(compiled)}
+            "LDG": ops["LDG"], "STG": ops["STG"], "registers": registers, **ptx_counts(compiled)}
 
 
 def _main() -> None:

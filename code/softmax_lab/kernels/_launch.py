@@ -165,6 +165,18 @@ def shared_memory_cols(dtype: torch.dtype) -> int:
     return 1 << (SHARED_BYTES // (2 if dtype in (torch.float16, torch.bfloat16) else 4)).bit_length() - 1
 
 
+def prepare_gluon(x, out, kernel: str, **knobs) -> tuple[torch.Tensor, torch.Tensor]:
+    """``prepare`` for the Gluon kernels: also a row that fits shared memory, a GPU, rows on 16 bytes.
+    (In place is safe for them: a program reads its whole row before it writes it, and no other program
+    reads that row.)"""
+    check_input(x)
+    x, y = prepare(x, out, shared_memory_cols(x.dtype), kernel, "cooperative_softmax", **knobs)
+    refusal = gluon_refusal(x, kernel)
+    if refusal:
+        raise ValueError(refusal)
+    return x, y
+
+
 def gluon_refusal(x: torch.Tensor, kernel: str) -> str:
     """Why the Gluon kernel ``kernel`` (staged, resident) cannot take ``x``, or '' when it can: it needs a GPU,
     and rows that start on 16 bytes (its copies move whole 16-byte vectors)."""

@@ -10,7 +10,9 @@ program copies its whole row into shared memory at once (``cp.async``: every cop
 makes three passes over it, one vector per thread at a time: the max, the sum of exp, exp·(1/sum) stored.
 Registers hold one vector, so the multiprocessor runs as many programs as their rows fit its 227 KB of
 shared memory (three 64 KB rows), and one program's copies overlap another's passes and a third's stores.
-Reading shared memory three times is cheap: it is an order of magnitude faster than HBM.
+Reading shared memory three times is cheap: it is an order of magnitude faster than HBM. (With 32 chunks or
+more, e.g. fp32 rows of 32768 at 8 warps, the compiler unrolls the passes and keeps the row in registers again,
+about 200 a thread: such a 128 KB row fits shared memory only once anyway.)
 
 Written in Gluon (Triton's lower-level dialect: shared memory, layouts and copies are explicit); GPU only,
 since Triton's CPU interpreter cannot run it. The dispatcher uses it for 16-bit rows of 8,193-32,768
@@ -22,7 +24,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import cdiv, check_input, gluon_refusal, next_power_of_2, prepare, shared_memory_cols
+from ._launch import cdiv, next_power_of_2, prepare_gluon
 
 
 @gluon.jit
@@ -62,13 +64,7 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
 def resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (GPU; rows starting on 16 bytes, up to 65536 fp16/bf16 or
     32768 fp32 elements: the row must fit shared memory). Knob: ``num_warps`` (default 8)."""
-    check_input(x)
-    # (in place is safe: a program reads its whole row before it writes it, and no other program reads it)
-    x, y = prepare(x, out, shared_memory_cols(x.dtype), "resident_softmax", "cooperative_softmax",
-                   num_warps=num_warps)
-    refusal = gluon_refusal(x, "resident_softmax")
-    if refusal:
-        raise ValueError(refusal)
+    x, y = prepare_gluon(x, out, "resident_softmax", num_warps=num_warps)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y

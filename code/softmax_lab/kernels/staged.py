@@ -24,8 +24,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import (SHARED_BYTES, cdiv, check_input, gluon_refusal, next_power_of_2, num_sms, prepare,
-                      shared_memory_cols)
+from ._launch import SHARED_BYTES, cdiv, next_power_of_2, num_sms, prepare_gluon
 
 @gluon.jit
 def _copy_row(buf, in_ptr, row, n_rows, in_stride_v, n_cols_v, cols, VEC: gl.constexpr):
@@ -76,13 +75,8 @@ def staged_softmax(x: torch.Tensor, out: torch.Tensor | None = None, STAGES: int
     """Softmax over the last dim of 2-D ``x`` (GPU; rows starting on 16 bytes). Knobs: ``STAGES`` (rows in
     shared memory, default as many as fit, at most 3), ``num_warps`` (default 32), ``programs`` (default one
     per multiprocessor)."""
-    check_input(x)
-    # (in place is safe: a program reads each of its rows before it writes it, and no other program reads it)
-    x, y = prepare(x, out, shared_memory_cols(x.dtype), "staged_softmax", "cooperative_softmax", STAGES=STAGES,
+    x, y = prepare_gluon(x, out, "staged_softmax", STAGES=STAGES,
                    num_warps=num_warps, programs=programs)
-    refusal = gluon_refusal(x, "staged_softmax")
-    if refusal:
-        raise ValueError(refusal)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
