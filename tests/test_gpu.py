@@ -273,7 +273,8 @@ def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
         two_fit = 2 * triton.next_power_of_2(n) * x.element_size() <= 227 * 1024
         knob_sets = (dict(), dict(STAGES=1), dict(STAGES=2 if two_fit else 1, programs=7), dict(num_warps=16))
     else:
-        knob_sets = (dict(), dict(num_warps=4), dict(num_warps=16), dict(num_warps=32))
+        knob_sets = (dict(), dict(num_warps=4), dict(num_warps=16), dict(num_warps=32), dict(overlap=True),
+                     dict(overlap=True, num_warps=16))
     for knobs in knob_sets:
         y = torch.full_like(x, float("nan"))
         launch(x, out=y, **knobs)

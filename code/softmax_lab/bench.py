@@ -210,7 +210,8 @@ def _forward_candidates(n_rows, n_cols, dtype):
                     out.append(("staged", dict(STAGES=stages, num_warps=warps)))
     if 2048 <= block and block * size <= 227 * 1024:  # resident: the row in shared memory, warps
         for warps in (4, 8, 16):
-            out.append(("resident", dict(num_warps=warps)))
+            for overlap in (False, True):
+                out.append(("resident", dict(num_warps=warps, overlap=overlap)))
     if block >= 262144:  # l2_reread: tile, warps, programs per SM (tiles per chunk: its L2-budget default)
         for tile, warps, per_sm in ((4096, 8, 4), (8192, 8, 4), (2048, 4, 8)):
             out.append(("l2_reread", dict(BLOCK=tile, num_warps=warps, programs=per_sm * sms)))

@@ -29,7 +29,7 @@ from ._launch import cdiv, next_power_of_2, prepare_gluon
 
 @gluon.jit
 def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_row_stride,
-                            BLOCK: gl.constexpr, CHUNK: gl.constexpr):
+                            BLOCK: gl.constexpr, CHUNK: gl.constexpr, OVERLAP: gl.constexpr = False):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])  # one vector a thread
     LOG2E: gl.constexpr = 1.4426950408889634
@@ -38,16 +38,26 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
     row = gl.program_id(0).to(gl.int64)
     cols = gl.arange(0, CHUNK, layout=layout)
     src = in_ptr + row * (in_stride_v * VEC)
-    for c in range(N):  # 1. the whole row on its way (whole vectors; past the row's end: zeros, unread)
-        cp.async_copy_global_to_shared(row_smem.index(c), src + c * CHUNK + cols,
-                                       mask=c * CHUNK + cols < n_cols_v * VEC)
-    cp.commit_group()
-    cp.wait_group(0)  # this thread's copies have landed...
-    gl.thread_barrier()  # ... and everyone's
     m = gl.full([CHUNK], float("-inf"), gl.float32, layout)
-    for c in range(N):  # 2. the max (a range loop, not unrolled: one vector in registers at a time)
-        x = row_smem.index(c).load(layout).to(gl.float32)
-        m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
+    if OVERLAP:  # 1-2. a commit group per chunk: the max starts on the first chunk while the others arrive
+        for c in gl.static_range(N):
+            cp.async_copy_global_to_shared(row_smem.index(c), src + c * CHUNK + cols,
+                                           mask=c * CHUNK + cols < n_cols_v * VEC)
+            cp.commit_group()
+        for c in gl.static_range(N):
+            cp.wait_group(N - 1 - c)  # chunk c has landed (each thread reads back only what it copied)
+            x = row_smem.index(c).load(layout).to(gl.float32)
+            m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
+    else:
+        for c in range(N):  # 1. the whole row on its way (whole vectors; past the row's end: zeros, unread)
+            cp.async_copy_global_to_shared(row_smem.index(c), src + c * CHUNK + cols,
+                                           mask=c * CHUNK + cols < n_cols_v * VEC)
+        cp.commit_group()
+        cp.wait_group(0)  # this thread's copies have landed...
+        gl.thread_barrier()  # ... and everyone's
+        for c in range(N):  # 2. the max (a range loop, not unrolled: one vector in registers at a time)
+            x = row_smem.index(c).load(layout).to(gl.float32)
+            m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
     m_row = gl.max(m, axis=0) * LOG2E
     total = gl.zeros([CHUNK], gl.float32, layout)
     for c in range(N):  # 3. the sum of exp(x - max), as exp2(x·log2 e - max·log2 e)
@@ -61,9 +71,11 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
         gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < n_cols)
 
 
-def resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps: int | None = None) -> torch.Tensor:
+def resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps: int | None = None,
+                     overlap: bool = False) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (GPU; rows starting on 16 bytes, up to 65536 fp16/bf16 or
-    32768 fp32 elements: the row must fit shared memory). Knob: ``num_warps`` (default 8)."""
+    32768 fp32 elements: the row must fit shared memory). Knobs: ``num_warps`` (default 8), ``overlap``
+    (take the max of each chunk as soon as it lands, instead of after the whole row)."""
     x, y = prepare_gluon(x, out, "resident_softmax", num_warps=num_warps)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
@@ -73,5 +85,5 @@ def resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps
     chunk = 32 * num_warps * vec  # one 16-byte vector per thread
     BLOCK = max(next_power_of_2(n_cols), chunk)
     resident_softmax_kernel[(n_rows,)](y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0),
-                                       BLOCK=BLOCK, CHUNK=chunk, num_warps=num_warps)
+                                       BLOCK=BLOCK, CHUNK=chunk, OVERLAP=bool(overlap), num_warps=num_warps)
     return y
