@@ -53,7 +53,7 @@ FORWARD = {
     2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
         (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
-        (32768, ("resident", dict(num_warps=8))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
+        (32768, ("resident", dict(num_warps=8, overlap=True))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
 # Where ``resident`` cannot run (the CPU interpreter; rows not starting on 16 bytes): the kernels it replaced.
 GLUON_FALLBACK = [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]
