@@ -8,7 +8,8 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
 * 16-bit rows of 8,193-32,768 elements on a GPU: ``resident`` (``kernels/resident.py``, a Gluon kernel: the row
   sits in shared memory instead of registers, so three programs share a multiprocessor; 91.6% of copy against
-  79% at 2048x32768 bf16 and 95.5% against 93.1% at 4096x16384, ``results/h200-resident.json``), where rows
+  79% at 2048x32768 bf16 and 95.5% against 93.1% at 4096x16384, ``results/h200-resident.json``; with
+  ``overlap`` 92.8% and 96.4%, ``results/h200-overlap.json``), where rows
   start on 16 bytes; otherwise (and on the CPU) ``fused`` up to 16384 and ``cooperative`` past it;
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
   exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``; for fp16/bf16 rows
