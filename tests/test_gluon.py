@@ -29,8 +29,9 @@ SCRIPT = textwrap.dedent("""
     ROWS = {"n_cols": "i32", "n_cols_v": "i32", "in_stride_v": "i32", "out_row_stride": "i32"}
     cases = [("staged", staged_softmax_kernel, dtype, dict(BLOCK=block, STAGES=stages), 32)
              for dtype, block, stages in (("bf16", 32768, 3), ("fp16", 32768, 1), ("fp32", 16384, 2))]
-    cases += [("resident", resident_softmax_kernel, dtype, dict(BLOCK=block, CHUNK=chunk), 8)
-              for dtype, block, chunk in (("bf16", 32768, 2048), ("fp16", 16384, 2048), ("fp32", 16384, 1024))]
+    cases += [("resident", resident_softmax_kernel, dtype, dict(BLOCK=block, CHUNK=chunk, OVERLAP=overlap), 8)
+              for dtype, block, chunk in (("bf16", 32768, 2048), ("fp16", 16384, 2048), ("fp32", 16384, 1024))
+              for overlap in (True, False)]  # (the dispatcher runs bf16/fp16 32768 with OVERLAP at 8 warps)
     for name, kernel, dtype, constexprs, warps in cases:
         ints = dict(n_rows="i32", **ROWS) if name == "staged" else ROWS
         sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **ints, **{k: "constexpr" for k in constexprs}}
@@ -49,7 +50,7 @@ def test_the_machine_code_copies_16_bytes_at_a_time_into_shared_memory():
     run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.splitlines()
-    assert len(lines) == 6, run.stdout
+    assert len(lines) == 9, run.stdout
     for line in lines:
         name, dtype, block, rows, shared, copies, wide, spills, loads, regs = line.split()
         row_bytes = int(block) * (2 if dtype in ("bf16", "fp16") else 4)
@@ -64,7 +65,7 @@ def test_the_machine_code_copies_16_bytes_at_a_time_into_shared_memory():
 @pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/test_gpu.py tests the kernels themselves")
 def test_on_the_cpu_the_dispatcher_keeps_the_other_kernels_and_the_launchers_say_why():
     assert softmax.choose(2, 12000, torch.bfloat16)[0] == "fused"
-    assert softmax.choose(2, 20000, torch.bfloat16)[0] == "cooperative"
+    assert softmax.choose(2, 20000, torch.bfloat16)[0] == "cooperative"  # "resident" on an H100/H200
     for launch, name in ((staged_softmax, "staged_softmax"), (resident_softmax, "resident_softmax")):
         with pytest.raises(ValueError, match=f"{name} needs a GPU: it is a Gluon kernel"):
             launch(torch.randn(2, 20000).to(torch.bfloat16))
@@ -84,3 +85,27 @@ def test_bad_inputs_get_clear_messages(launch):
         launch(torch.zeros(40, device=dev))
     with pytest.raises(ValueError, match="must be a power of two"):
         launch(torch.zeros(2, 40, device=dev), num_warps=3)
+
+
+def test_the_gpu_and_its_shared_memory_decide_before_a_launch():
+    # Older GPUs have no cp.async; smaller ones less shared memory than an H200's 227 KB (RTX 4090: 99 KB).
+    from softmax_lab.kernels._launch import device_refusal
+
+    assert device_refusal("resident_softmax", (9, 0), 232448, 65536) == ""
+    assert device_refusal("resident_softmax", (8, 0), 166912, 65536) == ""
+    assert "cp.async" in device_refusal("resident_softmax", (7, 5), 65536, 65536)  # a T4 (Colab, Kaggle)
+    assert "101376 bytes" in device_refusal("resident_softmax", (8, 9), 101376, 131072)
+
+
+def test_rows_must_start_on_16_bytes_and_the_last_vector_must_be_inside_x():
+    from softmax_lab.kernels._launch import vector_refusal
+
+    bf16 = torch.bfloat16
+    big = torch.zeros(3, 20008, dtype=bf16)
+    assert vector_refusal(big[:, :20000], "k") == ""  # stride 20008 = 2501 vectors
+    assert vector_refusal(big[:, :19999], "k") == ""  # the last vector is inside big's memory
+    assert "16-byte boundary" in vector_refusal(big[:, 1:20001], "k")  # rows start 2 bytes in
+    assert "16-byte boundary" in vector_refusal(torch.zeros(3, 20001, dtype=bf16), "k")  # stride 20001
+    assert "passes the end" in vector_refusal(torch.zeros(1, 8193, dtype=bf16), "k")  # 7 elements past the end
+    assert vector_refusal(torch.zeros(1, 8192, dtype=bf16), "k") == ""
+    assert vector_refusal(torch.zeros(0, 8193, dtype=bf16), "k") == ""

@@ -286,22 +286,30 @@ def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
     _check_rows(z, x, rows)
 
 
-def test_gluon_dispatch_and_its_fallback():
-    # 16-bit rows of 8193-32768 take the resident kernel; rows that do not start on 16 bytes fall back to the
-    # fused (up to 16384) or cooperative kernel, with the same results; the launchers refuse them clearly.
+def test_gluon_dispatch_and_its_fallback(monkeypatch):
+    # 16-bit rows of 16385-32768 take the resident kernel (watched: a spy counts its launches); rows that do not
+    # start on 16 bytes, or whose last vector would pass the end of x, fall back to the cooperative kernel,
+    # with the same results; the launchers refuse them clearly.
+    from softmax_lab import dispatch
     from softmax_lab.kernels import resident_softmax, staged_softmax
 
     assert softmax.choose(2048, 32768, BF16)[0] == "resident"
-    assert softmax.choose(4096, 16384, torch.float16)[0] == "resident"
-    assert softmax.choose(8192, 8192, BF16)[0] == "fused"
+    assert softmax.choose(4096, 16384, torch.float16)[0] == "fused"
     assert softmax.choose(2048, 32768, torch.float32)[0] == "fused"
-    for n in (12000, 20000):
-        big = _randn((64, n + 1), BF16)
-        for x in (big[:, :n], big[:, 1:], big[:, :n + 1]):
-            _check_rows(softmax(x), x, slice(None))
-        for launch in (resident_softmax, staged_softmax):
-            with pytest.raises(ValueError, match="16-byte"):
-                launch(big[:, 1:])
+    calls = []
+    launchers = dispatch._launchers()
+    monkeypatch.setattr(dispatch, "_launchers", lambda: {**launchers, "resident": lambda x, **k: calls.append(1)
+                                                         or resident_softmax(x, **k)})
+    n = 20000
+    big = _randn((64, n + 8), BF16)
+    for x, resident in ((big[:, :n], True), (big[:, 1:], False), (big[:, 1:n + 1], False),
+                        (_randn((1, n + 1), BF16), False)):
+        before = len(calls)
+        _check_rows(softmax(x), x, slice(None))
+        assert (len(calls) > before) == resident, x.shape
+    for launch in (resident_softmax, staged_softmax):
+        with pytest.raises(ValueError, match="16-byte"):
+            launch(big[:, 1:n + 1])
     with pytest.raises(ValueError, match="shared memory"):
         staged_softmax(_randn((2, 32768)), STAGES=2)  # 2 x 128 KB
 

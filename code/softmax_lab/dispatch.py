@@ -6,11 +6,13 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 
 * short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
-* 16-bit rows of 8,193-32,768 elements on a GPU: ``resident`` (``kernels/resident.py``, a Gluon kernel: the row
+* 16-bit rows of 16,385-32,768 elements on a GPU: ``resident`` (``kernels/resident.py``, a Gluon kernel: the row
   sits in shared memory instead of registers, so three programs share a multiprocessor; 91.6% of copy against
   79% at 2048x32768 bf16 and 95.5% against 93.1% at 4096x16384, ``results/h200-resident.json``; with
-  ``overlap`` 92.8% and 96.4%, ``results/h200-overlap.json``), where rows
-  start on 16 bytes; otherwise (and on the CPU) ``fused`` up to 16384 and ``cooperative`` past it;
+  ``overlap`` 92.8% and 96.4%, ``results/h200-overlap.json``), where rows start on 16 bytes on a Hopper GPU;
+  otherwise (and on the CPU) ``cooperative``. Not yet from 8,193: ``fused`` has a relaunch plan (below) and
+  ``resident`` not, and its ~80 µs of Python a call would cost eager calls of mid-size inputs more than the
+  3 points of GPU time it wins;
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
   exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``; for fp16/bf16 rows
   of 16385-65536 elements it took over from its pipelined form once both used ``fast_exp``: 79.2% of copy
@@ -54,10 +56,13 @@ FORWARD = {
     2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
         (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
-        (32768, ("resident", dict(num_warps=8, overlap=True))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
+        (16384, ("fused", dict(num_warps=32))), (32768, ("resident", dict(num_warps=8, overlap=True))),
+        (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
-# Where ``resident`` cannot run (the CPU interpreter; rows not starting on 16 bytes): the kernels it replaced.
-GLUON_FALLBACK = [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]
+# Where ``resident`` cannot run (the CPU interpreter, GPUs before Hopper, where it was not measured, rows that do
+# not start on 16 bytes): the kernel it replaced, by element size.
+GLUON_FALLBACK = {2: ("cooperative", dict(BLOCK=8192, num_warps=4))}
+GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); they run from 8.0 (cp.async)
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
 BACKWARD_TILE_COLS = 16384
@@ -90,11 +95,22 @@ def _launchers():
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
-    """(kernel name, launcher, keyword knobs) the dispatcher uses for a [n_rows, n_cols] input."""
+    """(kernel name, launcher, keyword knobs) the dispatcher uses for a [n_rows, n_cols] input whose rows are
+    contiguous and start on 16 bytes; ``softmax_2d`` sends other rows that would take ``resident`` (a Gluon
+    kernel) to ``GLUON_FALLBACK``."""
     name, knobs = pick(FORWARD[element_size(dtype)], n_cols)
-    if name == "resident" and not ON_GPU:  # a Gluon kernel: Triton's interpreter cannot run it
-        name, knobs = pick(GLUON_FALLBACK, n_cols)
+    if name == "resident" and not _gluon_tuned():  # (Triton's CPU interpreter cannot run Gluon kernels at all)
+        name, knobs = GLUON_FALLBACK[element_size(dtype)]
     return name, _launchers()[name], dict(knobs)
+
+
+def _gluon_tuned() -> bool:
+    """A GPU of the kind the Gluon kernels were tuned on (this process's current one)."""
+    if not ON_GPU:
+        return False
+    from .kernels._launch import device_limits
+
+    return device_limits(torch.device("cuda", torch.cuda.current_device()))[0] >= GLUON_CAPABILITY
 
 
 def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
@@ -104,8 +120,8 @@ def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
     if name == "resident":
         from .kernels._launch import gluon_refusal
 
-        if gluon_refusal(x2, name):  # rows that do not start on 16 bytes
-            name, knobs = pick(GLUON_FALLBACK, n_cols)
+        if gluon_refusal(x2, name):  # rows that do not start on 16 bytes (or a GPU without room for the row)
+            name, knobs = GLUON_FALLBACK[element_size(x2.dtype)]
             launch = _launchers()[name]
     return launch(x2, **knobs)
 
@@ -114,7 +130,8 @@ def plan_2d(x2: torch.Tensor):
     """``run(y2.data_ptr(), x2.data_ptr())`` for inputs like ``x2`` (2-D, contiguous rows, same shape, strides,
     dtype, device and 16-byte alignment): the chosen kernel, compiled, launched with no checks and no
     choices; ``y2`` is a contiguous output of the same shape. None when the kernel cannot be relaunched that
-    way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call)."""
+    way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call; the Gluon
+    kernels have no plan yet)."""
     from .kernels import fused, multirow
 
     if x2.device.type != "cuda" or x2.numel() == 0:

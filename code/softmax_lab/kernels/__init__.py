@@ -36,7 +36,7 @@ ALL = {
 LONG_ROWS = {"cooperative": cooperative_softmax, "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax}
 # GPU only (Gluon kernels, which the CPU interpreter cannot run): the next rows wait in shared memory while
 # one is reduced (staged), or the row stays in shared memory so several programs share a multiprocessor
-# (resident: what the dispatcher uses for 16-bit rows of 8193-32768).
+# (resident: what the dispatcher uses for 16-bit rows of 16385-32768).
 GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax}
 
 # Longest row each kernel takes (None: any length); asking for more raises ValueError.

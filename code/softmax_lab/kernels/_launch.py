@@ -177,16 +177,56 @@ def prepare_gluon(x, out, kernel: str, **knobs) -> tuple[torch.Tensor, torch.Ten
     return x, y
 
 
-def gluon_refusal(x: torch.Tensor, kernel: str) -> str:
-    """Why the Gluon kernel ``kernel`` (staged, resident) cannot take ``x``, or '' when it can: it needs a GPU,
-    and rows that start on 16 bytes (its copies move whole 16-byte vectors)."""
+def gluon_refusal(x: torch.Tensor, kernel: str, row_bytes: int | None = None) -> str:
+    """Why the Gluon kernel ``kernel`` (staged, resident) cannot take ``x``, or '' when it can. It needs a GPU
+    with ``cp.async`` (compute capability 8.0 or newer) and ``row_bytes`` of shared memory per program
+    (default: the row, rounded up to a power of two), and rows that start on 16 bytes: its copies move whole
+    16-byte vectors, up to the vector holding a row's last element, which must lie inside x's memory."""
     if x.device.type != "cuda":
         return (f"{kernel} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run; "
                 "use cooperative_softmax or fused_softmax")
+    capability, shared = device_limits(x.device)
+    row_bytes = row_bytes or next_power_of_2(x.shape[1]) * x.element_size()
+    return device_refusal(kernel, capability, shared, row_bytes) or vector_refusal(x, kernel)
+
+
+_LIMITS: dict = {}
+
+
+def device_limits(device: torch.device) -> tuple[tuple[int, int], int]:
+    """(compute capability, shared memory one program may use) of a GPU, asked once per device."""
+    if device.index not in _LIMITS:
+        props = torch.cuda.get_device_properties(device)
+        _LIMITS[device.index] = ((props.major, props.minor),
+                                 getattr(props, "shared_memory_per_block_optin", SHARED_BYTES))
+    return _LIMITS[device.index]
+
+
+def device_refusal(kernel: str, capability: tuple[int, int], shared: int, row_bytes: int) -> str:
+    """The GPU half of ``gluon_refusal`` (a plain function, so that it is tested without a GPU)."""
+    if capability < (8, 0):
+        return (f"{kernel} needs cp.async, which GPUs of compute capability {capability[0]}.{capability[1]} "
+                "do not have (8.0 or newer: A100, RTX 30xx, H100...); use cooperative_softmax or fused_softmax")
+    if row_bytes > shared:
+        return (f"{kernel} needs {row_bytes} bytes of shared memory per program for this row; this GPU gives "
+                f"{shared} bytes: use cooperative_softmax or fused_softmax")
+    return ""
+
+
+def vector_refusal(x: torch.Tensor, kernel: str) -> str:
+    """The 16-byte half of ``gluon_refusal``: rows start on 16 bytes, and the last row's last vector is x's."""
     vec = 16 // x.element_size()
-    if x.numel() and (x.data_ptr() % 16 or (x.shape[0] > 1 and x.stride(0) % vec)):
+    if not x.numel():
+        return ""
+    if x.data_ptr() % 16 or (x.shape[0] > 1 and x.stride(0) % vec):
         return (f"{kernel} copies rows in 16-byte pieces, so every row of x must start on a 16-byte boundary "
                 f"(row stride a multiple of {vec} elements); pad the rows to a multiple of {vec}, or use "
+                "cooperative_softmax")
+    n_rows, n_cols = x.shape
+    end = x.storage_offset() + (n_rows - 1) * x.stride(0) + cdiv(n_cols, vec) * vec  # elements the copies reach
+    if end * x.element_size() > x.untyped_storage().nbytes():
+        return (f"{kernel} copies whole 16-byte vectors, and the vector holding the last element of x passes the "
+                f"end of x's memory (a row of {n_cols} elements is not a multiple of {vec}); pad the row, or use "
                 "cooperative_softmax")
     return ""
 

@@ -1,8 +1,9 @@
 """Resident softmax: the row lives in shared memory, not in registers, so many programs share a multiprocessor.
 
-``resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_row_stride, BLOCK, CHUNK)``
+``resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_row_stride, BLOCK, CHUNK, OVERLAP)``
   one program per row; n_cols_v, in_stride_v: the row length and the input's row stride in 16-byte vectors
-  (so the compiler knows every copy is a whole vector); CHUNK: one 16-byte vector per thread
+  (so the compiler knows every copy is a whole vector); CHUNK: one 16-byte vector per thread; OVERLAP: a
+  commit group per chunk, so the max pass starts while the row still arrives
 
 The fused kernel holds its row in registers: a 16-bit row of 32,768 elements fills half a multiprocessor's
 registers, so one program runs there at a time and its steps (load, reduce, store) never overlap. Here the
@@ -15,7 +16,7 @@ more, e.g. fp32 rows of 32768 at 8 warps, the compiler unrolls the passes and ke
 about 200 a thread: such a 128 KB row fits shared memory only once anyway.)
 
 Written in Gluon (Triton's lower-level dialect: shared memory, layouts and copies are explicit); GPU only,
-since Triton's CPU interpreter cannot run it. The dispatcher uses it for 16-bit rows of 8,193-32,768
+since Triton's CPU interpreter cannot run it. The dispatcher uses it for 16-bit rows of 16,385-32,768
 elements whose rows start on 16 bytes, with ``overlap`` (``results/h200-resident.json``: 91.6% of copy at
 2048x32768 bf16 against 85.7% for staged.py and 79% for the register kernels, 95.5% against fused's 93.1% at
 4096x16384; ``results/h200-overlap.json``: 92.8% and 96.4% with ``overlap``).
@@ -86,5 +87,6 @@ def resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps
     chunk = 32 * num_warps * vec  # one 16-byte vector per thread
     BLOCK = max(next_power_of_2(n_cols), chunk)
     resident_softmax_kernel[(n_rows,)](y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0),
-                                       BLOCK=BLOCK, CHUNK=chunk, OVERLAP=bool(overlap), num_warps=num_warps)
+                                       BLOCK=BLOCK, CHUNK=chunk, OVERLAP=bool(overlap) and BLOCK // chunk <= 32,
+                                       num_warps=num_warps)  # (wait_group counts stop at 63: few chunks only)
     return y

@@ -19,12 +19,12 @@ the limit. ``resident.py`` goes one step further (the row stays in shared memory
 multiprocessor) and is what the dispatcher uses; this kernel is kept as the step between (chapter 10).
 """
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import SHARED_BYTES, cdiv, next_power_of_2, num_sms, prepare_gluon
+from ._launch import cdiv, device_limits, gluon_refusal, next_power_of_2, num_sms, prepare_gluon
+
 
 @gluon.jit
 def _copy_row(buf, in_ptr, row, n_rows, in_stride_v, n_cols_v, cols, VEC: gl.constexpr):
@@ -75,18 +75,18 @@ def staged_softmax(x: torch.Tensor, out: torch.Tensor | None = None, STAGES: int
     """Softmax over the last dim of 2-D ``x`` (GPU; rows starting on 16 bytes). Knobs: ``STAGES`` (rows in
     shared memory, default as many as fit, at most 3), ``num_warps`` (default 32), ``programs`` (default one
     per multiprocessor)."""
-    x, y = prepare_gluon(x, out, "staged_softmax", STAGES=STAGES,
-                   num_warps=num_warps, programs=programs)
+    x, y = prepare_gluon(x, out, "staged_softmax", STAGES=STAGES, num_warps=num_warps, programs=programs)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
     vec = 16 // x.element_size()
     num_warps = num_warps or 32
     BLOCK = max(next_power_of_2(n_cols), 32 * num_warps * vec)  # at least one 16-byte vector per thread
-    STAGES = STAGES or max(1, min(3, SHARED_BYTES // (BLOCK * x.element_size())))
-    if STAGES * BLOCK * x.element_size() > SHARED_BYTES:
-        raise ValueError(f"STAGES={STAGES} rows of {BLOCK} elements need {STAGES * BLOCK * x.element_size()} bytes "
-                         f"of shared memory; a program has {SHARED_BYTES}: use fewer STAGES")
+    shared = device_limits(x.device)[1]
+    STAGES = STAGES or max(1, min(3, shared // (BLOCK * x.element_size())))
+    refusal = gluon_refusal(x, f"staged_softmax with STAGES={STAGES}", STAGES * BLOCK * x.element_size())
+    if refusal:
+        raise ValueError(refusal + " (or fewer STAGES)")
     grid = (min(programs or num_sms(x.device), n_rows),)
     staged_softmax_kernel[grid](y, x, n_rows, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0),
                                 BLOCK=BLOCK, STAGES=STAGES, num_warps=num_warps)
