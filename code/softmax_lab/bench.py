@@ -34,7 +34,7 @@ import softmax_lab
 from softmax_lab import kernels
 from softmax_lab.dispatch import element_size
 from softmax_lab.kernels import ALL, softmax_backward
-from softmax_lab.kernels._launch import next_power_of_2, num_sms
+from softmax_lab.kernels._launch import SHARED_BYTES, next_power_of_2, num_sms, shared_memory_cols
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 # (rows, cols, dtype): the shapes of issues 3 and 15.
@@ -206,9 +206,9 @@ def _forward_candidates(n_rows, n_cols, dtype):
     if 16384 <= block and block * size <= 65536:  # staged: rows in shared memory, warps
         for stages in (1, 2, 3):
             for warps in (16, 32):
-                if stages * block * size <= 227 * 1024 and block // (32 * warps) <= 64:
+                if stages * block * size <= SHARED_BYTES and block // (32 * warps) <= 64:
                     out.append(("staged", dict(STAGES=stages, num_warps=warps)))
-    if 2048 <= block and block * size <= 227 * 1024:  # resident: the row in shared memory, warps
+    if 2048 <= block and block * size <= SHARED_BYTES:  # resident: the row in shared memory, warps
         for warps in (4, 8, 16):
             for overlap in (False, True):
                 out.append(("resident", dict(num_warps=warps, overlap=overlap)))
@@ -250,7 +250,6 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
     float64 softmax before and after it is timed (``checked``: "ok" or what was wrong)."""
     from softmax_lab import softmax
     from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, cooperative_backward
-    from softmax_lab.kernels._launch import shared_memory_cols
 
     others = peers() if with_peers else {}
     records = []

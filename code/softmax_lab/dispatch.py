@@ -86,9 +86,9 @@ def element_size(dtype: torch.dtype) -> int:
 
 
 def _launchers():
-    from .kernels import (cooperative_softmax, fused_softmax, l2_reread_softmax, multirow_softmax,  # (kernels
-                          pipelined_softmax, resident_softmax, staged_softmax)  # import this module, so
-    # not at the top)
+    # (kernels import this module, so not at the top)
+    from .kernels import (cooperative_softmax, fused_softmax, l2_reread_softmax, multirow_softmax,
+                          pipelined_softmax, resident_softmax, staged_softmax)
     return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
             "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax, "staged": staged_softmax,
             "resident": resident_softmax}

@@ -40,7 +40,6 @@ def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-
     from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 
     aligned = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(signature.values()) if kind != "constexpr"}

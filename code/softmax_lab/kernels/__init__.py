@@ -43,8 +43,8 @@ GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax}
 MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 65536, "multirow": 65536,
             "online": None, "split_row": None}
 
-__all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "SoftmaxFunction", "cooperative_backward", "cooperative_softmax",
-           "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "l2_reread_softmax", "masked_softmax",
-           "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax", "pipelined_softmax",
-           "resident_softmax",
-           "row_serial_softmax", "softmax_backward", "split_row_softmax", "staged_softmax", "three_pass_softmax"]
+__all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "SoftmaxFunction", "cooperative_backward",
+           "cooperative_softmax", "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "l2_reread_softmax",
+           "masked_softmax", "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax",
+           "pipelined_softmax", "resident_softmax", "row_serial_softmax", "softmax_backward", "split_row_softmax",
+           "staged_softmax", "three_pass_softmax"]
