@@ -35,6 +35,7 @@ from softmax_lab import kernels
 from softmax_lab.dispatch import element_size
 from softmax_lab.kernels import ALL, softmax_backward
 from softmax_lab.kernels._launch import SHARED_BYTES, next_power_of_2, num_sms, shared_memory_cols
+from softmax_lab.kernels.clustered import MAX_PARTS
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 # (rows, cols, dtype): the shapes of issues 3 and 15.
@@ -212,6 +213,11 @@ def _forward_candidates(n_rows, n_cols, dtype):
         for warps in (4, 8, 16):
             for overlap in (False, True):
                 out.append(("resident", dict(num_warps=warps, overlap=overlap)))
+    for parts in (2, 4, 8, 16):  # clustered: the row split over a cluster of programs' shared memories
+        for warps, vectors in ((2, 2), (4, 1), (4, 2), (8, 1)):
+            chunk = 32 * warps * vectors * 16 // size
+            if chunk <= block // parts and block // parts * size <= SHARED_BYTES and block // parts // chunk <= 32:
+                out.append(("clustered", dict(parts=parts, num_warps=warps, vectors=vectors)))
     if block >= 262144:  # l2_reread: tile, warps, programs per SM (tiles per chunk: its L2-budget default)
         for tile, warps, per_sm in ((4096, 8, 4), (8192, 8, 4), (2048, 4, 8)):
             out.append(("l2_reread", dict(BLOCK=tile, num_warps=warps, programs=per_sm * sms)))
@@ -298,8 +304,8 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
                 for name, f in dict(ALL, **LONG_ROWS).items():
                     if name in LONG_ROWS or _kernel_fits(name, n_rows, n_cols):
                         add(name, lambda i, f=f: f(xs[i], out=outs[i]))
-                if n_cols <= shared_memory_cols(dtype):  # the Gluon kernels: a row's copy fits shared memory
-                    for name, f in GPU_ONLY.items():
+                for name, f in GPU_ONLY.items():  # the Gluon kernels: a row's copy fits shared memory (or 16)
+                    if n_cols <= shared_memory_cols(dtype) * (MAX_PARTS if name == "clustered" else 1):
                         add(name, lambda i, f=f: f(xs[i], out=outs[i]))
             if sweep:
                 for name, knobs in _forward_candidates(n_rows, n_cols, dtype):

@@ -59,9 +59,11 @@ FORWARD = {
         (16384, ("fused", dict(num_warps=32))), (32768, ("resident", dict(num_warps=8, overlap=True))),
         (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
-# Where ``resident`` cannot run (the CPU interpreter, GPUs before Hopper, where it was not measured, rows that do
-# not start on 16 bytes): the kernel it replaced, by element size.
-GLUON_FALLBACK = {2: ("cooperative", dict(BLOCK=8192, num_warps=4))}
+# Where a Gluon kernel cannot run (the CPU interpreter, GPUs before Hopper, where they were not measured, rows
+# that do not start on 16 bytes): the kernels they replaced, by element size and row length.
+GLUON_KERNELS = ("resident", "clustered")
+GLUON_FALLBACK = {4: [(None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
+                  2: [(None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
 GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); they run from 8.0 (cp.async)
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
@@ -88,10 +90,10 @@ def element_size(dtype: torch.dtype) -> int:
 def _launchers():
     # (kernels import this module, so not at the top)
     from .kernels import (cooperative_softmax, fused_softmax, l2_reread_softmax, multirow_softmax,
-                          pipelined_softmax, resident_softmax, staged_softmax)
+                          pipelined_softmax, resident_softmax, staged_softmax, clustered_softmax)
     return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
             "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax, "staged": staged_softmax,
-            "resident": resident_softmax}
+            "resident": resident_softmax, "clustered": clustered_softmax}
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
@@ -99,8 +101,8 @@ def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     contiguous and start on 16 bytes; ``softmax_2d`` sends other rows that would take ``resident`` (a Gluon
     kernel) to ``GLUON_FALLBACK``."""
     name, knobs = pick(FORWARD[element_size(dtype)], n_cols)
-    if name == "resident" and not _gluon_tuned():  # (Triton's CPU interpreter cannot run Gluon kernels at all)
-        name, knobs = GLUON_FALLBACK[element_size(dtype)]
+    if name in GLUON_KERNELS and not _gluon_tuned():  # (Triton's CPU interpreter cannot run Gluon kernels at all)
+        name, knobs = pick(GLUON_FALLBACK[element_size(dtype)], n_cols)
     return name, _launchers()[name], dict(knobs)
 
 
@@ -117,32 +119,47 @@ def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim of a 2-D tensor whose rows are contiguous, on the kernel ``choose`` picks."""
     n_rows, n_cols = x2.shape
     name, launch, knobs = choose(n_rows, n_cols, x2.dtype)
-    if name == "resident":
-        from .kernels._launch import gluon_refusal
-
-        if gluon_refusal(x2, name):  # rows that do not start on 16 bytes (or a GPU without room for the row)
-            name, knobs = GLUON_FALLBACK[element_size(x2.dtype)]
-            launch = _launchers()[name]
+    if name in GLUON_KERNELS and gluon_refusal(x2, name, knobs):  # rows not on 16 bytes, a GPU without room
+        name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
+        launch = _launchers()[name]
     return launch(x2, **knobs)
+
+
+def gluon_refusal(x2: torch.Tensor, name: str, knobs: dict) -> str:
+    """Why the Gluon kernel ``name`` cannot take ``x2`` with ``knobs`` on this GPU, or ''."""
+    from .kernels import _launch, clustered
+
+    return clustered.refusal(x2, **knobs) if name == "clustered" else _launch.gluon_refusal(x2, name)
 
 
 def plan_2d(x2: torch.Tensor):
     """``run(y2.data_ptr(), x2.data_ptr())`` for inputs like ``x2`` (2-D, contiguous rows, same shape, strides,
     dtype, device and 16-byte alignment): the chosen kernel, compiled, launched with no checks and no
     choices; ``y2`` is a contiguous output of the same shape. None when the kernel cannot be relaunched that
-    way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call; the Gluon
-    kernels have no plan yet)."""
-    from .kernels import fused, multirow
+    way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call; a Gluon
+    kernel whose row length is not whole 16-byte vectors: whether it may run depends on the memory after x)."""
+    from .kernels import clustered, fused, multirow, resident
+    from .kernels._launch import relauncher
 
     if x2.device.type != "cuda" or x2.numel() == 0:
         return None
     n_rows, n_cols = x2.shape
     name, _, knobs = choose(n_rows, n_cols, x2.dtype)
-    setup = {"multirow": multirow.launch_setup, "fused": fused.launch_setup}.get(name)
+    setup = {"multirow": multirow.launch_setup, "fused": fused.launch_setup, "resident": resident.launch_setup,
+             "clustered": clustered.launch_setup}.get(name)
     if setup is None:
         return None
-    from .kernels._launch import relauncher
-
+    if name in GLUON_KERNELS and (n_cols % (16 // x2.element_size()) or gluon_refusal(x2, name, knobs)):
+        return None
     y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
     kernel, grid, args, options = setup(y2, x2, **knobs)
-    return relauncher(kernel, grid, args, **options)
+    if name != "clustered":
+        return relauncher(kernel, grid, args, **options)
+    run = relauncher(kernel, grid, args, per_call=3, **options)  # the partials: new memory each call (streams)
+    size, device = args[2].numel(), x2.device
+
+    def run_clustered(out_ptr, in_ptr):
+        partials = torch.empty(size, dtype=torch.float32, device=device)
+        run(out_ptr, in_ptr, partials.data_ptr())
+
+    return run_clustered

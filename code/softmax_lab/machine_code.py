@@ -34,9 +34,10 @@ def instruction_counts(timeout: float = 300) -> dict:
     return json.loads(run.stdout)
 
 
-def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int):
+def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int, num_ctas: int = 1):
     """``kernel`` compiled as Triton compiles it for an H200 (sm_90) when its pointers and ints are 16-byte
-    aligned. Run it in a process that imported softmax_lab as for a GPU (``_main`` shows how)."""
+    aligned (``num_ctas``: programs per cluster). Run it in a process that imported softmax_lab as for a GPU
+    (``_main`` shows how)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -45,7 +46,7 @@ def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int):
     aligned = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(signature.values()) if kind != "constexpr"}
     source = GluonASTSource if isinstance(kernel, GluonJITFunction) else ASTSource  # (Gluon kernels too)
     src = source(fn=kernel, signature=signature, constexprs=constexprs, attrs=aligned)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps))
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps, num_ctas=num_ctas))
 
 
 def ptx_counts(compiled) -> dict:

@@ -5,6 +5,7 @@ course meets them. Each launcher also takes its tuning knobs as keyword argument
 ``ROWS``, ``chunks``) so you can change one at a time.
 """
 from .backward import SoftmaxFunction, softmax_backward
+from .clustered import clustered_softmax
 from .cooperative import cooperative_backward, cooperative_softmax
 from .fused import fused_softmax, fused_softmax_kernel
 from .l2_reread import l2_reread_softmax
@@ -36,14 +37,15 @@ ALL = {
 LONG_ROWS = {"cooperative": cooperative_softmax, "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax}
 # GPU only (Gluon kernels, which the CPU interpreter cannot run): the next rows wait in shared memory while
 # one is reduced (staged), or the row stays in shared memory so several programs share a multiprocessor
-# (resident: what the dispatcher uses for 16-bit rows of 16385-32768).
-GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax}
+# (resident: what the dispatcher uses for 16-bit rows of 16385-32768), or a row too long for one program's
+# shared memory is split over a cluster of programs (clustered; Hopper).
+GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax, "clustered": clustered_softmax}
 
 # Longest row each kernel takes (None: any length); asking for more raises ValueError.
 MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 65536, "multirow": 65536,
             "online": None, "split_row": None}
 
-__all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "SoftmaxFunction", "cooperative_backward",
+__all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "SoftmaxFunction", "clustered_softmax", "cooperative_backward",
            "cooperative_softmax", "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "l2_reread_softmax",
            "masked_softmax", "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax",
            "pipelined_softmax", "resident_softmax", "row_serial_softmax", "softmax_backward", "split_row_softmax",

@@ -70,7 +70,7 @@ def check_no_grad(x: torch.Tensor, name: str = "x") -> None:
 
 
 # Knobs used as tl.arange sizes must be powers of two; Triton's largest block has 2**20 elements.
-POWER_OF_TWO_KNOBS = ("BLOCK", "ROWS", "num_warps")
+POWER_OF_TWO_KNOBS = ("BLOCK", "ROWS", "num_warps", "parts")
 MAX_BLOCK = 1 << 20
 
 
@@ -177,17 +177,18 @@ def prepare_gluon(x, out, kernel: str, **knobs) -> tuple[torch.Tensor, torch.Ten
     return x, y
 
 
-def gluon_refusal(x: torch.Tensor, kernel: str, row_bytes: int | None = None) -> str:
-    """Why the Gluon kernel ``kernel`` (staged, resident) cannot take ``x``, or '' when it can. It needs a GPU
-    with ``cp.async`` (compute capability 8.0 or newer) and ``row_bytes`` of shared memory per program
-    (default: the row, rounded up to a power of two), and rows that start on 16 bytes: its copies move whole
-    16-byte vectors, up to the vector holding a row's last element, which must lie inside x's memory."""
+def gluon_refusal(x: torch.Tensor, kernel: str, row_bytes: int | None = None, clusters: bool = False) -> str:
+    """Why the Gluon kernel ``kernel`` (staged, resident, clustered) cannot take ``x``, or '' when it can. It needs
+    a GPU with ``cp.async`` (compute capability 8.0 or newer; 9.0 for ``clusters`` of programs) and
+    ``row_bytes`` of shared memory per program (default: the row, rounded up to a power of two), and rows that
+    start on 16 bytes: its copies move whole 16-byte vectors, up to the vector holding a row's last element,
+    which must lie inside x's memory."""
     if x.device.type != "cuda":
         return (f"{kernel} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run; "
                 "use cooperative_softmax or fused_softmax")
     capability, shared = device_limits(x.device)
     row_bytes = row_bytes or next_power_of_2(x.shape[1]) * x.element_size()
-    return device_refusal(kernel, capability, shared, row_bytes) or vector_refusal(x, kernel)
+    return device_refusal(kernel, capability, shared, row_bytes, clusters) or vector_refusal(x, kernel)
 
 
 _LIMITS: dict = {}
@@ -202,8 +203,12 @@ def device_limits(device: torch.device) -> tuple[tuple[int, int], int]:
     return _LIMITS[device.index]
 
 
-def device_refusal(kernel: str, capability: tuple[int, int], shared: int, row_bytes: int) -> str:
+def device_refusal(kernel: str, capability: tuple[int, int], shared: int, row_bytes: int,
+                   clusters: bool = False) -> str:
     """The GPU half of ``gluon_refusal`` (a plain function, so that it is tested without a GPU)."""
+    if clusters and capability < (9, 0):
+        return (f"{kernel} runs a row on a cluster of programs, which GPUs of compute capability "
+                f"{capability[0]}.{capability[1]} cannot launch (9.0 or newer: H100, H200...); use cooperative_softmax")
     if capability < (8, 0):
         return (f"{kernel} needs cp.async, which GPUs of compute capability {capability[0]}.{capability[1]} "
                 "do not have (8.0 or newer: A100, RTX 30xx, H100...); use cooperative_softmax or fused_softmax")
@@ -257,6 +262,14 @@ def split_in_chunks(n_cols: int, chunks: int, block: int) -> tuple[int, int]:
     return cdiv(n_cols, chunk_size), chunk_size
 
 
+def whole_chunks(n_elements: int, chunk: int) -> int:
+    """Chunks of ``chunk`` elements that hold ``n_elements``, rounded up to one of 8 counts per power of two
+    (so rows of any length compile few kernels, and waste at most an eighth of the room they take)."""
+    chunks = cdiv(n_elements, chunk)
+    step = max(1, next_power_of_2(chunks) // 8)
+    return cdiv(chunks, step) * step
+
+
 # Plain-Python twins of triton.cdiv and triton.next_power_of_2. Triton's versions go through a constexpr
 # wrapper costing microseconds per call, and a launcher calls them on every launch (launch overhead matters
 # on small inputs, where the kernel itself takes only ~10 µs on a GPU).
@@ -268,10 +281,11 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def relauncher(kernel, grid, args, **options):
+def relauncher(kernel, grid, args, per_call=2, **options):
     """Compile ``kernel`` as ``kernel[grid](*args, **options)`` would, and return ``run(out_ptr, in_ptr)``,
     which launches the compiled kernel again with new output and input addresses (ints: ``t.data_ptr()``)
-    in the first two arguments and the rest as given here. Valid while those tensors have the dtypes and the
+    in the first two arguments and the rest as given here (``per_call=3``: ``run(out_ptr, in_ptr, ptr)``,
+    a third address given at each call too). Valid while those tensors have the dtypes and the
     16-byte pointer alignment of ``args`` (Triton compiles one kernel per kind); the caller's cache key
     ensures it, and that they are on this GPU.
 
@@ -284,7 +298,7 @@ def relauncher(kernel, grid, args, **options):
         return None
     compiled._init_handles()
     launcher = compiled.run
-    fixed = (*args[2:], *[options[name] for name in kernel.arg_names[len(args):]])  # + the constexprs
+    fixed = (*args[per_call:], *[options[name] for name in kernel.arg_names[len(args):]])  # + the constexprs
     g0, g1, g2 = (*grid, 1, 1)[:3]
     device = torch.cuda.current_device()
     stream = torch._C._cuda_getCurrentRawStream
@@ -296,11 +310,10 @@ def relauncher(kernel, grid, args, **options):
              and knobs.runtime.launch_exit_hook is None)
     if not plain:  # scratch memory or launch hooks (a profiler): the compiled kernel's own runner
         runner = compiled[(g0, g1, g2)]
-        return lambda out_ptr, in_ptr: runner(out_ptr, in_ptr, *fixed)
+        return lambda *ptrs: runner(*ptrs, *fixed)
     launch, coop, pdl = launcher.launch, launcher.launch_cooperative_grid, launcher.launch_pdl
 
-    def run(out_ptr, in_ptr):
-        launch(g0, g1, g2, stream(device), function, coop, pdl, None, None, meta, None, None, None,
-               out_ptr, in_ptr, *fixed)
+    def run(*ptrs):
+        launch(g0, g1, g2, stream(device), function, coop, pdl, None, None, meta, None, None, None, *ptrs, *fixed)
 
     return run

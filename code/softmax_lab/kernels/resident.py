@@ -26,7 +26,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import cdiv, next_power_of_2, prepare_gluon
+from ._launch import cdiv, prepare_gluon, whole_chunks
 
 
 @gluon.jit
@@ -73,20 +73,27 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
         gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < n_cols)
 
 
+def launch_setup(y, x, num_warps=None, overlap=False):
+    """(kernel, grid, args, options) of one launch (the dispatcher's fast path reuses it)."""
+    n_rows, n_cols = x.shape
+    vec = 16 // x.element_size()
+    num_warps = num_warps or 8
+    chunk = 32 * num_warps * vec  # one 16-byte vector per thread
+    BLOCK = whole_chunks(n_cols, chunk) * chunk  # shared memory for the row (a little more), not a power of two
+    overlap = bool(overlap) and BLOCK // chunk <= 32  # (wait_group counts stop at 63: few chunks only)
+    options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, num_warps=num_warps)
+    args = (y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0))
+    return resident_softmax_kernel, (n_rows,), args, options
+
+
 def resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps: int | None = None,
                      overlap: bool = False) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (GPU; rows starting on 16 bytes, up to 65536 fp16/bf16 or
     32768 fp32 elements: the row must fit shared memory). Knobs: ``num_warps`` (default 8), ``overlap``
     (take the max of each chunk as soon as it lands, instead of after the whole row)."""
     x, y = prepare_gluon(x, out, "resident_softmax", num_warps=num_warps)
-    n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
-    vec = 16 // x.element_size()
-    num_warps = num_warps or 8
-    chunk = 32 * num_warps * vec  # one 16-byte vector per thread
-    BLOCK = max(next_power_of_2(n_cols), chunk)
-    resident_softmax_kernel[(n_rows,)](y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0),
-                                       BLOCK=BLOCK, CHUNK=chunk, OVERLAP=bool(overlap) and BLOCK // chunk <= 32,
-                                       num_warps=num_warps)  # (wait_group counts stop at 63: few chunks only)
+    kernel, grid, args, options = launch_setup(y, x, num_warps, overlap)
+    kernel[grid](*args, **options)
     return y

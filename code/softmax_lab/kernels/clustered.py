@@ -1,0 +1,154 @@
+"""Clustered softmax: a row too long for one program's shared memory is split over a cluster of programs.
+
+``clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_row_stride, SLICE,
+CHUNK, PARTS)``
+  one cluster of PARTS programs (CTAs) per row; program p of the cluster holds columns [p·SLICE, (p+1)·SLICE)
+  of the row in its shared memory; partial_ptr: 2·PARTS floats a row, where the programs leave their (max, sum)
+
+A Hopper GPU launches programs in *clusters* that are guaranteed to run at the same time, on neighbouring
+multiprocessors, and can wait for each other at a cluster barrier (``barrier.cluster``). So a row of 65,536
+fp32 elements (256 KB, more than one multiprocessor's shared memory) is cut into PARTS slices, each copied
+into one program's shared memory (``cp.async``, as in ``resident.py``); every program reduces its slice to a
+partial (max m, sum l of exp(x - m)), writes it to global memory, waits at the cluster barrier, reads its
+partners' partials and combines them (the rule of ``combine.py``), then writes its slice of the output from
+shared memory. One read of the row and one write, like copying it; no program waits on another that is not
+running, which is what a cooperative grid has to arrange by hand.
+
+The layouts say which program holds what: the tensors are ``[PARTS, CHUNK]``, split over the cluster along
+the first dim (``cga_layout``), so program p sees row p of them. (Triton 3.6 cannot yet reduce across a
+cluster, or move a tensor between its programs, so the exchange goes through global memory, at a barrier.)
+Written in Gluon, GPU only (Hopper: clusters); Triton's CPU interpreter cannot run it.
+"""
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
+from triton.runtime.jit import constexpr_function
+
+from ._launch import (cdiv, check_input, check_knobs, gluon_refusal, next_power_of_2, prepare, shared_memory_cols,
+                      whole_chunks)
+
+MAX_PARTS = 16  # programs in a cluster: 8 on every Hopper GPU, 16 on H100/H200 (Triton allows it there)
+MAX_CHUNKS = 32  # chunks per slice: a commit group each (the wait-group count stops at 63)
+
+
+@constexpr_function
+def split_layout(vec, num_warps, parts):
+    """``[parts, CHUNK]`` with row p in program p of the cluster, 16-byte vectors a thread."""
+    cluster = [[1 << i, 0] for i in range(parts.bit_length() - 1)]  # program bit i: row 2**i
+    return gl.BlockedLayout([1, vec], [1, 32], [1, num_warps], [1, 0], cluster)
+
+
+@constexpr_function
+def shared_layout(parts):
+    """Shared memory ``[chunks, parts, CHUNK]``: each program keeps its own part."""
+    return gl.SwizzledSharedLayout(1, 1, 1, [1, 0], [[1 << i, 0] for i in range(parts.bit_length() - 1)])
+
+
+@constexpr_function
+def whole_cluster_layout(num_warps, parts):
+    """``[parts]`` held whole by every program of the cluster."""
+    return gl.BlockedLayout([1], [32], [num_warps], [0], [[0] for i in range(parts.bit_length() - 1)])
+
+
+@gluon.jit
+def cluster_barrier():
+    """Every thread of every program in the cluster arrives; their writes before it are seen after it."""
+    gl.inline_asm_elementwise("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
+                              "mov.u32 $0, 0;", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_row_stride,
+                             SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr):
+    VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
+    LOG2E: gl.constexpr = 1.4426950408889634
+    N: gl.constexpr = SLICE // CHUNK
+    layout: gl.constexpr = split_layout(VEC, gl.num_warps(), PARTS)
+    row_smem = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [N, PARTS, CHUNK], shared_layout(PARTS))
+    row = gl.program_id(0).to(gl.int64)  # (the cluster's number)
+    part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
+    cols = part[:, None] * SLICE + gl.arange(0, CHUNK, layout=gl.SliceLayout(0, layout))[None, :]
+    src = in_ptr + row * (in_stride_v * VEC)
+    for c in gl.static_range(N):  # 1. this program's slice on its way, a commit group per chunk
+        cp.async_copy_global_to_shared(row_smem.index(c), src + c * CHUNK + cols,
+                                       mask=c * CHUNK + cols < n_cols_v * VEC)
+        cp.commit_group()
+    m = gl.full([PARTS, CHUNK], float("-inf"), gl.float32, layout)
+    for c in gl.static_range(N):  # 2. the slice's max, chunk by chunk as they land
+        cp.wait_group(N - 1 - c)
+        x = row_smem.index(c).load(layout).to(gl.float32)
+        m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
+    m_part = gl.max(m, axis=1)
+    shift = gl.where(m_part == float("-inf"), 0.0, m_part) * LOG2E  # (a slice of -inf only: its sum is 0)
+    total = gl.zeros([PARTS, CHUNK], gl.float32, layout)
+    for c in range(N):  # 3. the slice's sum of exp(x - its max)
+        x = row_smem.index(c).load(layout).to(gl.float32)
+        total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - shift[:, None]), 0.0)
+    mine = partial_ptr + row * (2 * PARTS) + part * 2
+    gl.store(mine, m_part)  # 4. the partials out, the barrier, everyone's partials in, combined
+    gl.store(mine + 1, gl.sum(total, axis=1))
+    cluster_barrier()
+    every = gl.arange(0, PARTS, layout=whole_cluster_layout(gl.num_warps(), PARTS))
+    theirs = partial_ptr + row * (2 * PARTS) + every * 2
+    m_all = gl.load(theirs, volatile=True)  # (volatile: from L2, never a stale L1 line)
+    l_all = gl.load(theirs + 1, volatile=True)
+    m_row = gl.max(m_all, axis=0)
+    scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * LOG2E), axis=0)
+    dst = out_ptr + row * out_row_stride
+    for c in range(N):  # 5. exp again, scaled, stored
+        x = row_smem.index(c).load(layout).to(gl.float32)
+        y = gl.exp2(x * LOG2E - m_row * LOG2E) * scale
+        gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < n_cols)
+
+
+def slices(n_cols: int, element_size: int, parts=None, num_warps=None, vectors=None) -> dict:
+    """The launch's constexprs for a row: each program's slice is whole chunks of ``vectors`` 16-byte vectors a
+    thread, at most ``MAX_CHUNKS`` of them. ``parts`` default: the fewest programs whose slices are at most
+    64 KB (three fit a multiprocessor)."""
+    num_warps, vectors = num_warps or 4, vectors or 1
+    chunk = 32 * num_warps * vectors * 16 // element_size
+    parts = parts or min(MAX_PARTS, next_power_of_2(cdiv(n_cols * element_size, 65536)))
+    if parts > MAX_PARTS:
+        raise ValueError(f"parts must be at most {MAX_PARTS} (programs in a cluster), got {parts}")
+    chunks = whole_chunks(cdiv(n_cols, parts), chunk)
+    if chunks > MAX_CHUNKS:
+        raise ValueError(f"each program's slice would be {chunks} chunks of {chunk} elements; at most {MAX_CHUNKS}: "
+                         "use more parts, warps or vectors")
+    return dict(SLICE=chunks * chunk, CHUNK=chunk, PARTS=parts, num_warps=num_warps, num_ctas=parts)
+
+
+def refusal(x: torch.Tensor, parts=None, num_warps=None, vectors=None) -> str:
+    """Why this GPU or ``x`` cannot take the kernel (``gluon_refusal``), or ''."""
+    options = slices(x.shape[1], x.element_size(), parts, num_warps, vectors)
+    return gluon_refusal(x, "clustered_softmax", row_bytes=options["SLICE"] * x.element_size(), clusters=True)
+
+
+def launch_setup(y, x, parts=None, num_warps=None, vectors=None):
+    """(kernel, grid, args, options) of one launch (the dispatcher's fast path reuses it); args[2] is the
+    partials' buffer, 2·PARTS floats a row."""
+    n_rows, n_cols = x.shape
+    vec = 16 // x.element_size()
+    options = slices(n_cols, x.element_size(), parts, num_warps, vectors)
+    partials = torch.empty(n_rows * 2 * options["PARTS"], dtype=torch.float32, device=x.device)
+    args = (y, x, partials, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0))
+    return clustered_softmax_kernel, (n_rows,), args, options
+
+
+def clustered_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int | None = None,
+                      num_warps: int | None = None, vectors: int | None = None) -> torch.Tensor:
+    """Softmax over the last dim of 2-D ``x`` (Hopper GPU; rows starting on 16 bytes, up to 16 shared memories
+    long: 1,048,576 fp16/bf16 or 524,288 fp32 elements). Knobs: ``parts`` (programs per row, a power of two
+    up to 16; default: slices of at most 64 KB), ``num_warps`` (default 4), ``vectors`` (16-byte vectors a
+    thread copies per chunk; default 1)."""
+    check_input(x)
+    check_knobs(parts=parts, num_warps=num_warps, vectors=vectors)
+    x, y = prepare(x, out, MAX_PARTS * shared_memory_cols(x.dtype), "clustered_softmax", "cooperative_softmax")
+    if x.numel() == 0:
+        return y
+    why = refusal(x, parts, num_warps, vectors)
+    if why:
+        raise ValueError(why)
+    kernel, grid, args, options = launch_setup(y, x, parts, num_warps, vectors)
+    kernel[grid](*args, **options)
+    return y
