@@ -1,4 +1,4 @@
-"""The Gluon kernels (kernels/staged.py, kernels/resident.py), on any machine. Triton's CPU interpreter cannot run
+"""The Gluon kernels (kernels/staged.py, kernels/resident.py, kernels/clustered.py), on any machine. Triton's CPU interpreter cannot run
 Gluon, so on the CPU the dispatcher keeps the fused and cooperative kernels and the launchers say why they
 refuse; their machine code for an H200 (sm_90) is compiled here and read: 16-byte asynchronous copies into
 shared memory, no plain global loads, no register spills, and, for the resident kernel, few enough registers
@@ -14,7 +14,7 @@ import torch
 import softmax_lab
 from conftest import ROOT
 from softmax_lab import softmax
-from softmax_lab.kernels import resident_softmax, staged_softmax
+from softmax_lab.kernels import clustered_softmax, resident_softmax, staged_softmax
 from softmax_lab.kernels._launch import shared_memory_cols
 
 SCRIPT = textwrap.dedent("""
@@ -109,3 +109,77 @@ def test_rows_must_start_on_16_bytes_and_the_last_vector_must_be_inside_x():
     assert "passes the end" in vector_refusal(torch.zeros(1, 8193, dtype=bf16), "k")  # 7 elements past the end
     assert vector_refusal(torch.zeros(1, 8192, dtype=bf16), "k") == ""
     assert vector_refusal(torch.zeros(0, 8193, dtype=bf16), "k") == ""
+
+
+CLUSTERED_SCRIPT = textwrap.dedent("""
+    import os
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    torch.cuda.is_available = lambda: True
+    from softmax_lab.kernels.clustered import clustered_softmax_kernel, slices
+    from softmax_lab.machine_code import compile_for_h200, sass_ops
+
+    ARGS = {"partial_ptr": "*fp32", "n_cols": "i32", "n_cols_v": "i32", "in_stride_v": "i32", "out_row_stride": "i32"}
+    for dtype, n_cols, knobs in (("bf16", 65536, dict(parts=4, num_warps=4, vectors=2)),
+                                 ("fp32", 65536, dict(parts=8, num_warps=2, vectors=2)),
+                                 ("fp16", 131072, dict(parts=4, num_warps=4, vectors=1)),
+                                 ("fp32", 100000, dict(parts=8, num_warps=4, vectors=1))):  # (the dispatcher's)
+        o = slices(n_cols, 4 if dtype == "fp32" else 2, **knobs)
+        constexprs = dict(SLICE=o["SLICE"], CHUNK=o["CHUNK"], PARTS=o["PARTS"])
+        sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **ARGS, **{k: "constexpr" for k in constexprs}}
+        compiled = compile_for_h200(clustered_softmax_kernel, sig, constexprs, o["num_warps"], o["num_ctas"])
+        ops, regs = sass_ops(compiled)
+        count = lambda *names: sum(n for op, n in ops.items() if op.split(".")[0] in names)
+        wide = sum(n for op, n in ops.items() if op.startswith("LDGSTS") and op.endswith(".128"))
+        print(dtype, o["SLICE"], o["PARTS"], compiled.metadata.num_ctas, compiled.metadata.shared, count("LDGSTS"),
+              wide, count("STL", "LDL"), count("LDG"), count("UCGABAR_ARV"), count("UCGABAR_WAIT"), regs)
+    """)
+
+
+def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once():
+    run = subprocess.run([sys.executable, "-c", CLUSTERED_SCRIPT], capture_output=True, text=True, cwd=ROOT,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert len(lines) == 4, run.stdout
+    for line in lines:
+        dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs = line.split()
+        slice_bytes = int(slice_) * (4 if dtype == "fp32" else 2)
+        assert ctas == parts, line  # one cluster of PARTS programs per row
+        assert slice_bytes <= int(shared) <= slice_bytes + 1024, line  # the slice, in shared memory
+        assert int(copies) > 0 and int(wide) == int(copies), line  # every copy asynchronous, 16 bytes
+        assert int(spills) == 0, line
+        assert int(loads) == 2, line  # no plain loads of x: only the partners' (max, sum)
+        assert arrive == wait == "1", line  # one cluster barrier
+        assert int(regs) <= 96, line
+
+
+@pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/test_gpu.py tests the kernel itself")
+def test_on_the_cpu_long_rows_keep_the_cooperative_kernel():
+    for n, dtype in ((65536, torch.float32), (65536, torch.bfloat16), (131072, torch.float16)):
+        assert softmax.choose(2, n, dtype)[0] == "cooperative"  # "clustered" on an H100/H200
+    assert softmax.choose(2, 12000, torch.float16)[0] == "fused"  # "resident" there
+    with pytest.raises(ValueError, match="clustered_softmax needs a GPU: it is a Gluon kernel"):
+        clustered_softmax(torch.randn(2, 65536))
+
+
+def test_clustered_knobs_and_rows_get_clear_messages():
+    from softmax_lab.kernels._launch import device_refusal, whole_chunks
+    from softmax_lab.kernels.clustered import slices
+
+    dev = softmax_lab.DEVICE
+    with pytest.raises(ValueError, match="supports rows of up to 524288 elements"):
+        clustered_softmax(torch.zeros(1, 524289, device=dev))
+    with pytest.raises(ValueError, match="parts must be a power of two"):
+        clustered_softmax(torch.zeros(2, 40, device=dev), parts=3)
+    with pytest.raises(ValueError, match="parts must be at most 16"):
+        clustered_softmax(torch.zeros(2, 40, device=dev), parts=32)
+    with pytest.raises(ValueError, match="64 chunks of 512 elements; at most 32"):
+        slices(65536, 4, parts=2, num_warps=4, vectors=1)  # 32768 elements a program
+    assert slices(65536, 4, parts=8, num_warps=2, vectors=2) == dict(SLICE=8192, CHUNK=512, PARTS=8, num_warps=2,
+                                                                        num_ctas=8)
+    assert slices(1048576, 2) == dict(SLICE=65536, CHUNK=2048, PARTS=16, num_warps=4, num_ctas=16)  # 128 KB
+    assert slices(100000, 4, parts=8)["SLICE"] == 14336  # 28 chunks of 512 for 12500 elements (not 32: 16384)
+    assert [whole_chunks(n, 512) for n in (1, 512, 513, 4608, 4609, 12500, 16384)] == [1, 1, 2, 10, 10, 28, 32]
+    assert "cannot launch" in device_refusal("clustered_softmax", (8, 0), 166912, 65536, clusters=True)  # A100
+    assert device_refusal("clustered_softmax", (9, 0), 232448, 65536, clusters=True) == ""

@@ -8,6 +8,7 @@ import softmax_lab
 from softmax_lab import kernels, softmax
 from softmax_lab.kernels import (ALL, cooperative_backward, cooperative_softmax, masked_softmax, pipelined_softmax,
                                  softmax_backward)
+from softmax_lab.kernels._launch import shared_memory_cols
 from softmax_lab.kernels.cooperative import cooperative_softmax_kernel, resident_programs
 from softmax_lab.reference import masked_softmax_ref, softmax_backward_ref
 from softmax_lab.testing import assert_softmax_correct, check_softmax, tolerance
@@ -287,14 +288,15 @@ def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
 
 
 def test_gluon_dispatch_and_its_fallback(monkeypatch):
-    # 16-bit rows of 16385-32768 take the resident kernel (watched: a spy counts its launches); rows that do not
+    # 16-bit rows of 8193-32768 take the resident kernel (watched: a spy counts its launches); rows that do not
     # start on 16 bytes, or whose last vector would pass the end of x, fall back to the cooperative kernel,
     # with the same results; the launchers refuse them clearly.
     from softmax_lab import dispatch
     from softmax_lab.kernels import resident_softmax, staged_softmax
 
     assert softmax.choose(2048, 32768, BF16)[0] == "resident"
-    assert softmax.choose(4096, 16384, torch.float16)[0] == "fused"
+    assert softmax.choose(4096, 16384, torch.float16)[0] == "resident"
+    assert softmax.choose(4096, 8192, torch.float16)[0] == "fused"
     assert softmax.choose(2048, 32768, torch.float32)[0] == "fused"
     calls = []
     launchers = dispatch._launchers()
@@ -323,3 +325,99 @@ def test_gluon_more_than_2_31_elements():
     from softmax_lab.kernels import staged_softmax
 
     _check_rows(staged_softmax(x), x, rows)
+
+
+CLUSTERED_KNOBS = (dict(), dict(parts=4, num_warps=4, vectors=2), dict(parts=8, num_warps=2, vectors=2),
+                   dict(parts=16, num_warps=4, vectors=1), dict(parts=2, num_warps=8), dict(parts=1))
+
+
+@pytest.mark.parametrize("shape", [(1024, 65536), (3, 131072), (17, 100001), (300, 65537), (5, 40000), (9, 100),
+                                   (2, 524288), (4, 1048576)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_clustered_kernel_at_gpu_sizes(shape, dtype):
+    # kernels/clustered.py: a row over a cluster of programs; slices of -inf only (their sum is 0), a fully -inf
+    # row (NaN, like torch), all-negative rows, rows of any length (slices sized to the row), every knob that
+    # fits, in place, on poisoned outputs; rows past 16 shared memories are refused.
+    from softmax_lab.kernels import clustered_softmax
+    from softmax_lab.kernels.clustered import slices
+
+    n_rows, n = shape
+    if n > 16 * shared_memory_cols(dtype):
+        with pytest.raises(ValueError, match="supports rows of up to"):
+            clustered_softmax(_randn(shape, dtype))
+        return
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    padded = _randn((n_rows, -(-n // vec) * vec), dtype)
+    x = padded[:, :n]
+    x[0, : n // 2] = float("-inf")
+    if n_rows > 2:
+        x[1] = float("-inf")
+        x[2] = -1000.0 - torch.rand(n, device="cuda")
+    rows = [r for r in range(n_rows) if r != 1 or n_rows <= 2]
+    rows = rows[:32] + rows[-32:]
+    ran = 0
+    for knobs in CLUSTERED_KNOBS:
+        try:
+            slice_bytes = slices(n, x.element_size(), **knobs)["SLICE"] * x.element_size()
+        except ValueError as err:  # knobs this row cannot take are refused, with the reason
+            with pytest.raises(ValueError, match=str(err)[:20]):
+                clustered_softmax(x, **knobs)
+            continue
+        if slice_bytes > 227 * 1024:
+            with pytest.raises(ValueError, match="shared memory"):
+                clustered_softmax(x, **knobs)
+            continue
+        y = torch.full_like(x, float("nan"))
+        clustered_softmax(x, out=y, **knobs)
+        _check_rows(y, x, rows)
+        if n_rows > 2:
+            assert torch.isnan(y[1]).all()
+        ran += 1
+    assert ran >= 2
+    z = padded.clone()[:, :n]
+    clustered_softmax(z, out=z)  # in place
+    _check_rows(z, x, rows)
+
+
+def test_clustered_dispatch_plans_and_fallback(monkeypatch):
+    # fp32 rows of 32769-65536 and 16-bit rows of 32769-131072 take the clustered kernel, through softmax() and
+    # through its relaunch plan (the second call of a kind); the resident kernel's plan too; misaligned rows
+    # fall back to cooperative.
+    from softmax_lab import dispatch, op
+    from softmax_lab.kernels import clustered_softmax
+
+    assert softmax.choose(1024, 65536, torch.float32)[0] == "clustered"
+    assert softmax.choose(1024, 65536, BF16)[0] == "clustered"
+    assert softmax.choose(1024, 131072, torch.float16)[0] == "clustered"
+    assert softmax.choose(1024, 131073, BF16)[0] == "cooperative"
+    assert softmax.choose(1024, 65537, torch.float32)[0] == "cooperative"
+    calls = []
+    launchers = dispatch._launchers()
+    monkeypatch.setattr(dispatch, "_launchers", lambda: {**launchers, "clustered": lambda x, **k: calls.append(1)
+                                                         or clustered_softmax(x, **k)})
+    for shape, dtype, name in (((64, 65536), torch.float32, "clustered"), ((33, 100000), BF16, "clustered"),
+                               ((8, 32768), BF16, "resident")):
+        x, x2 = _randn(shape, dtype), _randn(shape, dtype)
+        before = len(calls)
+        _check_rows(dispatch.softmax_2d(x), x, slice(None))
+        assert len(calls) - before == (name == "clustered"), shape
+        assert dispatch.plan_2d(x) is not None, shape
+        op._PLANS.clear()
+        _check_rows(softmax(x), x, slice(None))  # the plan, made
+        _check_rows(softmax(x2), x2, slice(None))  # the plan, again
+        assert len(op._PLANS) == 1
+    big = _randn((4, 65536 + 8))
+    before = len(calls)
+    _check_rows(softmax(big[:, 1:65537]), big[:, 1:65537], slice(None))  # rows 4 bytes in: cooperative
+    assert len(calls) == before
+    assert dispatch.plan_2d(big[:, 1:65537]) is None
+    with pytest.raises(ValueError, match="16-byte"):
+        clustered_softmax(big[:, 1:65537])
+
+
+def test_clustered_more_than_2_31_elements():
+    n_rows = (1 << 15) + 1  # 32769 rows of 65536 bf16 = 2.15e9 elements
+    x = torch.empty((n_rows, 65536), dtype=BF16, device="cuda")
+    x.normal_(0, 3)
+    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
+    _check_rows(softmax(x), x, rows)  # clustered

@@ -6,13 +6,17 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 
 * short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
-* 16-bit rows of 16,385-32,768 elements on a GPU: ``resident`` (``kernels/resident.py``, a Gluon kernel: the row
-  sits in shared memory instead of registers, so three programs share a multiprocessor; 91.6% of copy against
-  79% at 2048x32768 bf16 and 95.5% against 93.1% at 4096x16384, ``results/h200-resident.json``; with
-  ``overlap`` 92.8% and 96.4%, ``results/h200-overlap.json``), where rows start on 16 bytes on a Hopper GPU;
-  otherwise (and on the CPU) ``cooperative``. Not yet from 8,193: ``fused`` has a relaunch plan (below) and
-  ``resident`` not, and its ~80 µs of Python a call would cost eager calls of mid-size inputs more than the
-  3 points of GPU time it wins;
+* 16-bit rows of 8,193-32,768 elements on a GPU: ``resident`` (``kernels/resident.py``, a Gluon kernel: the row
+  sits in shared memory instead of registers, so several programs share a multiprocessor; with ``overlap``
+  92.8% of copy against 79% at 2048x32768 bf16 and 96.4% against fused's 93.1% at 4096x16384,
+  ``results/h200-overlap.json``; its shared memory sized to the row, 95.8% against 84% at 2048x24000,
+  ``results/h200-clustered-b.json``), where rows start on 16 bytes on a Hopper GPU; otherwise (and on the
+  CPU) ``fused`` or ``cooperative`` (``GLUON_FALLBACK``);
+* rows too long for one program's shared memory, 16-bit up to 131,072 elements and fp32 up to 65,536:
+  ``clustered`` (``kernels/clustered.py``: a row split over a cluster of 4 or 8 programs, each holding its
+  slice in shared memory; 83.8% against cooperative's 76.5% at 1024x65536 bf16, 138% against 122% at
+  4096x131072 bf16, 92.2% against 90.1% at 1024x65536 fp32, ``results/h200-clustered-b.json``), on the
+  same conditions;
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
   exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``; for fp16/bf16 rows
   of 16385-65536 elements it took over from its pipelined form once both used ``fast_exp``: 79.2% of copy
@@ -50,20 +54,23 @@ FORWARD = {
     4: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=4))),
         (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (8192, ("fused", dict(num_warps=16))), (32768, ("fused", dict(num_warps=32))),
+        (65536, ("clustered", dict(parts=8, num_warps=2, vectors=2))),
         (262144, ("cooperative", dict(BLOCK=8192, num_warps=4))),
         (1048576, ("cooperative", dict(BLOCK=8192, num_warps=8))),
         (None, ("l2_reread", dict(BLOCK=8192, num_warps=8)))],
     2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
         (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
-        (16384, ("fused", dict(num_warps=32))), (32768, ("resident", dict(num_warps=8, overlap=True))),
+        (32768, ("resident", dict(num_warps=8, overlap=True))),
+        (65536, ("clustered", dict(parts=4, num_warps=4, vectors=2))),
+        (131072, ("clustered", dict(parts=4, num_warps=4, vectors=1))),
         (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
 # Where a Gluon kernel cannot run (the CPU interpreter, GPUs before Hopper, where they were not measured, rows
 # that do not start on 16 bytes): the kernels they replaced, by element size and row length.
 GLUON_KERNELS = ("resident", "clustered")
 GLUON_FALLBACK = {4: [(None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
-                  2: [(None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
+                  2: [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
 GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); they run from 8.0 (cp.async)
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
@@ -98,8 +105,8 @@ def _launchers():
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     """(kernel name, launcher, keyword knobs) the dispatcher uses for a [n_rows, n_cols] input whose rows are
-    contiguous and start on 16 bytes; ``softmax_2d`` sends other rows that would take ``resident`` (a Gluon
-    kernel) to ``GLUON_FALLBACK``."""
+    contiguous and start on 16 bytes; ``softmax_2d`` sends other rows that would take a Gluon kernel
+    (``resident``, ``clustered``) to ``GLUON_FALLBACK``."""
     name, knobs = pick(FORWARD[element_size(dtype)], n_cols)
     if name in GLUON_KERNELS and not _gluon_tuned():  # (Triton's CPU interpreter cannot run Gluon kernels at all)
         name, knobs = pick(GLUON_FALLBACK[element_size(dtype)], n_cols)

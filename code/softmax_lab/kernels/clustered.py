@@ -104,13 +104,14 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
 
 def slices(n_cols: int, element_size: int, parts=None, num_warps=None, vectors=None) -> dict:
     """The launch's constexprs for a row: each program's slice is whole chunks of ``vectors`` 16-byte vectors a
-    thread, at most ``MAX_CHUNKS`` of them. ``parts`` default: the fewest programs whose slices are at most
-    64 KB (three fit a multiprocessor)."""
-    num_warps, vectors = num_warps or 4, vectors or 1
-    chunk = 32 * num_warps * vectors * 16 // element_size
+    thread, at most ``MAX_CHUNKS`` of them. Defaults: ``parts``, the fewest programs whose slices are at most
+    64 KB (three fit a multiprocessor); ``num_warps`` 4; ``vectors``, the fewest that keep to ``MAX_CHUNKS``."""
+    num_warps = num_warps or 4
     parts = parts or min(MAX_PARTS, next_power_of_2(cdiv(n_cols * element_size, 65536)))
     if parts > MAX_PARTS:
         raise ValueError(f"parts must be at most {MAX_PARTS} (programs in a cluster), got {parts}")
+    vectors = vectors or next_power_of_2(cdiv(cdiv(n_cols, parts), MAX_CHUNKS * 32 * num_warps * 16 // element_size))
+    chunk = 32 * num_warps * vectors * 16 // element_size
     chunks = whole_chunks(cdiv(n_cols, parts), chunk)
     if chunks > MAX_CHUNKS:
         raise ValueError(f"each program's slice would be {chunks} chunks of {chunk} elements; at most {MAX_CHUNKS}: "
