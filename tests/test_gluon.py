@@ -1,6 +1,6 @@
-"""The Gluon kernels (kernels/staged.py, kernels/resident.py, kernels/clustered.py), on any machine. Triton's CPU interpreter cannot run
-Gluon, so on the CPU the dispatcher keeps the fused and cooperative kernels and the launchers say why they
-refuse; their machine code for an H200 (sm_90) is compiled here and read: 16-byte asynchronous copies into
+"""The Gluon kernels (kernels/staged.py, kernels/resident.py, kernels/clustered.py), on any machine. Triton's CPU
+interpreter cannot run Gluon, so on the CPU the dispatcher keeps the fused and cooperative kernels and the launchers
+say why they refuse; their machine code for an H200 (sm_90) is compiled here and read: 16-byte asynchronous copies into
 shared memory, no plain global loads, no register spills, and, for the resident kernel, few enough registers
 that shared memory, not registers, decides how many programs share a multiprocessor. Their results are tested
 on the GPU (tests/test_gpu.py)."""
@@ -26,14 +26,16 @@ SCRIPT = textwrap.dedent("""
     from softmax_lab.kernels.staged import staged_softmax_kernel
     from softmax_lab.machine_code import compile_for_h200, sass_ops
 
-    ROWS = {"n_cols": "i32", "n_cols_v": "i32", "in_stride_v": "i32", "out_row_stride": "i32"}
+    ROWS = {"n_cols": "i32", "n_cols_v": "i32", "in_stride_v": "i32"}
     cases = [("staged", staged_softmax_kernel, dtype, dict(BLOCK=block, STAGES=stages), 32)
              for dtype, block, stages in (("bf16", 32768, 3), ("fp16", 32768, 1), ("fp32", 16384, 2))]
-    cases += [("resident", resident_softmax_kernel, dtype, dict(BLOCK=block, CHUNK=chunk, OVERLAP=overlap), 8)
+    cases += [("resident", resident_softmax_kernel, dtype,
+               dict(BLOCK=block, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=4 if dtype == "fp32" else 8), 8)
               for dtype, block, chunk in (("bf16", 32768, 2048), ("fp16", 16384, 2048), ("fp32", 16384, 1024))
               for overlap in (True, False)]  # (the dispatcher runs bf16/fp16 32768 with OVERLAP at 8 warps)
     for name, kernel, dtype, constexprs, warps in cases:
-        ints = dict(n_rows="i32", **ROWS) if name == "staged" else ROWS
+        ints = dict(n_rows="i32", **ROWS, out_row_stride="i32") if name == "staged" else \
+            dict(**ROWS, out_stride_v="i32")
         sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **ints, **{k: "constexpr" for k in constexprs}}
         compiled = compile_for_h200(kernel, sig, constexprs, warps)
         ops, regs = sass_ops(compiled)
@@ -41,8 +43,9 @@ SCRIPT = textwrap.dedent("""
         wide = sum(n for op, n in ops.items() if op.startswith("LDGSTS") and op.endswith(".128"))
         spills = sum(n for op, n in ops.items() if op.split(".")[0] in ("STL", "LDL"))
         loads = sum(n for op, n in ops.items() if op.split(".")[0] == "LDG")
+        narrow_stores = sum(n for op, n in ops.items() if op.split(".")[0] == "STG" and not op.endswith(".128"))
         print(name, dtype, constexprs["BLOCK"], constexprs.get("STAGES", 1), compiled.metadata.shared, copies, wide,
-              spills, loads, regs)
+              spills, loads, regs, narrow_stores)
     """)
 
 
@@ -52,7 +55,7 @@ def test_the_machine_code_copies_16_bytes_at_a_time_into_shared_memory():
     lines = run.stdout.splitlines()
     assert len(lines) == 9, run.stdout
     for line in lines:
-        name, dtype, block, rows, shared, copies, wide, spills, loads, regs = line.split()
+        name, dtype, block, rows, shared, copies, wide, spills, loads, regs, narrow_stores = line.split()
         row_bytes = int(block) * (2 if dtype in ("bf16", "fp16") else 4)
         assert int(rows) * row_bytes <= int(shared) <= int(rows) * row_bytes + 1024, line  # + reduction scratch
         assert int(copies) > 0 and int(wide) == int(copies), line  # every copy asynchronous, 16 bytes
@@ -60,6 +63,7 @@ def test_the_machine_code_copies_16_bytes_at_a_time_into_shared_memory():
         assert int(loads) == 0, line  # no plain global loads: the row comes through shared memory
         if name == "resident":  # 3 programs of 8 warps need <= 85 registers a thread; it is far below
             assert int(regs) <= 64, line
+            assert narrow_stores == "0", line  # the output stored 16 bytes at a time (OUT_VEC)
 
 
 @pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/test_gpu.py tests the kernels themselves")
@@ -119,20 +123,21 @@ CLUSTERED_SCRIPT = textwrap.dedent("""
     from softmax_lab.kernels.clustered import clustered_softmax_kernel, slices
     from softmax_lab.machine_code import compile_for_h200, sass_ops
 
-    ARGS = {"partial_ptr": "*fp32", "n_cols": "i32", "n_cols_v": "i32", "in_stride_v": "i32", "out_row_stride": "i32"}
+    ARGS = {"partial_ptr": "*fp32", "n_cols": "i32", "n_cols_v": "i32", "in_stride_v": "i32", "out_stride_v": "i32"}
     for dtype, n_cols, knobs in (("bf16", 65536, dict(parts=4, num_warps=4, vectors=2)),
                                  ("fp32", 65536, dict(parts=8, num_warps=2, vectors=2)),
                                  ("fp16", 131072, dict(parts=4, num_warps=4, vectors=1)),
                                  ("fp32", 100000, dict(parts=8, num_warps=4, vectors=1))):  # (the dispatcher's)
         o = slices(n_cols, 4 if dtype == "fp32" else 2, **knobs)
-        constexprs = dict(SLICE=o["SLICE"], CHUNK=o["CHUNK"], PARTS=o["PARTS"])
+        constexprs = dict(SLICE=o["SLICE"], CHUNK=o["CHUNK"], PARTS=o["PARTS"], OUT_VEC=4 if dtype == "fp32" else 8)
         sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **ARGS, **{k: "constexpr" for k in constexprs}}
         compiled = compile_for_h200(clustered_softmax_kernel, sig, constexprs, o["num_warps"], o["num_ctas"])
         ops, regs = sass_ops(compiled)
         count = lambda *names: sum(n for op, n in ops.items() if op.split(".")[0] in names)
         wide = sum(n for op, n in ops.items() if op.startswith("LDGSTS") and op.endswith(".128"))
+        narrow = sum(n for op, n in ops.items() if op.startswith("STG") and not op.endswith(".128"))
         print(dtype, o["SLICE"], o["PARTS"], compiled.metadata.num_ctas, compiled.metadata.shared, count("LDGSTS"),
-              wide, count("STL", "LDL"), count("LDG"), count("UCGABAR_ARV"), count("UCGABAR_WAIT"), regs)
+              wide, count("STL", "LDL"), count("LDG"), count("UCGABAR_ARV"), count("UCGABAR_WAIT"), regs, narrow)
     """)
 
 
@@ -143,7 +148,7 @@ def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once():
     lines = run.stdout.splitlines()
     assert len(lines) == 4, run.stdout
     for line in lines:
-        dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs = line.split()
+        dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs, narrow = line.split()
         slice_bytes = int(slice_) * (4 if dtype == "fp32" else 2)
         assert ctas == parts, line  # one cluster of PARTS programs per row
         assert slice_bytes <= int(shared) <= slice_bytes + 1024, line  # the slice, in shared memory
@@ -152,6 +157,7 @@ def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once():
         assert int(loads) == 2, line  # no plain loads of x: only the partners' (max, sum)
         assert arrive == wait == "1", line  # one cluster barrier
         assert int(regs) <= 96, line
+        assert narrow == "2", line  # the output stored 16 bytes at a time; two 4-byte stores: the partials
 
 
 @pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/test_gpu.py tests the kernel itself")

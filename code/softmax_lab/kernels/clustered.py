@@ -1,9 +1,10 @@
 """Clustered softmax: a row too long for one program's shared memory is split over a cluster of programs.
 
-``clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_row_stride, SLICE,
-CHUNK, PARTS)``
+``clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v, SLICE,
+CHUNK, PARTS, OUT_VEC)``
   one cluster of PARTS programs (CTAs) per row; program p of the cluster holds columns [p·SLICE, (p+1)·SLICE)
-  of the row in its shared memory; partial_ptr: 2·PARTS floats a row, where the programs leave their (max, sum)
+  of the row in its shared memory; partial_ptr: 2·PARTS floats a row, where the programs leave their (max, sum);
+  the other arguments as in ``resident.py``
 
 A Hopper GPU launches programs in *clusters* that are guaranteed to run at the same time, on neighbouring
 multiprocessors, and can wait for each other at a cluster barrier (``barrier.cluster``). So a row of 65,536
@@ -25,8 +26,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.runtime.jit import constexpr_function
 
-from ._launch import (cdiv, check_input, check_knobs, gluon_refusal, next_power_of_2, prepare, shared_memory_cols,
-                      whole_chunks)
+from ._launch import (cdiv, check_input, check_knobs, gluon_refusal, next_power_of_2, output_vector, prepare,
+                      shared_memory_cols, whole_chunks)
 
 MAX_PARTS = 16  # programs in a cluster: 8 on every Hopper GPU, 16 on H100/H200 (Triton allows it there)
 MAX_CHUNKS = 32  # chunks per slice: a commit group each (the wait-group count stops at 63)
@@ -59,8 +60,8 @@ def cluster_barrier():
 
 
 @gluon.jit
-def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_row_stride,
-                             SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr):
+def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v,
+                             SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr = 1):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     LOG2E: gl.constexpr = 1.4426950408889634
     N: gl.constexpr = SLICE // CHUNK
@@ -95,11 +96,15 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
     l_all = gl.load(theirs + 1, volatile=True)
     m_row = gl.max(m_all, axis=0)
     scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * LOG2E), axis=0)
-    dst = out_ptr + row * out_row_stride
+    dst = out_ptr + row * (out_stride_v * OUT_VEC)
+    if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
+        end = n_cols_v * VEC
+    else:
+        end = n_cols
     for c in range(N):  # 5. exp again, scaled, stored
         x = row_smem.index(c).load(layout).to(gl.float32)
         y = gl.exp2(x * LOG2E - m_row * LOG2E) * scale
-        gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < n_cols)
+        gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < end)
 
 
 def slices(n_cols: int, element_size: int, parts=None, num_warps=None, vectors=None) -> dict:
@@ -131,8 +136,9 @@ def launch_setup(y, x, parts=None, num_warps=None, vectors=None):
     n_rows, n_cols = x.shape
     vec = 16 // x.element_size()
     options = slices(n_cols, x.element_size(), parts, num_warps, vectors)
+    options["OUT_VEC"] = out_vec = output_vector(y, vec)
     partials = torch.empty(n_rows * 2 * options["PARTS"], dtype=torch.float32, device=x.device)
-    args = (y, x, partials, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0))
+    args = (y, x, partials, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
     return clustered_softmax_kernel, (n_rows,), args, options
 
 

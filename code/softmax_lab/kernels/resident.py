@@ -1,9 +1,12 @@
 """Resident softmax: the row lives in shared memory, not in registers, so many programs share a multiprocessor.
 
-``resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_row_stride, BLOCK, CHUNK, OVERLAP)``
+``resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v, BLOCK, CHUNK, OVERLAP,
+OUT_VEC)``
   one program per row; n_cols_v, in_stride_v: the row length and the input's row stride in 16-byte vectors
   (so the compiler knows every copy is a whole vector); CHUNK: one 16-byte vector per thread; OVERLAP: a
-  commit group per chunk, so the max pass starts while the row still arrives
+  commit group per chunk, so the max pass starts while the row still arrives; out_stride_v: the output's row
+  stride in pieces of OUT_VEC elements (a 16-byte vector when the rows are whole vectors, else 1: see
+  ``_launch.output_vector``)
 
 The fused kernel holds its row in registers: a 16-bit row of 32,768 elements fills half a multiprocessor's
 registers, so one program runs there at a time and its steps (load, reduce, store) never overlap. Here the
@@ -26,12 +29,13 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import cdiv, prepare_gluon, whole_chunks
+from ._launch import cdiv, output_vector, prepare_gluon, whole_chunks
 
 
 @gluon.jit
-def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_row_stride,
-                            BLOCK: gl.constexpr, CHUNK: gl.constexpr, OVERLAP: gl.constexpr = False):
+def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v,
+                            BLOCK: gl.constexpr, CHUNK: gl.constexpr, OVERLAP: gl.constexpr = False,
+                            OUT_VEC: gl.constexpr = 1):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])  # one vector a thread
     LOG2E: gl.constexpr = 1.4426950408889634
@@ -66,11 +70,15 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
         x = row_smem.index(c).load(layout).to(gl.float32)
         total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - m_row), 0.0)
     scale = 1.0 / gl.sum(total, axis=0)
-    dst = out_ptr + row * out_row_stride
+    dst = out_ptr + row * (out_stride_v * OUT_VEC)
+    if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
+        end = n_cols_v * VEC
+    else:
+        end = n_cols
     for c in range(N):  # 4. exp again, scaled, stored
         x = row_smem.index(c).load(layout).to(gl.float32)
         y = gl.exp2(x * LOG2E - m_row) * scale
-        gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < n_cols)
+        gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < end)
 
 
 def launch_setup(y, x, num_warps=None, overlap=False):
@@ -81,8 +89,9 @@ def launch_setup(y, x, num_warps=None, overlap=False):
     chunk = 32 * num_warps * vec  # one 16-byte vector per thread
     BLOCK = whole_chunks(n_cols, chunk) * chunk  # shared memory for the row (a little more), not a power of two
     overlap = bool(overlap) and BLOCK // chunk <= 32  # (wait_group counts stop at 63: few chunks only)
-    options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, num_warps=num_warps)
-    args = (y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0))
+    out_vec = output_vector(y, vec)
+    options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=out_vec, num_warps=num_warps)
+    args = (y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
     return resident_softmax_kernel, (n_rows,), args, options
 
 
