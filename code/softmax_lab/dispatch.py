@@ -12,11 +12,11 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
   ``results/h200-overlap.json``; its shared memory sized to the row, 95.8% against 84% at 2048x24000,
   ``results/h200-clustered-b.json``), where rows start on 16 bytes on a Hopper GPU; otherwise (and on the
   CPU) ``fused`` or ``cooperative`` (``GLUON_FALLBACK``);
-* rows too long for one program's shared memory, 16-bit up to 131,072 elements and fp32 up to 65,536:
+* rows too long for one program's shared memory, 16-bit up to 131,072 elements and fp32 of 49,152-65,536:
   ``clustered`` (``kernels/clustered.py``: a row split over a cluster of 4 or 8 programs, each holding its
   slice in shared memory; 83.8% against cooperative's 76.5% at 1024x65536 bf16, 138% against 122% at
-  4096x131072 bf16, 92.2% against 90.1% at 1024x65536 fp32, ``results/h200-clustered-b.json``), on the
-  same conditions;
+  4096x131072 bf16, 92.2% against 90.1% at 1024x65536 fp32, ``results/h200-clustered-b.json``; at 2048x40000
+  fp32 cooperative stays: 92.4% against 90.1%, ``results/h200-boundaries-b.json``), on the same conditions;
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
   exchange their partial ``(m, l)``, so the row is read once (``kernels/cooperative.py``; for fp16/bf16 rows
   of 16385-65536 elements it took over from its pipelined form once both used ``fast_exp``: 79.2% of copy
@@ -54,6 +54,7 @@ FORWARD = {
     4: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=4))),
         (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
         (8192, ("fused", dict(num_warps=16))), (32768, ("fused", dict(num_warps=32))),
+        (49151, ("cooperative", dict(BLOCK=8192, num_warps=4))),
         (65536, ("clustered", dict(parts=8, num_warps=2, vectors=2))),
         (262144, ("cooperative", dict(BLOCK=8192, num_warps=4))),
         (1048576, ("cooperative", dict(BLOCK=8192, num_warps=8))),
