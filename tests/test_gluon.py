@@ -184,8 +184,47 @@ def test_clustered_knobs_and_rows_get_clear_messages():
         slices(65536, 4, parts=2, num_warps=4, vectors=1)  # 32768 elements a program
     assert slices(65536, 4, parts=8, num_warps=2, vectors=2) == dict(SLICE=8192, CHUNK=512, PARTS=8, num_warps=2,
                                                                         num_ctas=8)
-    assert slices(1048576, 2) == dict(SLICE=65536, CHUNK=2048, PARTS=16, num_warps=4, num_ctas=16)  # 128 KB
+    assert slices(1048576, 2)["PARTS"] == 8  # by default clusters every Hopper GPU launches (256 KB: refused)
+    assert slices(1048576, 2, parts=16) == dict(SLICE=65536, CHUNK=2048, PARTS=16, num_warps=4, num_ctas=16)
     assert slices(100000, 4, parts=8)["SLICE"] == 14336  # 28 chunks of 512 for 12500 elements (not 32: 16384)
     assert [whole_chunks(n, 512) for n in (1, 512, 513, 4608, 4609, 12500, 16384)] == [1, 1, 2, 10, 10, 28, 32]
     assert "cannot launch" in device_refusal("clustered_softmax", (8, 0), 166912, 65536, clusters=True)  # A100
     assert device_refusal("clustered_softmax", (9, 0), 232448, 65536, clusters=True) == ""
+
+
+STORES_SCRIPT = textwrap.dedent("""
+    import os
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    torch.cuda.is_available = lambda: True
+    from softmax_lab.kernels.clustered import clustered_softmax_kernel
+    from softmax_lab.kernels.resident import resident_softmax_kernel
+    from softmax_lab.machine_code import compile_for_h200, sass_ops
+
+    ODD = ("n_cols", "n_cols_v", "in_stride_v", "out_stride_v")  # a row of 8200 bf16: 1025 vectors
+    ints = {name: "i32" for name in ODD}
+    for out_vec in (8, 1):
+        sig = {"out_ptr": "*bf16", "in_ptr": "*bf16", **ints, "BLOCK": "constexpr", "CHUNK": "constexpr",
+               "OVERLAP": "constexpr", "OUT_VEC": "constexpr"}
+        c = compile_for_h200(resident_softmax_kernel, sig, dict(BLOCK=10240, CHUNK=2048, OVERLAP=True,
+                             OUT_VEC=out_vec), 8, unaligned=ODD)
+        ops, _ = sass_ops(c)
+        print("resident", out_vec, *sorted(op for op in ops if op.startswith("STG")))
+        sig = {"out_ptr": "*bf16", "in_ptr": "*bf16", "partial_ptr": "*fp32", **ints, "SLICE": "constexpr",
+               "CHUNK": "constexpr", "PARTS": "constexpr", "OUT_VEC": "constexpr"}
+        c = compile_for_h200(clustered_softmax_kernel, sig, dict(SLICE=2048, CHUNK=1024, PARTS=4, OUT_VEC=out_vec),
+                             4, num_ctas=4, unaligned=ODD)
+        ops, _ = sass_ops(c)
+        print("clustered", out_vec, *sorted(op for op in ops if op.startswith("STG") and op != "STG.E"))
+    """)
+
+
+def test_rows_of_odd_vectors_are_still_stored_16_bytes_at_a_time():
+    # Triton knows an int argument is a multiple of 16 only when it is. A row of 8200 bf16 elements (stride 8200,
+    # 1025 vectors) with the stride and the mask's end passed as elements is stored 2 bytes at a time (24% of
+    # copy on the H200); passed as vectors (OUT_VEC=8) it is stored 16 bytes at a time. Both are compiled here.
+    run = subprocess.run([sys.executable, "-c", STORES_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    stores = {tuple(line.split()[:2]): line.split()[2:] for line in run.stdout.splitlines()}
+    assert stores[("resident", "8")] == ["STG.E.128"] and stores[("clustered", "8")] == ["STG.E.128"], stores
+    assert stores[("resident", "1")] == ["STG.E.U16"] and stores[("clustered", "1")] == ["STG.E.U16"], stores

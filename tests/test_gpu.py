@@ -16,6 +16,9 @@ from softmax_lab.testing import assert_softmax_correct, check_softmax, tolerance
 pytestmark = pytest.mark.gpu
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 BF16 = torch.bfloat16
+# The dispatcher takes the Gluon kernels on the GPU they were tuned on (dispatch.GLUON_CAPABILITY); clusters need 9.0.
+HOPPER = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                            reason="needs a Hopper GPU (compute capability 9.0)")
 
 
 def _randn(shape, dtype=torch.float32, scale=3.0):
@@ -276,21 +279,24 @@ def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
     else:
         knob_sets = (dict(), dict(num_warps=4), dict(num_warps=16), dict(num_warps=32), dict(overlap=True),
                      dict(overlap=True, num_warps=16))
-    for knobs in knob_sets:
-        y = torch.full_like(x, float("nan"))
+    for i, knobs in enumerate(knob_sets):
+        wide = torch.full((n_rows, n + 4 * vec), float("nan"), dtype=dtype, device="cuda")
+        y = wide[:, :n] if i % 2 else torch.full_like(x, float("nan"))  # every other run: an out with padded rows
         launch(x, out=y, **knobs)
         _check_rows(y, x, rows)
         if n_rows > 2:
             assert torch.isnan(y[1]).all()
+        assert torch.isnan(wide[:, n:]).all()  # the padding is left alone
     z = padded.clone()[:, :n]
     launch(z, out=z)  # in place
     _check_rows(z, x, rows)
 
 
+@HOPPER
 def test_gluon_dispatch_and_its_fallback(monkeypatch):
     # 16-bit rows of 8193-32768 take the resident kernel (watched: a spy counts its launches); rows that do not
-    # start on 16 bytes, or whose last vector would pass the end of x, fall back to the cooperative kernel,
-    # with the same results; the launchers refuse them clearly.
+    # start on 16 bytes, or whose last vector would pass the end of x, fall back to the cooperative kernel
+    # (fused from 8193 to 16384: below), with the same results and a relaunch plan; the launchers refuse them.
     from softmax_lab import dispatch
     from softmax_lab.kernels import resident_softmax, staged_softmax
 
@@ -315,6 +321,9 @@ def test_gluon_dispatch_and_its_fallback(monkeypatch):
             launch(big[:, 1:n + 1])
     with pytest.raises(ValueError, match="shared memory"):
         staged_softmax(_randn((2, 32768)), STAGES=2)  # 2 x 128 KB
+    odd = _randn((16, 10001), BF16)  # rows of 10001 elements: not whole vectors, so fused, with its relaunch plan
+    assert dispatch._runnable(odd)[0] == "fused" and dispatch.plan_2d(odd) is not None
+    _check_rows(softmax(odd), odd, slice(None))
 
 
 def test_gluon_more_than_2_31_elements():
@@ -333,6 +342,7 @@ CLUSTERED_KNOBS = (dict(), dict(parts=4, num_warps=4, vectors=2), dict(parts=8, 
                    dict(parts=16, num_warps=8, vectors=2))
 
 
+@HOPPER
 @pytest.mark.parametrize("shape", [(1024, 65536), (3, 131072), (17, 100001), (300, 65537), (5, 40000), (9, 100),
                                    (2, 524288), (4, 1048576)])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -369,20 +379,23 @@ def test_clustered_kernel_at_gpu_sizes(shape, dtype):
             with pytest.raises(ValueError, match="shared memory"):
                 clustered_softmax(x, **knobs)
             continue
-        y = torch.full_like(x, float("nan"))
+        wide = torch.full((n_rows, n + 4 * vec), float("nan"), dtype=dtype, device="cuda")
+        y = wide[:, :n] if ran % 2 else torch.full_like(x, float("nan"))  # every other run: an out with padded rows
         clustered_softmax(x, out=y, **knobs)
         _check_rows(y, x, rows)
         if n_rows > 2:
             assert torch.isnan(y[1]).all()
-        ran += 1
+        assert torch.isnan(wide[:, n:]).all()  # the padding is left alone
+        ran, fits = ran + 1, knobs
     assert ran >= 2
     z = padded.clone()[:, :n]
-    clustered_softmax(z, out=z)  # in place
+    clustered_softmax(z, out=z, **fits)  # in place
     _check_rows(z, x, rows)
 
 
+@HOPPER
 def test_clustered_dispatch_plans_and_fallback(monkeypatch):
-    # fp32 rows of 32769-65536 and 16-bit rows of 32769-131072 take the clustered kernel, through softmax() and
+    # fp32 rows of 49152-65536 and 16-bit rows of 32769-131072 take the clustered kernel, through softmax() and
     # through its relaunch plan (the second call of a kind); the resident kernel's plan too; misaligned rows
     # fall back to cooperative.
     from softmax_lab import dispatch, op
@@ -417,6 +430,7 @@ def test_clustered_dispatch_plans_and_fallback(monkeypatch):
         clustered_softmax(big[:, 1:65537])
 
 
+@HOPPER
 def test_clustered_more_than_2_31_elements():
     n_rows = (1 << 15) + 1  # 32769 rows of 65536 bf16 = 2.15e9 elements
     x = torch.empty((n_rows, 65536), dtype=BF16, device="cuda")

@@ -72,7 +72,7 @@ FORWARD = {
 GLUON_KERNELS = ("resident", "clustered")
 GLUON_FALLBACK = {4: [(None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
                   2: [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
-GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); they run from 8.0 (cp.async)
+GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resident runs from 8.0 (cp.async)
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
 BACKWARD_TILE_COLS = 16384
@@ -115,49 +115,52 @@ def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
 
 
 def _gluon_tuned() -> bool:
-    """A GPU of the kind the Gluon kernels were tuned on (this process's current one)."""
+    """A GPU of the kind the Gluon kernels were tuned on (this process's current one): compute capability 9.0
+    (H100, H200). Newer GPUs keep the register kernels until someone measures the Gluon ones there."""
     if not ON_GPU:
         return False
     from .kernels._launch import device_limits
 
-    return device_limits(torch.device("cuda", torch.cuda.current_device()))[0] >= GLUON_CAPABILITY
+    return device_limits(torch.device("cuda", torch.cuda.current_device()))[0] == GLUON_CAPABILITY
 
 
 def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim of a 2-D tensor whose rows are contiguous, on the kernel ``choose`` picks."""
+    name, knobs = _runnable(x2)
+    return _launchers()[name](x2, **knobs)
+
+
+def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
+    """``choose``'s kernel and knobs for ``x2``, or the register kernel it replaced (``GLUON_FALLBACK``) where a
+    Gluon kernel cannot take x2: rows not on 16 bytes, a GPU without the room."""
+    from .kernels import clustered, resident
+
     n_rows, n_cols = x2.shape
-    name, launch, knobs = choose(n_rows, n_cols, x2.dtype)
-    if name in GLUON_KERNELS and gluon_refusal(x2, name, knobs):  # rows not on 16 bytes, a GPU without room
+    name, _, knobs = choose(n_rows, n_cols, x2.dtype)
+    if name in GLUON_KERNELS and {"resident": resident.refusal, "clustered": clustered.refusal}[name](x2, **knobs):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
-        launch = _launchers()[name]
-    return launch(x2, **knobs)
-
-
-def gluon_refusal(x2: torch.Tensor, name: str, knobs: dict) -> str:
-    """Why the Gluon kernel ``name`` cannot take ``x2`` with ``knobs`` on this GPU, or ''."""
-    from .kernels import _launch, clustered
-
-    return clustered.refusal(x2, **knobs) if name == "clustered" else _launch.gluon_refusal(x2, name)
+    return name, dict(knobs)
 
 
 def plan_2d(x2: torch.Tensor):
     """``run(y2.data_ptr(), x2.data_ptr())`` for inputs like ``x2`` (2-D, contiguous rows, same shape, strides,
     dtype, device and 16-byte alignment): the chosen kernel, compiled, launched with no checks and no
     choices; ``y2`` is a contiguous output of the same shape. None when the kernel cannot be relaunched that
-    way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call; a Gluon
-    kernel whose row length is not whole 16-byte vectors: whether it may run depends on the memory after x)."""
+    way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call). Rows that
+    are not whole 16-byte vectors are planned on the register kernels: whether a Gluon kernel may take them
+    depends on the memory after x, which the plan's key does not hold."""
     from .kernels import clustered, fused, multirow, resident
     from .kernels._launch import relauncher
 
     if x2.device.type != "cuda" or x2.numel() == 0:
         return None
     n_rows, n_cols = x2.shape
-    name, _, knobs = choose(n_rows, n_cols, x2.dtype)
+    name, knobs = _runnable(x2)
+    if name in GLUON_KERNELS and n_cols % (16 // x2.element_size()):
+        name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
     setup = {"multirow": multirow.launch_setup, "fused": fused.launch_setup, "resident": resident.launch_setup,
              "clustered": clustered.launch_setup}.get(name)
     if setup is None:
-        return None
-    if name in GLUON_KERNELS and (n_cols % (16 // x2.element_size()) or gluon_refusal(x2, name, knobs)):
         return None
     y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
     kernel, grid, args, options = setup(y2, x2, **knobs)

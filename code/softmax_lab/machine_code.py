@@ -34,16 +34,19 @@ def instruction_counts(timeout: float = 300) -> dict:
     return json.loads(run.stdout)
 
 
-def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int, num_ctas: int = 1):
+def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int, num_ctas: int = 1,
+                     unaligned: tuple = ()):
     """``kernel`` compiled as Triton compiles it for an H200 (sm_90) when its pointers and ints are 16-byte
-    aligned (``num_ctas``: programs per cluster). Run it in a process that imported softmax_lab as for a GPU
-    (``_main`` shows how)."""
+    aligned, except the arguments named in ``unaligned`` (ints that are not multiples of 16: Triton then knows
+    nothing of their divisibility); ``num_ctas``: programs per cluster. Run it in a process that imported
+    softmax_lab as for a GPU (``_main`` shows how)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 
-    aligned = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(signature.values()) if kind != "constexpr"}
+    aligned = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(signature.items())
+               if kind != "constexpr" and name not in unaligned}
     source = GluonASTSource if isinstance(kernel, GluonJITFunction) else ASTSource  # (Gluon kernels too)
     src = source(fn=kernel, signature=signature, constexprs=constexprs, attrs=aligned)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps, num_ctas=num_ctas))

@@ -37,7 +37,7 @@ ALL = {
 LONG_ROWS = {"cooperative": cooperative_softmax, "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax}
 # GPU only (Gluon kernels, which the CPU interpreter cannot run): the next rows wait in shared memory while
 # one is reduced (staged), or the row stays in shared memory so several programs share a multiprocessor
-# (resident: what the dispatcher uses for 16-bit rows of 16385-32768), or a row too long for one program's
+# (resident: what the dispatcher uses for 16-bit rows of 8193-32768), or a row too long for one program's
 # shared memory is split over a cluster of programs (clustered; Hopper).
 GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax, "clustered": clustered_softmax}
 

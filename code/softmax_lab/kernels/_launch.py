@@ -70,7 +70,7 @@ def check_no_grad(x: torch.Tensor, name: str = "x") -> None:
 
 
 # Knobs used as tl.arange sizes must be powers of two; Triton's largest block has 2**20 elements.
-POWER_OF_TWO_KNOBS = ("BLOCK", "ROWS", "num_warps", "parts")
+POWER_OF_TWO_KNOBS = ("BLOCK", "ROWS", "num_warps", "parts", "vectors")
 MAX_BLOCK = 1 << 20
 
 
@@ -165,15 +165,17 @@ def shared_memory_cols(dtype: torch.dtype) -> int:
     return 1 << (SHARED_BYTES // (2 if dtype in (torch.float16, torch.bfloat16) else 4)).bit_length() - 1
 
 
-def prepare_gluon(x, out, kernel: str, **knobs) -> tuple[torch.Tensor, torch.Tensor]:
-    """``prepare`` for the Gluon kernels: also a row that fits shared memory, a GPU, rows on 16 bytes.
-    (In place is safe for them: a program reads its whole row before it writes it, and no other program
-    reads that row.)"""
+def prepare_gluon(x, out, kernel: str, refusal=None, shared_memories: int = 1, **knobs):
+    """``prepare`` for the Gluon kernels: also a GPU that can run them, a row that fits ``shared_memories``
+    programs' shared memory, rows on 16 bytes. ``refusal(x)``: the kernel's own reasons (default
+    ``gluon_refusal(x, kernel)``). Returns ``(x, y)``. (In place is safe for them: a program reads its whole
+    row, or slice, before it writes it, and no other program reads that part.)"""
     check_input(x)
-    x, y = prepare(x, out, shared_memory_cols(x.dtype), kernel, "cooperative_softmax", **knobs)
-    refusal = gluon_refusal(x, kernel)
-    if refusal:
-        raise ValueError(refusal)
+    max_cols = shared_memories * shared_memory_cols(x.dtype)
+    x, y = prepare(x, out, max_cols, kernel, "cooperative_softmax", **knobs)
+    why = refusal(x) if refusal else gluon_refusal(x, kernel)
+    if why:
+        raise ValueError(why)
     return x, y
 
 
@@ -185,7 +187,7 @@ def gluon_refusal(x: torch.Tensor, kernel: str, row_bytes: int | None = None, cl
     which must lie inside x's memory."""
     if x.device.type != "cuda":
         return (f"{kernel} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run; "
-                "use cooperative_softmax or fused_softmax")
+                f"use {'cooperative_softmax' if clusters else 'cooperative_softmax or fused_softmax'}")
     capability, shared = device_limits(x.device)
     row_bytes = row_bytes or next_power_of_2(x.shape[1]) * x.element_size()
     return device_refusal(kernel, capability, shared, row_bytes, clusters) or vector_refusal(x, kernel)
@@ -213,8 +215,9 @@ def device_refusal(kernel: str, capability: tuple[int, int], shared: int, row_by
         return (f"{kernel} needs cp.async, which GPUs of compute capability {capability[0]}.{capability[1]} "
                 "do not have (8.0 or newer: A100, RTX 30xx, H100...); use cooperative_softmax or fused_softmax")
     if row_bytes > shared:
+        instead = "more parts, or cooperative_softmax" if clusters else "cooperative_softmax or fused_softmax"
         return (f"{kernel} needs {row_bytes} bytes of shared memory per program for this row; this GPU gives "
-                f"{shared} bytes: use cooperative_softmax or fused_softmax")
+                f"{shared} bytes: use {instead}")
     return ""
 
 
@@ -272,8 +275,9 @@ def output_vector(y: torch.Tensor, vec: int) -> int:
 
 
 def whole_chunks(n_elements: int, chunk: int) -> int:
-    """Chunks of ``chunk`` elements that hold ``n_elements``, rounded up to one of 8 counts per power of two
-    (so rows of any length compile few kernels, and waste at most an eighth of the room they take)."""
+    """Chunks of ``chunk`` elements that hold ``n_elements``: all counts up to 8, then one of 4 counts per power
+    of two (10, 12, 14, 16, 20, 24, ...), so rows of any length compile few kernels and take at most a fifth
+    more room than they need (a power of two: up to half)."""
     chunks = cdiv(n_elements, chunk)
     step = max(1, next_power_of_2(chunks) // 8)
     return cdiv(chunks, step) * step

@@ -26,10 +26,10 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.runtime.jit import constexpr_function
 
-from ._launch import (cdiv, check_input, check_knobs, gluon_refusal, next_power_of_2, output_vector, prepare,
-                      shared_memory_cols, whole_chunks)
+from ._launch import cdiv, check_knobs, gluon_refusal, next_power_of_2, output_vector, prepare_gluon, whole_chunks
 
 MAX_PARTS = 16  # programs in a cluster: 8 on every Hopper GPU, 16 on H100/H200 (Triton allows it there)
+PORTABLE_PARTS = 8
 MAX_CHUNKS = 32  # chunks per slice: a commit group each (the wait-group count stops at 63)
 
 
@@ -70,7 +70,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
     row = gl.program_id(0).to(gl.int64)  # (the cluster's number)
     part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
     cols = part[:, None] * SLICE + gl.arange(0, CHUNK, layout=gl.SliceLayout(0, layout))[None, :]
-    src = in_ptr + row * (in_stride_v * VEC)
+    src = in_ptr + row * in_stride_v * VEC  # (row is 64-bit: so is every product after it)
     for c in gl.static_range(N):  # 1. this program's slice on its way, a commit group per chunk
         cp.async_copy_global_to_shared(row_smem.index(c), src + c * CHUNK + cols,
                                        mask=c * CHUNK + cols < n_cols_v * VEC)
@@ -96,7 +96,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
     l_all = gl.load(theirs + 1, volatile=True)
     m_row = gl.max(m_all, axis=0)
     scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * LOG2E), axis=0)
-    dst = out_ptr + row * (out_stride_v * OUT_VEC)
+    dst = out_ptr + row * out_stride_v * OUT_VEC
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
         end = n_cols_v * VEC
     else:
@@ -109,10 +109,11 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
 
 def slices(n_cols: int, element_size: int, parts=None, num_warps=None, vectors=None) -> dict:
     """The launch's constexprs for a row: each program's slice is whole chunks of ``vectors`` 16-byte vectors a
-    thread, at most ``MAX_CHUNKS`` of them. Defaults: ``parts``, the fewest programs whose slices are at most
-    64 KB (three fit a multiprocessor); ``num_warps`` 4; ``vectors``, the fewest that keep to ``MAX_CHUNKS``."""
+    thread, at most ``MAX_CHUNKS`` of them. Defaults: ``parts``, the fewest programs (up to 8, the cluster
+    size every Hopper GPU launches) whose slices are at most 64 KB, so that three fit a multiprocessor;
+    ``num_warps`` 4; ``vectors``, the fewest that keep a slice to ``MAX_CHUNKS`` chunks."""
     num_warps = num_warps or 4
-    parts = parts or min(MAX_PARTS, next_power_of_2(cdiv(n_cols * element_size, 65536)))
+    parts = parts or min(PORTABLE_PARTS, next_power_of_2(cdiv(n_cols * element_size, 65536)))
     if parts > MAX_PARTS:
         raise ValueError(f"parts must be at most {MAX_PARTS} (programs in a cluster), got {parts}")
     vectors = vectors or next_power_of_2(cdiv(cdiv(n_cols, parts), MAX_CHUNKS * 32 * num_warps * 16 // element_size))
@@ -142,20 +143,35 @@ def launch_setup(y, x, parts=None, num_warps=None, vectors=None):
     return clustered_softmax_kernel, (n_rows,), args, options
 
 
+def cluster_refusal(kernel, grid, args, options) -> str:
+    """A cluster of more than ``PORTABLE_PARTS`` programs must fit one group of multiprocessors (a GPC) of this
+    GPU with its shared memory: asked of the driver for the compiled kernel (``cuOccupancyMaxActiveClusters``)."""
+    from triton.runtime import driver
+
+    compiled = kernel.warmup(*args, grid=grid, **options)
+    compiled._init_handles()
+    parts = options["PARTS"]
+    if driver.active.utils.cuOccupancyMaxActiveClusters(compiled.function, compiled.metadata.shared, parts) < 1:
+        return (f"clustered_softmax: this GPU cannot run a cluster of {parts} programs with "
+                f"{compiled.metadata.shared} bytes of shared memory each; use parts={PORTABLE_PARTS} or fewer "
+                "(with more warps or vectors), or cooperative_softmax")
+    return ""
+
+
 def clustered_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int | None = None,
                       num_warps: int | None = None, vectors: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (Hopper GPU; rows starting on 16 bytes, up to 16 shared memories
     long: 1,048,576 fp16/bf16 or 524,288 fp32 elements). Knobs: ``parts`` (programs per row, a power of two
-    up to 16; default: slices of at most 64 KB), ``num_warps`` (default 4), ``vectors`` (16-byte vectors a
-    thread copies per chunk; default 1)."""
-    check_input(x)
+    up to 16; 16 only where the GPU can launch such clusters, e.g. H100/H200 SXM; default: slices of at most
+    64 KB, up to 8 programs), ``num_warps`` (default 4), ``vectors`` (16-byte vectors a thread copies per
+    chunk; default: the fewest that keep a slice to 32 chunks)."""
     check_knobs(parts=parts, num_warps=num_warps, vectors=vectors)
-    x, y = prepare(x, out, MAX_PARTS * shared_memory_cols(x.dtype), "clustered_softmax", "cooperative_softmax")
+    x, y = prepare_gluon(x, out, "clustered_softmax", lambda x: refusal(x, parts, num_warps, vectors), MAX_PARTS)
     if x.numel() == 0:
         return y
-    why = refusal(x, parts, num_warps, vectors)
+    kernel, grid, args, options = launch_setup(y, x, parts, num_warps, vectors)
+    why = cluster_refusal(kernel, grid, args, options) if options["PARTS"] > PORTABLE_PARTS else ""
     if why:
         raise ValueError(why)
-    kernel, grid, args, options = launch_setup(y, x, parts, num_warps, vectors)
     kernel[grid](*args, **options)
     return y

@@ -19,7 +19,7 @@ more, e.g. fp32 rows of 32768 at 8 warps, the compiler unrolls the passes and ke
 about 200 a thread: such a 128 KB row fits shared memory only once anyway.)
 
 Written in Gluon (Triton's lower-level dialect: shared memory, layouts and copies are explicit); GPU only,
-since Triton's CPU interpreter cannot run it. The dispatcher uses it for 16-bit rows of 16,385-32,768
+since Triton's CPU interpreter cannot run it. The dispatcher uses it for 16-bit rows of 8,193-32,768
 elements whose rows start on 16 bytes, with ``overlap`` (``results/h200-resident.json``: 91.6% of copy at
 2048x32768 bf16 against 85.7% for staged.py and 79% for the register kernels, 95.5% against fused's 93.1% at
 4096x16384; ``results/h200-overlap.json``: 92.8% and 96.4% with ``overlap``).
@@ -29,7 +29,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import cdiv, output_vector, prepare_gluon, whole_chunks
+from ._launch import cdiv, gluon_refusal, output_vector, prepare_gluon, whole_chunks
 
 
 @gluon.jit
@@ -43,7 +43,7 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
     row_smem = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [N, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     row = gl.program_id(0).to(gl.int64)
     cols = gl.arange(0, CHUNK, layout=layout)
-    src = in_ptr + row * (in_stride_v * VEC)
+    src = in_ptr + row * in_stride_v * VEC  # (row is 64-bit: so is every product after it)
     m = gl.full([CHUNK], float("-inf"), gl.float32, layout)
     if OVERLAP:  # 1-2. a commit group per chunk: the max starts on the first chunk while the others arrive
         for c in gl.static_range(N):
@@ -70,7 +70,7 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
         x = row_smem.index(c).load(layout).to(gl.float32)
         total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - m_row), 0.0)
     scale = 1.0 / gl.sum(total, axis=0)
-    dst = out_ptr + row * (out_stride_v * OUT_VEC)
+    dst = out_ptr + row * out_stride_v * OUT_VEC
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
         end = n_cols_v * VEC
     else:
@@ -81,16 +81,27 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
         gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < end)
 
 
+def shared_row(n_cols: int, element_size: int, num_warps=None) -> tuple[int, int]:
+    """(BLOCK, CHUNK): the row's room in shared memory, whole chunks of one 16-byte vector a thread (a little
+    more than the row, not the next power of two)."""
+    chunk = 32 * (num_warps or 8) * 16 // element_size
+    return whole_chunks(n_cols, chunk) * chunk, chunk
+
+
+def refusal(x: torch.Tensor, num_warps=None, overlap=False) -> str:
+    """Why this GPU or ``x`` cannot take the kernel (``gluon_refusal``), or ''."""
+    block, _ = shared_row(x.shape[1], x.element_size(), num_warps)
+    return gluon_refusal(x, "resident_softmax", row_bytes=block * x.element_size())
+
+
 def launch_setup(y, x, num_warps=None, overlap=False):
     """(kernel, grid, args, options) of one launch (the dispatcher's fast path reuses it)."""
     n_rows, n_cols = x.shape
     vec = 16 // x.element_size()
-    num_warps = num_warps or 8
-    chunk = 32 * num_warps * vec  # one 16-byte vector per thread
-    BLOCK = whole_chunks(n_cols, chunk) * chunk  # shared memory for the row (a little more), not a power of two
+    BLOCK, chunk = shared_row(n_cols, x.element_size(), num_warps)
     overlap = bool(overlap) and BLOCK // chunk <= 32  # (wait_group counts stop at 63: few chunks only)
     out_vec = output_vector(y, vec)
-    options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=out_vec, num_warps=num_warps)
+    options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=out_vec, num_warps=num_warps or 8)
     args = (y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
     return resident_softmax_kernel, (n_rows,), args, options
 
@@ -100,7 +111,7 @@ def resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps
     """Softmax over the last dim of 2-D ``x`` (GPU; rows starting on 16 bytes, up to 65536 fp16/bf16 or
     32768 fp32 elements: the row must fit shared memory). Knobs: ``num_warps`` (default 8), ``overlap``
     (take the max of each chunk as soon as it lands, instead of after the whole row)."""
-    x, y = prepare_gluon(x, out, "resident_softmax", num_warps=num_warps)
+    x, y = prepare_gluon(x, out, "resident_softmax", lambda x: refusal(x, num_warps), num_warps=num_warps)
     if x.numel() == 0:
         return y
     kernel, grid, args, options = launch_setup(y, x, num_warps, overlap)
