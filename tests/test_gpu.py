@@ -339,7 +339,7 @@ def test_gluon_more_than_2_31_elements():
 
 CLUSTERED_KNOBS = (dict(), dict(parts=4, num_warps=4, vectors=2), dict(parts=8, num_warps=2, vectors=2),
                    dict(parts=16, num_warps=4, vectors=1), dict(parts=2, num_warps=8), dict(parts=1),
-                   dict(parts=16, num_warps=8, vectors=2))
+                   dict(parts=16, num_warps=8, vectors=2), dict(parts=16, num_warps=4, vectors=4))
 
 
 @HOPPER
