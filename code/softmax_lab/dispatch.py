@@ -133,13 +133,21 @@ def softmax_2d(x2: torch.Tensor) -> torch.Tensor:
 def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     """``choose``'s kernel and knobs for ``x2``, or the register kernel it replaced (``GLUON_FALLBACK``) where a
     Gluon kernel cannot take x2: rows not on 16 bytes, a GPU without the room."""
-    from .kernels import clustered, resident
-
     n_rows, n_cols = x2.shape
     name, _, knobs = choose(n_rows, n_cols, x2.dtype)
-    if name in GLUON_KERNELS and {"resident": resident.refusal, "clustered": clustered.refusal}[name](x2, **knobs):
+    if name in GLUON_KERNELS and _kernel_module(name).refusal(x2, **knobs):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
     return name, dict(knobs)
+
+
+PLANNED = ("multirow", "fused", "resident", "clustered")  # the kernels with a relaunch plan (launch_setup)
+
+
+def _kernel_module(name: str):
+    """The module of kernel ``name`` (``kernels/<name>.py``): its ``launch_setup`` and, for Gluon ones, ``refusal``."""
+    from . import kernels  # (its submodules are its attributes once it is imported)
+
+    return getattr(kernels, name)
 
 
 def plan_2d(x2: torch.Tensor):
@@ -149,7 +157,6 @@ def plan_2d(x2: torch.Tensor):
     way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call). Rows that
     are not whole 16-byte vectors are planned on the register kernels: whether a Gluon kernel may take them
     depends on the memory after x, which the plan's key does not hold."""
-    from .kernels import clustered, fused, multirow, resident
     from .kernels._launch import relauncher
 
     if x2.device.type != "cuda" or x2.numel() == 0:
@@ -158,12 +165,10 @@ def plan_2d(x2: torch.Tensor):
     name, knobs = _runnable(x2)
     if name in GLUON_KERNELS and n_cols % (16 // x2.element_size()):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
-    setup = {"multirow": multirow.launch_setup, "fused": fused.launch_setup, "resident": resident.launch_setup,
-             "clustered": clustered.launch_setup}.get(name)
-    if setup is None:
+    if name not in PLANNED:
         return None
     y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
-    kernel, grid, args, options = setup(y2, x2, **knobs)
+    kernel, grid, args, options = _kernel_module(name).launch_setup(y2, x2, **knobs)
     if name != "clustered":
         return relauncher(kernel, grid, args, **options)
     run = relauncher(kernel, grid, args, per_call=3, **options)  # the partials: new memory each call (streams)

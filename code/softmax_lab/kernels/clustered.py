@@ -32,7 +32,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.runtime.jit import constexpr_function
 
-from ._launch import cdiv, check_knobs, gluon_refusal, next_power_of_2, output_vector, prepare_gluon, whole_chunks
+from ._launch import cdiv, gluon_refusal, next_power_of_2, output_vector, prepare_gluon, whole_chunks
 
 MAX_PARTS = 16  # programs in a cluster: 8 on every Hopper GPU, 16 on H100/H200 (Triton allows it there)
 PORTABLE_PARTS = 8
@@ -171,8 +171,8 @@ def clustered_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: i
     up to 16; 16 only where the GPU can launch such clusters, e.g. H100/H200 SXM; default: slices of at most
     64 KB, up to 8 programs), ``num_warps`` (default 4), ``vectors`` (16-byte vectors a thread copies per
     chunk; default: the fewest that keep a slice to 32 chunks)."""
-    check_knobs(parts=parts, num_warps=num_warps, vectors=vectors)
-    x, y = prepare_gluon(x, out, "clustered_softmax", lambda x: refusal(x, parts, num_warps, vectors), MAX_PARTS)
+    x, y = prepare_gluon(x, out, "clustered_softmax", lambda x: refusal(x, parts, num_warps, vectors), MAX_PARTS,
+                         parts=parts, num_warps=num_warps, vectors=vectors)
     if x.numel() == 0:
         return y
     kernel, grid, args, options = launch_setup(y, x, parts, num_warps, vectors)
