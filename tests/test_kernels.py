@@ -224,3 +224,34 @@ def test_autograd_function_in_a_model():
     (torch.softmax(x64, -1) * w.double()).sum().backward()
     torch.testing.assert_close(x.grad.double(), x64.grad, atol=1e-5, rtol=1e-4)
     assert not math.isnan(float(x.grad.sum()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_rows_of_whole_vectors_in_vector_units(dtype):
+    # The register kernels take their ints in 16-byte vectors when every row is whole vectors (VEC > 1), even
+    # where they are not multiples of 16; any row, stride or output that is not whole vectors gives VEC = 1. Both ways must give the same, right, softmax; so must the backward.
+    from softmax_lab.kernels._launch import row_vector
+
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    n = 5 * vec  # whole vectors, not a multiple of 16 elements (20 fp32, 40 fp16/bf16)
+    big = randn((6, n + 3 * vec), dtype, DEV)
+    cases = {"contiguous": (randn((7, n), dtype, DEV), None, vec),
+             "stride of whole vectors": (big[:, :n], None, vec),
+             "start one vector in": (big[:, vec:vec + n], None, vec),
+             "start one element in": (big[:, 1:1 + n], None, vec),  # (the compiler sees the pointer's alignment)
+             "odd stride": (randn((5, n + 1), dtype, DEV)[:, :n], None, 1),
+             "row not whole vectors": (big[:, :n - 1], None, 1),
+             "odd output stride": (big[:, :n], poisoned_like(randn((6, n + 1), dtype, DEV))[:, :n], 1)}
+    for what, (x, out, expected) in cases.items():
+        assert row_vector(x.shape[1], x, x if out is None else out) == expected, what
+        for name in ("fused", "multirow"):
+            assert check_softmax(ALL[name], x) == "", (name, what)
+            if out is not None:
+                y = ALL[name](x, out=out)
+                assert y.data_ptr() == out.data_ptr(), (name, what)
+                torch.testing.assert_close(y.double(), softmax_ref(x), **dict(zip(("atol", "rtol"), tolerance(dtype))))
+        y = torch.softmax(x.float(), -1).to(dtype)
+        dy = randn(x.shape, dtype, DEV)
+        atol, rtol = tolerance(dtype)
+        torch.testing.assert_close(softmax_backward(y, dy).double(), softmax_backward_ref(y, dy), atol=atol * 10,
+                                   rtol=rtol)

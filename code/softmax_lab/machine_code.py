@@ -107,9 +107,10 @@ def _main() -> None:
     dt = SHAPE["dtype"]
     sig = {"out_ptr": f"*{dt}", "in_ptr": f"*{dt}", "in_row_stride": "i32", "out_row_stride": "i32",
            "n_cols": "i32", "BLOCK": "constexpr"}
-    versions = (("tl.exp, / per element", first_fused_kernel), ("fast_exp, one division", fused_softmax_kernel))
-    out = {name: _sass_counts(compile_for_h200(kernel, sig, {"BLOCK": SHAPE["BLOCK"]}, SHAPE["num_warps"]))
-           for name, kernel in versions}
+    block = {"BLOCK": SHAPE["BLOCK"]}
+    versions = (("tl.exp, / per element", first_fused_kernel, sig, block),  # (VEC=1: ints in elements)
+                ("fast_exp, one division", fused_softmax_kernel, {**sig, "VEC": "constexpr"}, {**block, "VEC": 1}))
+    out = {name: _sass_counts(compile_for_h200(kernel, s, c, SHAPE["num_warps"])) for name, kernel, s, c in versions}
     print(json.dumps(out))
 
 

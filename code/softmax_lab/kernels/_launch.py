@@ -274,6 +274,17 @@ def output_vector(y: torch.Tensor, vec: int) -> int:
     return vec if whole else 1
 
 
+def row_vector(n_cols: int, *tensors: torch.Tensor) -> int:
+    """The ``VEC`` knob of the register kernels (fused, multirow, the backward tile): the elements of one 16-byte
+    vector when the row length and every tensor's row stride are whole vectors, else 1. The kernel receives
+    those ints divided by VEC and multiplies them back, so the compiler knows each row starts on 16 bytes and
+    loads and stores 16 bytes at a time. (Triton marks an int argument as a multiple of 16 only when it is one:
+    rows of 1,000 fp32 or 8,200 bf16 elements were read and written one element at a time.)"""
+    vec = 16 // max(t.element_size() for t in tensors)
+    whole = n_cols % vec == 0 and all(t.shape[0] <= 1 or t.stride(0) % vec == 0 for t in tensors)
+    return vec if whole else 1
+
+
 def whole_chunks(n_elements: int, chunk: int) -> int:
     """Chunks of ``chunk`` elements that hold ``n_elements``: all counts up to 8, then one of 4 counts per power
     of two (10, 12, 14, 16, 20, 24, ...), so rows of any length compile few kernels and take at most a fifth

@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 from ..dispatch import COOPERATIVE_BACKWARD_BYTES, COOPERATIVE_BYTES, COOPERATIVE_WARPS, pick
-from ._launch import cdiv, next_power_of_2, prepare
+from ._launch import cdiv, next_power_of_2, prepare, row_vector
 from .combine import online_combine, online_reduce, safe_shift
 from .fast_exp import fast_exp
 
@@ -84,7 +84,9 @@ def row_state(pair_ptr, row, n_chunks, CHUNKS: tl.constexpr):
 @triton.jit
 def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride, out_row_stride, n_cols,
                                n_chunks, BLOCK: tl.constexpr, TILES: tl.constexpr, CHUNKS: tl.constexpr,
-                               KEEP_16: tl.constexpr, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+                               KEEP_16: tl.constexpr, PUBLISH: tl.constexpr, FINISH: tl.constexpr,
+                               VEC: tl.constexpr = 1):
+    in_row_stride, out_row_stride, n_cols = in_row_stride * VEC, out_row_stride * VEC, n_cols * VEC  # (fused.py)
     t = take_ticket(count_ptr, PUBLISH and FINISH)
     row = (t // n_chunks).to(tl.int64)  # int64: row * stride can pass 2**31
     chunk = t % n_chunks
@@ -133,9 +135,11 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stri
 @triton.jit
 def cooperative_backward_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, count_ptr, y_row_stride, dy_row_stride,
                                 dx_row_stride, n_cols, n_chunks, BLOCK: tl.constexpr, CHUNKS: tl.constexpr,
-                                PUBLISH: tl.constexpr, FINISH: tl.constexpr):
+                                PUBLISH: tl.constexpr, FINISH: tl.constexpr, VEC: tl.constexpr = 1):
     # The same pattern for dx = y·(dy - Σ dy·y): each program keeps its chunks of y and dy in registers,
     # publishes its share of Σ dy·y, waits for the row's other shares, and writes its chunk of dx.
+    y_row_stride, dy_row_stride, dx_row_stride = y_row_stride * VEC, dy_row_stride * VEC, dx_row_stride * VEC
+    n_cols = n_cols * VEC
     t = take_ticket(count_ptr, PUBLISH and FINISH)
     row = (t // n_chunks).to(tl.int64)
     chunk = t % n_chunks
@@ -236,10 +240,11 @@ def cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK:
                          "chunks is more: use a larger BLOCK")
     pairs = torch.empty(2 * n_rows * n_chunks, dtype=torch.float32, device=x.device)
     counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)  # the ticket, then one per row
-    args = (y, x, pairs, counts, x.stride(0), y.stride(0), n_cols, n_chunks)
+    vec = row_vector(n_cols, x, y)  # rows of whole 16-byte vectors: the ints go in vectors (fused.py)
+    args = (y, x, pairs, counts, x.stride(0) // vec, y.stride(0) // vec, n_cols // vec, n_chunks)
     _launch(cooperative_softmax_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, x.device, BLOCK=BLOCK,
             TILES=tiles, CHUNKS=next_power_of_2(n_chunks), KEEP_16=bool(keep_16) and x.element_size() == 2,
-            num_warps=num_warps or default_warps(BLOCK))
+            VEC=vec, num_warps=num_warps or default_warps(BLOCK))
     return y
 
 
@@ -252,7 +257,8 @@ def cooperative_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, BL
     n_chunks = cdiv(n_cols, BLOCK)
     dot = torch.empty(n_rows * n_chunks, dtype=torch.float32, device=y.device)
     counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=y.device)
-    args = (dx, y, dy, dot, counts, y.stride(0), dy.stride(0), dx.stride(0), n_cols, n_chunks)
+    vec = row_vector(n_cols, y, dy, dx)
+    args = (dx, y, dy, dot, counts, *[t.stride(0) // vec for t in (y, dy, dx)], n_cols // vec, n_chunks)
     _launch(cooperative_backward_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, y.device, BLOCK=BLOCK,
-            CHUNKS=next_power_of_2(n_chunks), num_warps=num_warps or default_warps(BLOCK))
+            CHUNKS=next_power_of_2(n_chunks), VEC=vec, num_warps=num_warps or default_warps(BLOCK))
     return dx

@@ -3,14 +3,15 @@
 With short rows (128-512 elements) one row per program is too little work: a program finishes almost as
 soon as it starts, and most of the time goes into starting programs and waiting for the first loads.
 Giving each program several rows keeps more loads in flight. Same maths as ``fused``, with the reductions
-along axis 1 (one max and one sum per row of the tile).
+along axis 1 (one max and one sum per row of the tile). ``VEC``: as in ``fused`` (the ints count VEC-element
+pieces, so rows of whole 16-byte vectors are loaded and stored 16 bytes at a time).
 """
 import torch
 import triton
 import triton.language as tl
 
 from ..dispatch import MULTIROW_TILE
-from ._launch import prepare, default_num_warps, cdiv, next_power_of_2
+from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, row_vector
 from .fast_exp import fast_exp
 
 MAX_COLS = 65536
@@ -18,7 +19,8 @@ MAX_COLS = 65536
 
 @triton.jit
 def multirow_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
-                            ROWS: tl.constexpr, BLOCK: tl.constexpr):
+                            ROWS: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr = 1):
+    in_row_stride, out_row_stride, n_cols = in_row_stride * VEC, out_row_stride * VEC, n_cols * VEC
     # This program's rows (int64: row * stride can pass 2**31) and the columns of the tile.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
@@ -56,6 +58,7 @@ def launch_setup(y, x, ROWS=None, BLOCK=None, num_warps=None):
     if BLOCK < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the tile must hold whole rows")
     ROWS = ROWS or max(1, MULTIROW_TILE // BLOCK)
-    options = dict(ROWS=ROWS, BLOCK=BLOCK, num_warps=num_warps or default_num_warps(ROWS * BLOCK))
-    args = (y, x, x.stride(0), y.stride(0), n_rows, n_cols)
+    vec = row_vector(n_cols, x, y)  # rows of whole 16-byte vectors: the ints go in vectors (fused.py)
+    options = dict(ROWS=ROWS, BLOCK=BLOCK, VEC=vec, num_warps=num_warps or default_num_warps(ROWS * BLOCK))
+    args = (y, x, x.stride(0) // vec, y.stride(0) // vec, n_rows, n_cols // vec)
     return multirow_softmax_kernel, (cdiv(n_rows, ROWS),), args, options
