@@ -2,7 +2,8 @@
 # Issue 15, seventh session. PART=bench: the register kernels with and without ints in vectors
 # (run-h200-vectors.py), the recorded benchmark of this tree (every shape, forward and backward, GPU and eager
 # time, torch and torch.compile beside), and Nsight Compute's stall reasons for the clustered and resident
-# kernels. PART=tests: nbval over every chapter beside the GPU unit tests. Device tool (carry [".whl"] for
+# kernels. PART=tests: the padding sweeps on the new dispatcher limits, then nbval over every chapter beside
+# the GPU unit tests. Device tool (carry [".whl"] for
 # PART=tests). Writes under $OUT.
 set -u
 cd "$(dirname "$0")/.." && export PYTHONPATH=$PWD/code PYTHONUNBUFFERED=1
@@ -19,6 +20,10 @@ if [ "$PART" = bench ]; then
   grep -E "==PROF==|softmax_kernel|Stall|Warp Cycles|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|DRAM Throughput|Duration" "$OUT/ncu-stalls.log" | head -80
   exit 0
 fi
+# the padding sweeps again, on the dispatcher with its new limits (the GPU alone), then the tests
+timeout 90 python3 results/run-h200-padding.py "$OUT/h200-padding-c.json" > "$OUT/padding-c.log" 2>&1
+timeout 90 python3 results/run-h200-padding.py "$OUT/h200-padding-d.json" b > "$OUT/padding-d.log" 2>&1
+grep -h dispatcher "$OUT"/padding-[cd].log | cut -c1-160
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD/code JUPYTER_PATH=/tmp/site/share/jupyter
 python3 -m ipykernel install --user --name softmax-lab --display-name "Softmax Lab (Python 3)" > /dev/null 2>&1

@@ -70,6 +70,7 @@ def test_the_machine_code_copies_16_bytes_at_a_time_into_shared_memory():
 def test_on_the_cpu_the_dispatcher_keeps_the_other_kernels_and_the_launchers_say_why():
     assert softmax.choose(2, 12000, torch.bfloat16)[0] == "fused"
     assert softmax.choose(2, 20000, torch.bfloat16)[0] == "cooperative"  # "resident" on an H100/H200
+    assert softmax.choose(2, 20000, torch.float32)[0] == "fused"  # "resident" there too
     for launch, name in ((staged_softmax, "staged_softmax"), (resident_softmax, "resident_softmax")):
         with pytest.raises(ValueError, match=f"{name} needs a GPU: it is a Gluon kernel"):
             launch(torch.randn(2, 20000).to(torch.bfloat16))

@@ -304,6 +304,11 @@ def test_gluon_dispatch_and_its_fallback(monkeypatch):
     assert softmax.choose(4096, 16384, torch.float16)[0] == "resident"
     assert softmax.choose(4096, 8192, torch.float16)[0] == "fused"
     assert softmax.choose(2048, 32768, torch.float32)[0] == "fused"
+    assert softmax.choose(2048, 20000, torch.float32)[0] == "resident"  # fp32 rows of 16385-28672
+    f32 = _randn((64, 20008))
+    for x, kernel in ((f32[:, :20000], "resident"), (f32[:, 1:20001], "fused")):  # misaligned: fused, as before
+        assert dispatch._runnable(x)[0] == kernel and dispatch.plan_2d(x) is not None
+        _check_rows(softmax(x), x, slice(None))
     calls = []
     launchers = dispatch._launchers()
     monkeypatch.setattr(dispatch, "_launchers", lambda: {**launchers, "resident": lambda x, **k: calls.append(1)

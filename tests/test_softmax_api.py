@@ -139,7 +139,8 @@ def test_every_dispatch_path_is_correct():
     seen = set()
     sms = torch.cuda.get_device_properties(0).multi_processor_count if DEV.type == "cuda" else 4
     many = sms + 1  # more rows than SMs (the branch that once chose online softmax)
-    cases = [(3, 7), (5, 128), (3, 1000), (2, 3000), (2, 5000), (2, 40000), (2, 60000), (many, 70000), (1, 140000)]
+    cases = [(3, 7), (5, 128), (3, 1000), (2, 3000), (2, 5000), (2, 20000), (2, 40000), (2, 60000), (many, 70000),
+             (1, 140000)]
     for shape, dtype in [(shape, torch.float32) for shape in cases] + [((2, 12000), torch.bfloat16),
                                                                         ((2, 50000), torch.float16)]:
         name = softmax.choose(*shape, dtype)[0]

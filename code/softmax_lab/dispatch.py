@@ -5,7 +5,11 @@
 Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H200: ``results/README.md``.
 
 * short rows: ``multirow`` with several rows per program (one row per program from about 1024 elements);
-* rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps;
+* rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps (fewer for rows a
+  little longer than a power of two, whose blocks are up to half padding: 98.6% against 90.5% at 8192x4100
+  fp32, 96.0% against 80.6% at 8192x5000 bf16, ``results/h200-padding.json``);
+* fp32 rows of 16,385-28,672 elements on a GPU: ``resident`` (93.0% against fused's 77.2% at 2048x17000,
+  94.3% against 84.8% at 2048x20008; at 32768 fused stays: 95.3% against 94.1%, ``results/h200-padding*.json``);
 * 16-bit rows of 8,193-32,768 elements on a GPU: ``resident`` (``kernels/resident.py``, a Gluon kernel: the row
   sits in shared memory instead of registers, so several programs share a multiprocessor; with ``overlap``
   92.8% of copy against 79% at 2048x32768 bf16 and 96.4% against fused's 93.1% at 4096x16384,
@@ -50,18 +54,23 @@ def pick(rules, key):
 
 
 # --- Forward: (kernel, knobs) by row length. ROWS = rows per program. From the H200 sweeps.
+# Limits between powers of two: rows a little longer than one (4,100 fp32) leave up to half a register
+# kernel's lanes padding, and take fewer warps or the resident kernel (results/h200-padding*.json).
 FORWARD = {
     4: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=4))),
         (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
-        (8192, ("fused", dict(num_warps=16))), (32768, ("fused", dict(num_warps=32))),
+        (4096, ("fused", dict(num_warps=16))), (5120, ("fused", dict(num_warps=8))),
+        (12288, ("fused", dict(num_warps=16))), (16384, ("fused", dict(num_warps=32))),
+        (28672, ("resident", dict(num_warps=8, overlap=True))), (32768, ("fused", dict(num_warps=32))),
         (49151, ("cooperative", dict(BLOCK=8192, num_warps=4))),
         (65536, ("clustered", dict(parts=8, num_warps=2, vectors=2))),
         (262144, ("cooperative", dict(BLOCK=8192, num_warps=4))),
         (1048576, ("cooperative", dict(BLOCK=8192, num_warps=8))),
         (None, ("l2_reread", dict(BLOCK=8192, num_warps=8)))],
-    2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (512, ("multirow", dict(ROWS=2, num_warps=2))),
-        (1024, ("multirow", dict(ROWS=2, num_warps=4))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
-        (4096, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
+    2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=2))),
+        (896, ("multirow", dict(ROWS=2, num_warps=2))), (1024, ("multirow", dict(ROWS=2, num_warps=4))),
+        (2048, ("multirow", dict(ROWS=1, num_warps=4))), (4096, ("fused", dict(num_warps=8))),
+        (6144, ("fused", dict(num_warps=4))), (7680, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
         (32768, ("resident", dict(num_warps=8, overlap=True))),
         (65536, ("clustered", dict(parts=4, num_warps=4, vectors=2))),
         (131072, ("clustered", dict(parts=4, num_warps=4, vectors=1))),
@@ -70,7 +79,7 @@ FORWARD = {
 # Where a Gluon kernel cannot run (the CPU interpreter, GPUs before Hopper, where they were not measured, rows
 # that do not start on 16 bytes): the kernels they replaced, by element size and row length.
 GLUON_KERNELS = ("resident", "clustered")
-GLUON_FALLBACK = {4: [(None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
+GLUON_FALLBACK = {4: [(32768, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
                   2: [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
 GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resident runs from 8.0 (cp.async)
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
