@@ -78,43 +78,17 @@ def test_machine_code_counts_what_chapter_10_shows():
     assert first["LDG"] == now["LDG"] == 4  # 128-bit loads: 4 x 8 bf16 = 32 elements per thread
 
 
-WIDTHS_SCRIPT = textwrap.dedent("""
-    import torch
-    torch.cuda.is_available = lambda: True
-    from softmax_lab.kernels.backward import softmax_backward_kernel
-    from softmax_lab.kernels.fused import fused_softmax_kernel
-    from softmax_lab.kernels.multirow import multirow_softmax_kernel
-    from softmax_lab.machine_code import compile_for_h200, sass_ops
-
-    # Rows of 1000 fp32 / 8200 bf16 elements: whole 16-byte vectors, but the ints are not multiples of 16.
-    for dtype, vec in (("fp32", 4), ("bf16", 8)):
-        p = "*" + dtype
-        for v in (1, vec):
-            const = {"VEC": "constexpr", "BLOCK": "constexpr"}
-            kernels = (
-                ("fused", fused_softmax_kernel, {"out_ptr": p, "in_ptr": p, "in_row_stride": "i32",
-                 "out_row_stride": "i32", "n_cols": "i32", **const}, {"BLOCK": 8192}, 16),
-                ("multirow", multirow_softmax_kernel, {"out_ptr": p, "in_ptr": p, "in_row_stride": "i32",
-                 "out_row_stride": "i32", "n_rows": "i32", "n_cols": "i32", "ROWS": "constexpr", **const},
-                 {"BLOCK": 1024, "ROWS": 2}, 4),
-                ("backward", softmax_backward_kernel, {"dx_ptr": p, "y_ptr": p, "dy_ptr": p, "y_row_stride": "i32",
-                 "dy_row_stride": "i32", "dx_row_stride": "i32", "n_rows": "i32", "n_cols": "i32",
-                 "ROWS": "constexpr", **const}, {"BLOCK": 1024, "ROWS": 4}, 8))
-            for name, kernel, sig, consts, warps in kernels:
-                ints = [k for k, kind in sig.items() if kind == "i32"]
-                ops, _ = sass_ops(compile_for_h200(kernel, sig, {**consts, "VEC": v}, warps, unaligned=tuple(ints)))
-                wide = all(op.endswith(".128") for op in ops if op.startswith(("LDG", "STG")))
-                print(name, dtype, v, "wide" if wide else "narrow")
-    """)
-
 
 def test_rows_of_whole_vectors_move_16_bytes_at_a_time():
     """With VEC = the elements of a 16-byte vector (the ints passed divided by it), every load and store of the
     fused, multirow and backward kernels is 16 bytes wide even where the row length and strides are not
-    multiples of 16; the control, VEC=1 (plain elements), compiles to narrow ones."""
-    run = subprocess.run([sys.executable, "-c", WIDTHS_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    got = {tuple(line.split()[:3]): line.split()[3] for line in run.stdout.splitlines()}
-    assert len(got) == 12, got
-    for (name, dtype, vec), width in got.items():
-        assert width == ("narrow" if vec == "1" else "wide"), (name, dtype, vec, width)
+    multiples of 16; the control, VEC=1 (plain elements), compiles to narrow ones, as many per element."""
+    from softmax_lab.machine_code import WIDTH_KERNELS, access_widths
+
+    got = access_widths(WIDTH_KERNELS)
+    for name in WIDTH_KERNELS:
+        for dtype, vec in (("fp32", 4), ("bf16", 8)):
+            narrow, wide = got[name][dtype]["1"], got[name][dtype][str(vec)]
+            assert narrow and not any(op.endswith(".128") for op in narrow), (name, dtype, narrow)
+            assert wide and all(op.endswith(".128") for op in wide), (name, dtype, wide)
+            assert sum(narrow.values()) == vec * sum(wide.values()), (name, dtype, narrow, wide)

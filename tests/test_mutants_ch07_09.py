@@ -252,6 +252,31 @@ def test_warps_solution_and_mutants(capsys):
                  ["one knob at a time"], capsys)
 
 
+# ================================================================================== ch07-row-vector
+def row_vector(n_cols, *tensors):
+    vec = 16 // max(t.element_size() for t in tensors)
+    whole = n_cols % vec == 0 and all(t.shape[0] <= 1 or t.stride(0) % vec == 0 for t in tensors)
+    return vec if whole else 1
+
+
+def test_row_vector_solution_and_mutants(capsys):
+    """VEC is a promise to the compiler: one that ignores a stride is caught by running the fused kernel with it
+    (wrong rows), one that only looks at the first tensor misses the output's stride and the widest dtype, and
+    the compiler's own rule (multiples of 16) or always 1 is correct but gives up the wide accesses."""
+    passes(ch07.check_row_vector, [row_vector], "ch07-row-vector", capsys)
+    fails_naming(ch07.check_row_vector, [lambda n, *t: (_ for _ in ()).throw(NotImplementedError("x"))],
+                 "ch07-row-vector", ["not implemented yet"], capsys)
+    no_strides = lambda n, *t: 16 // max(x.element_size() for x in t) if n % (16 // max(x.element_size() for x in t)) == 0 else 1  # noqa: E731
+    fails_naming(ch07.check_row_vector, [no_strides], "ch07-row-vector", ["rows wrong", "row stride (1002)"], capsys)
+    first = lambda n, *t: 16 // t[0].element_size() if n % (16 // t[0].element_size()) == 0 and t[0].stride(0) % (16 // t[0].element_size()) == 0 else 1  # noqa: E731
+    fails_naming(ch07.check_row_vector, [first], "ch07-row-vector", ["output's row stride (1001)", "widest dtype"],
+                 capsys)
+    sixteen = lambda n, *t: row_vector(n, *t) if n % 16 == 0 and all(x.stride(0) % 16 == 0 for x in t) else 1  # noqa: E731
+    for wrong in (sixteen, lambda n, *t: 1):
+        fails_naming(ch07.check_row_vector, [wrong], "ch07-row-vector", ["VEC = 1, expected 4", "16 bytes at a time"],
+                     capsys)
+
+
 def programs_per_sm(n_regs, num_warps, shared_bytes=0):
     t = 32 * num_warps
     fits = [65536 // (n_regs * t), 2048 // t, 32] + ([228 * 1024 // shared_bytes] if shared_bytes else [])
@@ -409,3 +434,24 @@ def test_chapter_7_demo_cells_say_write_the_exercise_first(exercise, needle, nam
     exec(compile(cell.source, "<notebook cell>", "exec"), scope)  # noqa: S102 - the course's own cell
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [f"NotImplementedError: write {exercise} above first"], out
+
+
+def test_grader_judges_row_vector():
+    """The grader's own calls (fresh strided tensors in the sandbox): the solution passes; one that ignores the
+    strides fails."""
+    import shutil
+
+    from conftest import exercise_source
+    from softmax_lab.grading import judge
+    from softmax_lab.grading.runner import Limits
+
+    if not shutil.which("bwrap"):
+        pytest.skip("needs bubblewrap")
+    src = exercise_source("ch07-row-vector")
+    line = "whole = n_cols % vec == 0 and all(t.stride(0) % vec == 0 for t in tensors)"
+    assert line in src
+    good = judge.run("", {"ch07-row-vector": src}, Limits(cell_timeout=60), seed=5)["ch07-row-vector"]
+    assert good.ok, good.text("ch07-row-vector")
+    seeds = [judge.run("", {"ch07-row-vector": src.replace(line, "whole = n_cols % vec == 0")}, Limits(cell_timeout=60),
+                       seed=s)["ch07-row-vector"] for s in (5, 6)]
+    assert not all(v.ok for v in seeds), [v.text("ch07-row-vector") for v in seeds]

@@ -5,6 +5,9 @@ GPU's machine code (SASS) without a GPU. Counting the instructions per thread sh
 issues for each element, which is what held 16-bit long rows back (chapter 10): a memory-bound kernel
 stays at copy speed only while its arithmetic hides behind its memory traffic.
 
+``access_widths()`` compiles the register kernels for rows that are whole 16-byte vectors but whose length is not
+a multiple of 16, and counts their loads and stores by width (chapter 7: the compiler sees only the ints).
+
 ``instruction_counts()`` compiles the fused kernel for a bf16 row of 32768 elements (32 warps, so 32 elements
 per thread) twice: as first written (``tl.exp``, a division per element) and as the package has it
 (``fast_exp``, one division per row). The compiler's choice between the two depends on the device picked when
@@ -32,6 +35,46 @@ def instruction_counts(timeout: float = 300) -> dict:
     if run.returncode != 0:
         raise RuntimeError(f"compiling for sm_90 failed:\n{run.stderr[-2000:]}")
     return json.loads(run.stdout)
+
+
+WIDTH_KERNELS = ("fused", "multirow", "backward")
+
+
+def access_widths(kernels=("fused",), timeout: float = 600) -> dict:
+    """``{kernel: {dtype: {VEC: {"LDG.E.128": n, ...}}}}``: the global loads and stores per thread, by SASS
+    instruction (``.U16``: 2 bytes, no suffix: 4, ``.128``: 16), of ``kernels`` (of ``WIDTH_KERNELS``) compiled
+    for sm_90 with BLOCK = 1024 and 4 warps for rows that are whole 16-byte vectors but whose ints are not
+    multiples of 16 (1,000 fp32 or 8,200 bf16 elements): with the ints in elements (VEC = 1) and in vectors
+    (VEC = 4 for fp32, 8 for bf16). The same on every machine with the same Triton."""
+    run = subprocess.run([sys.executable, "-m", "softmax_lab.machine_code", "widths", *kernels],
+                         capture_output=True, text=True, timeout=timeout)
+    if run.returncode != 0:
+        raise RuntimeError(f"compiling for sm_90 failed:\n{run.stderr[-2000:]}")
+    return json.loads(run.stdout)
+
+
+def _widths(kernels) -> dict:
+    from softmax_lab.kernels.backward import softmax_backward_kernel
+    from softmax_lab.kernels.fused import fused_softmax_kernel
+    from softmax_lab.kernels.multirow import multirow_softmax_kernel
+
+    out = {}
+    for name in kernels:
+        kernel, ptrs, ints, consts = {
+            "fused": (fused_softmax_kernel, ("out_ptr", "in_ptr"), ("in_row_stride", "out_row_stride", "n_cols"), {}),
+            "multirow": (multirow_softmax_kernel, ("out_ptr", "in_ptr"),
+                         ("in_row_stride", "out_row_stride", "n_rows", "n_cols"), {"ROWS": 2}),
+            "backward": (softmax_backward_kernel, ("dx_ptr", "y_ptr", "dy_ptr"),
+                         ("y_row_stride", "dy_row_stride", "dx_row_stride", "n_rows", "n_cols"), {"ROWS": 2}),
+        }[name]
+        for dtype, vec in (("fp32", 4), ("bf16", 8)):
+            for v in (1, vec):
+                sig = {**{p: f"*{dtype}" for p in ptrs}, **{i: "i32" for i in ints},
+                       **{c: "constexpr" for c in (*consts, "BLOCK", "VEC")}}
+                ops, _ = sass_ops(compile_for_h200(kernel, sig, {**consts, "BLOCK": 1024, "VEC": v}, 4, unaligned=ints))
+                memory = {op: n for op, n in sorted(ops.items()) if op.startswith(("LDG", "STG"))}
+                out.setdefault(name, {}).setdefault(dtype, {})[str(v)] = memory
+    return out
 
 
 def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int, num_ctas: int = 1,
@@ -115,4 +158,10 @@ def _main() -> None:
 
 
 if __name__ == "__main__":
-    _main()
+    if sys.argv[1:2] == ["widths"]:
+        import torch
+
+        torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
+        print(json.dumps(_widths(sys.argv[2:])))
+    else:
+        _main()

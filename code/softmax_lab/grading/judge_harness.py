@@ -254,6 +254,11 @@ def run_kernel_exercise(ex: dict) -> dict:
 def _arg(a):
     if isinstance(a, dict) and "dtype" in a and len(a) == 1:
         return DTYPES[a["dtype"]]
+    if isinstance(a, dict) and "strided" in a:  # a 2-D view: {"shape": [r, c], "stride": [s, 1], "dtype": ...}
+        shape, stride = (tuple(int(v) for v in a["strided"][k][:2]) for k in ("shape", "stride"))
+        if not all(0 < v <= 1 << 16 for v in (*shape, *stride)):
+            raise ValueError(f"strided argument out of range: {shape} {stride}")
+        return torch.empty_strided(shape, stride, dtype=DTYPES[a["strided"]["dtype"]])
     if isinstance(a, dict) and "tensor" in a:
         return torch.tensor([float(v) for v in a["tensor"]], dtype=DTYPES[a.get("tensor_dtype", "float64")])
     return a
