@@ -255,3 +255,16 @@ def test_rows_of_whole_vectors_in_vector_units(dtype):
         atol, rtol = tolerance(dtype)
         torch.testing.assert_close(softmax_backward(y, dy).double(), softmax_backward_ref(y, dy), atol=atol * 10,
                                    rtol=rtol)
+
+
+def test_strides_of_2_31_or_more_stay_64_bit_ints():
+    # The kernels multiply an int passed in vectors back by VEC in 32 bits (the faster order), so rows 2**31 or
+    # more elements apart get VEC = 1 (the stride goes in as it is, a 64-bit int) and the Gluon kernels refuse
+    # them. Meta tensors: strides without the memory.
+    from softmax_lab.kernels._launch import output_vector, row_vector, vector_refusal
+
+    far = torch.empty_strided((2, 1024), (2**31 + 1024, 1), device="meta")
+    near = torch.empty_strided((2, 1024), (2**31 - 1024, 1), device="meta")
+    assert row_vector(1024, far, far) == 1 and row_vector(1024, near, near) == 4
+    assert output_vector(far, 4) == 1 and output_vector(near, 4) == 4
+    assert "2**31" in vector_refusal(far, "resident_softmax")

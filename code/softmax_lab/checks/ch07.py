@@ -566,8 +566,9 @@ def check_occupancy(programs_per_sm) -> Verdict:
 # ------------------------------------------------------------------------------------- rows in vectors
 
 def vector_rule(n_cols: int, *tensors: torch.Tensor) -> int:
-    """The chapter's rule (what ``kernels._launch.row_vector`` does): elements per 16-byte vector of the widest
-    dtype when the row length and every row stride (of tensors with more than one row) are whole vectors."""
+    """The chapter's rule: elements per 16-byte vector of the widest dtype when the row length and every row
+    stride (of tensors with more than one row) are whole vectors. (``kernels._launch.row_vector`` also gives 1
+    for ints of 2**31 or more, which the kernels would multiply back in 32 bits.)"""
     vec = 16 // max(t.element_size() for t in tensors)
     whole = n_cols % vec == 0 and all(t.shape[0] <= 1 or t.stride(0) % vec == 0 for t in tensors)
     return vec if whole else 1

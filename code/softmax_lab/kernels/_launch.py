@@ -226,6 +226,9 @@ def vector_refusal(x: torch.Tensor, kernel: str) -> str:
     vec = 16 // x.element_size()
     if not x.numel():
         return ""
+    if x.shape[0] > 1 and x.stride(0) >= 2**31:  # the kernels multiply the stride back in 32 bits (it is faster)
+        return (f"{kernel} takes rows less than 2**31 elements apart; x's rows are {x.stride(0)} apart: make x "
+                "contiguous, or use cooperative_softmax")
     if x.data_ptr() % 16 or (x.shape[0] > 1 and x.stride(0) % vec):
         return (f"{kernel} copies rows in 16-byte pieces, so every row of x must start on a 16-byte boundary "
                 f"(row stride a multiple of {vec} elements); pad the rows to a multiple of {vec}, or use "
@@ -270,8 +273,8 @@ def output_vector(y: torch.Tensor, vec: int) -> int:
     else 1. Triton knows an int is a multiple of 16 (and so may store 16 bytes at a time) only when it is one,
     so a Gluon kernel receives the row stride divided by this, and multiplies it back (rows of 8,200 bf16
     elements, 1,025 vectors, were stored element by element: 24% of copy, ``results/probe_row_alignment.py``)."""
-    whole = y.shape[1] % vec == 0 and (y.shape[0] <= 1 or y.stride(0) % vec == 0)
-    return vec if whole else 1
+    whole = y.shape[1] % vec == 0 and (y.shape[0] <= 1 or (y.stride(0) % vec == 0 and y.stride(0) < 2**31))
+    return vec if whole else 1  # (a stride of 2**31 or more goes in as it is, a 64-bit int: OUT_VEC = 1)
 
 
 def row_vector(n_cols: int, *tensors: torch.Tensor) -> int:
@@ -282,7 +285,8 @@ def row_vector(n_cols: int, *tensors: torch.Tensor) -> int:
     rows of 1,000 fp32 or 8,200 bf16 elements were read and written one element at a time.)"""
     vec = 16 // max(t.element_size() for t in tensors)
     whole = n_cols % vec == 0 and all(t.shape[0] <= 1 or t.stride(0) % vec == 0 for t in tensors)
-    return vec if whole else 1
+    small = max(n_cols, *[t.stride(0) for t in tensors]) < 2**31  # (multiplied back in 32 bits; else 64-bit ints)
+    return vec if whole and small else 1
 
 
 def whole_chunks(n_elements: int, chunk: int) -> int:
