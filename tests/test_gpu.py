@@ -250,6 +250,33 @@ def test_cooperative_backward_gpu(shape):
 @pytest.mark.parametrize("shape", [(2048, 32768), (1, 20000), (7, 16385), (300, 32767), (133, 24576), (5, 65536),
                                    (4096, 16384), (9, 8193), (3, 100)])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+
+def _hard_rows(n_rows, n, dtype, keep):
+    """(padded, x, rows): x = padded[:, :n], rows starting on 16 bytes whatever n is, with row 0 half -inf, row 1
+    all -inf (NaN, like torch) and row 2 all-negative; ``rows``: the first and last ``keep`` rows but row 1."""
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    padded = _randn((n_rows, -(-n // vec) * vec), dtype)
+    x = padded[:, :n]
+    x[0, : n // 2] = float("-inf")
+    if n_rows > 2:
+        x[1] = float("-inf")
+        x[2] = -1000.0 - torch.rand(n, device="cuda")
+    rows = [r for r in range(n_rows) if r != 1 or n_rows <= 2]
+    return padded, x, rows[:keep] + rows[-keep:]
+
+
+def _check_poisoned(launch, x, rows, padded_out, **knobs):
+    """launch(x, out=y) on a NaN-poisoned y (``padded_out``: a view with padded rows, whose padding must stay
+    NaN); the rows right, the all -inf row NaN."""
+    n_rows, n = x.shape
+    wide = torch.full((n_rows, n + 64), float("nan"), dtype=x.dtype, device="cuda")
+    y = wide[:, :n] if padded_out else torch.full_like(x, float("nan"))
+    launch(x, out=y, **knobs)
+    _check_rows(y, x, rows)
+    if n_rows > 2:
+        assert torch.isnan(y[1]).all()
+    assert torch.isnan(wide[:, n:]).all()  # the padding is left alone
+
 @pytest.mark.parametrize("kernel", ["staged", "resident"])
 def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
     # The Gluon kernels (kernels/staged.py, kernels/resident.py): rows in shared memory; tails of every length,
@@ -264,15 +291,7 @@ def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
         with pytest.raises(ValueError, match="supports rows of up to"):
             launch(_randn(shape, dtype))
         return
-    vec = 16 // torch.empty((), dtype=dtype).element_size()
-    padded = _randn((n_rows, -(-n // vec) * vec), dtype)
-    x = padded[:, :n]  # rows start on 16 bytes whatever n is
-    x[0, : n // 2] = float("-inf")
-    if n_rows > 2:
-        x[1] = float("-inf")
-        x[2] = -1000.0 - torch.rand(n, device="cuda")
-    rows = [r for r in range(n_rows) if r != 1 or n_rows <= 2]
-    rows = rows[:64] + rows[-64:]
+    padded, x, rows = _hard_rows(n_rows, n, dtype, 64)
     if kernel == "staged":
         two_fit = 2 * triton.next_power_of_2(n) * x.element_size() <= 227 * 1024
         knob_sets = (dict(), dict(STAGES=1), dict(STAGES=2 if two_fit else 1, programs=7), dict(num_warps=16))
@@ -280,13 +299,7 @@ def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
         knob_sets = (dict(), dict(num_warps=4), dict(num_warps=16), dict(num_warps=32), dict(overlap=True),
                      dict(overlap=True, num_warps=16))
     for i, knobs in enumerate(knob_sets):
-        wide = torch.full((n_rows, n + 4 * vec), float("nan"), dtype=dtype, device="cuda")
-        y = wide[:, :n] if i % 2 else torch.full_like(x, float("nan"))  # every other run: an out with padded rows
-        launch(x, out=y, **knobs)
-        _check_rows(y, x, rows)
-        if n_rows > 2:
-            assert torch.isnan(y[1]).all()
-        assert torch.isnan(wide[:, n:]).all()  # the padding is left alone
+        _check_poisoned(launch, x, rows, padded_out=i % 2, **knobs)
     z = padded.clone()[:, :n]
     launch(z, out=z)  # in place
     _check_rows(z, x, rows)
@@ -363,15 +376,7 @@ def test_clustered_kernel_at_gpu_sizes(shape, dtype):
         with pytest.raises(ValueError, match="supports rows of up to"):
             clustered_softmax(_randn(shape, dtype))
         return
-    vec = 16 // torch.empty((), dtype=dtype).element_size()
-    padded = _randn((n_rows, -(-n // vec) * vec), dtype)
-    x = padded[:, :n]
-    x[0, : n // 2] = float("-inf")
-    if n_rows > 2:
-        x[1] = float("-inf")
-        x[2] = -1000.0 - torch.rand(n, device="cuda")
-    rows = [r for r in range(n_rows) if r != 1 or n_rows <= 2]
-    rows = rows[:32] + rows[-32:]
+    padded, x, rows = _hard_rows(n_rows, n, dtype, 32)
     ran = 0
     for knobs in CLUSTERED_KNOBS:
         try:
@@ -384,13 +389,7 @@ def test_clustered_kernel_at_gpu_sizes(shape, dtype):
             with pytest.raises(ValueError, match="shared memory"):
                 clustered_softmax(x, **knobs)
             continue
-        wide = torch.full((n_rows, n + 4 * vec), float("nan"), dtype=dtype, device="cuda")
-        y = wide[:, :n] if ran % 2 else torch.full_like(x, float("nan"))  # every other run: an out with padded rows
-        clustered_softmax(x, out=y, **knobs)
-        _check_rows(y, x, rows)
-        if n_rows > 2:
-            assert torch.isnan(y[1]).all()
-        assert torch.isnan(wide[:, n:]).all()  # the padding is left alone
+        _check_poisoned(clustered_softmax, x, rows, padded_out=ran % 2, **knobs)
         ran, fits = ran + 1, knobs
     assert ran >= 2
     z = padded.clone()[:, :n]

@@ -35,7 +35,7 @@ from softmax_lab import kernels
 from softmax_lab.dispatch import element_size
 from softmax_lab.kernels import ALL, softmax_backward
 from softmax_lab.kernels._launch import SHARED_BYTES, next_power_of_2, num_sms, shared_memory_cols
-from softmax_lab.kernels.clustered import MAX_PARTS
+from softmax_lab.kernels.clustered import MAX_PARTS, slices as clustered_slices
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 # (rows, cols, dtype): the shapes of issues 3 and 15.
@@ -215,8 +215,11 @@ def _forward_candidates(n_rows, n_cols, dtype):
                 out.append(("resident", dict(num_warps=warps, overlap=overlap)))
     for parts in (2, 4, 8, 16):  # clustered: the row split over a cluster of programs' shared memories
         for warps, vectors in ((2, 2), (4, 1), (4, 2), (8, 1)):
-            chunk = 32 * warps * vectors * 16 // size
-            if chunk <= block // parts and block // parts * size <= SHARED_BYTES and block // parts // chunk <= 32:
+            try:  # the kernel's own sizing (whole chunks, at most MAX_CHUNKS a slice)
+                s = clustered_slices(n_cols, size, parts, warps, vectors)
+            except ValueError:
+                continue
+            if s["CHUNK"] <= -(-n_cols // parts) and s["SLICE"] * size <= SHARED_BYTES:
                 out.append(("clustered", dict(parts=parts, num_warps=warps, vectors=vectors)))
     if block >= 262144:  # l2_reread: tile, warps, programs per SM (tiles per chunk: its L2-budget default)
         for tile, warps, per_sm in ((4096, 8, 4), (8192, 8, 4), (2048, 4, 8)):
