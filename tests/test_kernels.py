@@ -257,6 +257,29 @@ def test_rows_of_whole_vectors_in_vector_units(dtype):
                                    rtol=rtol)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_backward_with_rows_of_whole_vectors_and_their_own_strides(dtype):
+    # y, dy and dx each with its own row stride: all whole vectors (VEC > 1), or one of them odd (VEC = 1); the
+    # tile kernel and the cooperative one (several chunks a row), into an out= view whose padding stays put.
+    from softmax_lab.kernels._launch import row_vector
+    from softmax_lab.kernels.cooperative import cooperative_backward
+
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    n = 4 * vec
+    for dy_pad, dx_pad, expected in ((2 * vec, vec, vec), (2 * vec + 1, vec, 1), (2 * vec, 1, 1)):
+        y = torch.softmax(randn((5, n + vec), device=DEV), -1).to(dtype)[:, :n]
+        dy = randn((5, n + dy_pad), dtype, DEV)[:, :n]
+        wide = poisoned_like(randn((5, n + dx_pad), dtype, DEV))
+        assert row_vector(n, y, dy, wide[:, :n]) == expected
+        ref = softmax_backward_ref(y, dy)
+        atol, rtol = tolerance(dtype)
+        for run in (lambda out: softmax_backward(y, dy, out=out), lambda out: cooperative_backward(y, dy, out, BLOCK=vec)):
+            out = wide.clone()
+            dx = run(out[:, :n])
+            torch.testing.assert_close(dx.double(), ref, atol=atol * 10, rtol=rtol)
+            assert torch.isnan(out[:, n:]).all()  # the padding of the output's rows is left alone
+
+
 def test_strides_of_2_31_or_more_stay_64_bit_ints():
     # The kernels multiply an int passed in vectors back by VEC in 32 bits (the faster order), so rows 2**31 or
     # more elements apart get VEC = 1 (the stride goes in as it is, a 64-bit int) and the Gluon kernels refuse

@@ -255,7 +255,7 @@ def test_warps_solution_and_mutants(capsys):
 # ================================================================================== ch07-row-vector
 def row_vector(n_cols, *tensors):
     vec = 16 // max(t.element_size() for t in tensors)
-    whole = n_cols % vec == 0 and all(t.shape[0] <= 1 or t.stride(0) % vec == 0 for t in tensors)
+    whole = n_cols % vec == 0 and all(t.stride(0) % vec == 0 for t in tensors)
     return vec if whole else 1
 
 

@@ -141,8 +141,9 @@ def test_every_dispatch_path_is_correct():
     many = sms + 1  # more rows than SMs (the branch that once chose online softmax)
     cases = [(3, 7), (5, 128), (3, 1000), (2, 3000), (2, 5000), (2, 20000), (2, 40000), (2, 60000), (many, 70000),
              (1, 140000)]
-    for shape, dtype in [(shape, torch.float32) for shape in cases] + [((2, 12000), torch.bfloat16),
-                                                                        ((2, 50000), torch.float16)]:
+    cases += [(2, 4500), (2, 10000), (2, 30000)]  # the limits between powers of two (fused with other warps)
+    halves = [(3, 200), (3, 700), (2, 5000), (2, 7000), (2, 12000), (2, 50000)]
+    for shape, dtype in [(shape, torch.float32) for shape in cases] + [(shape, torch.bfloat16) for shape in halves]:
         name = softmax.choose(*shape, dtype)[0]
         seen.add(name)
         x = randn(shape, device=DEV).to(dtype)

@@ -8,14 +8,15 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
 * rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps (fewer for rows a
   little longer than a power of two, whose blocks are up to half padding: 98.6% against 90.5% at 8192x4100
   fp32, 96.0% against 80.6% at 8192x5000 bf16, ``results/h200-padding.json``);
-* fp32 rows of 16,385-28,672 elements on a GPU: ``resident`` (93.0% against fused's 77.2% at 2048x17000,
-  94.3% against 84.8% at 2048x20008; at 32768 fused stays: 95.3% against 94.1%, ``results/h200-padding*.json``);
 * 16-bit rows of 8,193-32,768 elements on a GPU: ``resident`` (``kernels/resident.py``, a Gluon kernel: the row
   sits in shared memory instead of registers, so several programs share a multiprocessor; with ``overlap``
   92.8% of copy against 79% at 2048x32768 bf16 and 96.4% against fused's 93.1% at 4096x16384,
   ``results/h200-overlap.json``; its shared memory sized to the row, 95.8% against 84% at 2048x24000,
   ``results/h200-clustered-b.json``), where rows start on 16 bytes on a Hopper GPU; otherwise (and on the
   CPU) ``fused`` or ``cooperative`` (``GLUON_FALLBACK``);
+* fp32 rows of 16,385-28,672 elements: ``resident`` too, on the same conditions (otherwise ``fused``): 93.0%
+  against fused's 77.2% at 2048x17000, 94.3% against 84.8% at 2048x20008; at 32768 fused stays, 95.3% against
+  94.1% (``results/h200-padding*.json``);
 * rows too long for one program's shared memory, 16-bit up to 131,072 elements and fp32 of 49,152-65,536:
   ``clustered`` (``kernels/clustered.py``: a row split over a cluster of 4 or 8 programs, each holding its
   slice in shared memory; 83.8% against cooperative's 76.5% at 1024x65536 bf16, 138% against 122% at

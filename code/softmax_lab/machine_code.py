@@ -43,9 +43,9 @@ WIDTH_KERNELS = ("fused", "multirow", "backward")
 def access_widths(kernels=("fused",), timeout: float = 600) -> dict:
     """``{kernel: {dtype: {VEC: {"LDG.E.128": n, ...}}}}``: the global loads and stores per thread, by SASS
     instruction (``.U16``: 2 bytes, no suffix: 4, ``.128``: 16), of ``kernels`` (of ``WIDTH_KERNELS``) compiled
-    for sm_90 with BLOCK = 1024 and 4 warps for rows that are whole 16-byte vectors but whose ints are not
-    multiples of 16 (1,000 fp32 or 8,200 bf16 elements): with the ints in elements (VEC = 1) and in vectors
-    (VEC = 4 for fp32, 8 for bf16). The same on every machine with the same Triton."""
+    for sm_90 with BLOCK = 1024 and 4 warps, with their ints marked as not multiples of 16 (as for rows of 1,000
+    elements, whole 16-byte vectors): with the ints in elements (VEC = 1) and in vectors (VEC = 4 for fp32, 8
+    for bf16). The same on every machine with the same Triton."""
     run = subprocess.run([sys.executable, "-m", "softmax_lab.machine_code", "widths", *kernels],
                          capture_output=True, text=True, timeout=timeout)
     if run.returncode != 0:

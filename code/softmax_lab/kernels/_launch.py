@@ -222,7 +222,8 @@ def device_refusal(kernel: str, capability: tuple[int, int], shared: int, row_by
 
 
 def vector_refusal(x: torch.Tensor, kernel: str) -> str:
-    """The 16-byte half of ``gluon_refusal``: rows start on 16 bytes, and the last row's last vector is x's."""
+    """The 16-byte half of ``gluon_refusal``: rows less than 2**31 elements apart (the kernels multiply the stride
+    back in 32 bits), starting on 16 bytes, and the last row's last vector is x's."""
     vec = 16 // x.element_size()
     if not x.numel():
         return ""
@@ -278,7 +279,7 @@ def output_vector(y: torch.Tensor, vec: int) -> int:
 
 
 def row_vector(n_cols: int, *tensors: torch.Tensor) -> int:
-    """The ``VEC`` knob of the register kernels (fused, multirow, the backward tile): the elements of one 16-byte
+    """The ``VEC`` knob of the register kernels (fused, multirow, cooperative, the backward tile): the elements of one 16-byte
     vector when the row length and every tensor's row stride are whole vectors, else 1. The kernel receives
     those ints divided by VEC and multiplies them back, so the compiler knows each row starts on 16 bytes and
     loads and stores 16 bytes at a time. (Triton marks an int argument as a multiple of 16 only when it is one:
