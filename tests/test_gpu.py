@@ -247,10 +247,6 @@ def test_cooperative_backward_gpu(shape):
         assert not torch.isnan(dx).any()
 
 
-@pytest.mark.parametrize("shape", [(2048, 32768), (1, 20000), (7, 16385), (300, 32767), (133, 24576), (5, 65536),
-                                   (4096, 16384), (9, 8193), (3, 100)])
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-
 def _hard_rows(n_rows, n, dtype, keep):
     """(padded, x, rows): x = padded[:, :n], rows starting on 16 bytes whatever n is, with row 0 half -inf, row 1
     all -inf (NaN, like torch) and row 2 all-negative; ``rows``: the first and last ``keep`` rows but row 1."""
@@ -277,6 +273,10 @@ def _check_poisoned(launch, x, rows, padded_out, **knobs):
         assert torch.isnan(y[1]).all()
     assert torch.isnan(wide[:, n:]).all()  # the padding is left alone
 
+
+@pytest.mark.parametrize("shape", [(2048, 32768), (1, 20000), (7, 16385), (300, 32767), (133, 24576), (5, 65536),
+                                   (4096, 16384), (9, 8193), (3, 100)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("kernel", ["staged", "resident"])
 def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
     # The Gluon kernels (kernels/staged.py, kernels/resident.py): rows in shared memory; tails of every length,
