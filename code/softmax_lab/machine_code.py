@@ -30,7 +30,13 @@ def instruction_counts(timeout: float = 300) -> dict:
     """``{"tl.exp, / per element": {...}, "fast_exp, one division": {...}}``, each with the SASS instructions per
     thread (``total``, ``FMUL``, ``FADD``, ``MUFU.EX2``, loads and stores), the registers per thread, and the PTX
     divisions and exps. The same on every machine with the same Triton (the target is fixed: sm_90)."""
-    run = subprocess.run([sys.executable, "-m", "softmax_lab.machine_code"], capture_output=True, text=True,
+    return _in_fresh_process(["counts"], timeout)
+
+
+def _in_fresh_process(args: list, timeout: float) -> dict:
+    """``python -m softmax_lab.machine_code *args`` (which compiles as for a GPU: the device is picked when
+    softmax_lab is imported, so not in this process), its JSON output."""
+    run = subprocess.run([sys.executable, "-m", "softmax_lab.machine_code", *args], capture_output=True, text=True,
                          timeout=timeout)
     if run.returncode != 0:
         raise RuntimeError(f"compiling for sm_90 failed:\n{run.stderr[-2000:]}")
@@ -46,11 +52,7 @@ def access_widths(kernels=("fused",), timeout: float = 600) -> dict:
     for sm_90 with BLOCK = 1024 and 4 warps, with their ints marked as not multiples of 16 (as for rows of 1,000
     elements, whole 16-byte vectors): with the ints in elements (VEC = 1) and in vectors (VEC = 4 for fp32, 8
     for bf16). The same on every machine with the same Triton."""
-    run = subprocess.run([sys.executable, "-m", "softmax_lab.machine_code", "widths", *kernels],
-                         capture_output=True, text=True, timeout=timeout)
-    if run.returncode != 0:
-        raise RuntimeError(f"compiling for sm_90 failed:\n{run.stderr[-2000:]}")
-    return json.loads(run.stdout)
+    return _in_fresh_process(["widths", *kernels], timeout)
 
 
 def _widths(kernels) -> dict:
@@ -82,7 +84,7 @@ def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int, 
     """``kernel`` compiled as Triton compiles it for an H200 (sm_90) when its pointers and ints are 16-byte
     aligned, except the arguments named in ``unaligned`` (ints that are not multiples of 16: Triton then knows
     nothing of their divisibility); ``num_ctas``: programs per cluster. Run it in a process that imported
-    softmax_lab as for a GPU (``_main`` shows how)."""
+    softmax_lab as for a GPU (``_in_fresh_process`` shows how)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -127,10 +129,7 @@ def _sass_counts(compiled) -> dict:
             "LDG": ops["LDG"], "STG": ops["STG"], "registers": registers, **ptx_counts(compiled)}
 
 
-def _main() -> None:
-    import torch
-
-    torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
+def _counts() -> dict:
     import triton
     import triton.language as tl
 
@@ -153,15 +152,11 @@ def _main() -> None:
     block = {"BLOCK": SHAPE["BLOCK"]}
     versions = (("tl.exp, / per element", first_fused_kernel, sig, block),  # (VEC=1: ints in elements)
                 ("fast_exp, one division", fused_softmax_kernel, {**sig, "VEC": "constexpr"}, {**block, "VEC": 1}))
-    out = {name: _sass_counts(compile_for_h200(kernel, s, c, SHAPE["num_warps"])) for name, kernel, s, c in versions}
-    print(json.dumps(out))
+    return {name: _sass_counts(compile_for_h200(kernel, s, c, SHAPE["num_warps"])) for name, kernel, s, c in versions}
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["widths"]:
-        import torch
+if __name__ == "__main__":  # counts | widths KERNEL...
+    import torch
 
-        torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
-        print(json.dumps(_widths(sys.argv[2:])))
-    else:
-        _main()
+    torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
+    print(json.dumps(_widths(sys.argv[2:]) if sys.argv[1] == "widths" else _counts()))
