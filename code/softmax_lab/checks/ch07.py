@@ -44,6 +44,7 @@ from .common import Report, explain_exception
 __all__ = ["check_bandwidth", "check_choose_rows", "check_multirow", "check_persistent", "check_warps",
            "check_occupancy", "check_row_vector", "check_targets"]
 
+from ..kernels._launch import row_vector as vector_rule  # ch07-row-vector's rule: what the launchers use
 from ..dispatch import MULTIROW_TILE as MAX_TILE  # elements per program: bigger [ROWS, BLOCK] tiles spill registers
 PROGRAMS_PER_SM = 4  # keep at least this many programs per SM, so every SM has work and can hide latency
 
@@ -572,16 +573,6 @@ def check_occupancy(programs_per_sm) -> Verdict:
 
 
 # ------------------------------------------------------------------------------------- rows in vectors
-
-def vector_rule(n_cols: int, *tensors: torch.Tensor) -> int:
-    """The chapter's rule: elements per 16-byte vector of the widest dtype when the row length and every row
-    stride are whole vectors. (``kernels._launch.row_vector`` also skips the stride of a tensor with one row,
-    which is never used, and gives 1 for ints of 2**31 or more, which the kernels multiply back in 32 bits; the
-    cases here have at least 2 rows and small ints, where the two agree.)"""
-    vec = 16 // max(t.element_size() for t in tensors)
-    whole = n_cols % vec == 0 and all(t.stride(0) % vec == 0 for t in tensors)
-    return vec if whole else 1
-
 
 def _rows_of(n_rows: int, n_cols: int, row_step: int, dtype, start: int = 0) -> torch.Tensor:
     """An [n_rows, n_cols] view whose rows are ``row_step`` elements apart, ``start`` elements into its memory

@@ -269,21 +269,13 @@ def split_in_chunks(n_cols: int, chunks: int, block: int) -> tuple[int, int]:
     return cdiv(n_cols, chunk_size), chunk_size
 
 
-def output_vector(y: torch.Tensor, vec: int) -> int:
-    """``vec`` when every row of ``y`` is whole 16-byte vectors (its length and row stride multiples of ``vec``),
-    else 1. Triton knows an int is a multiple of 16 (and so may store 16 bytes at a time) only when it is one,
-    so a Gluon kernel receives the row stride divided by this, and multiplies it back (rows of 8,200 bf16
-    elements, 1,025 vectors, were stored element by element: 24% of copy, ``results/probe_row_alignment.py``)."""
-    whole = y.shape[1] % vec == 0 and (y.shape[0] <= 1 or (y.stride(0) % vec == 0 and y.stride(0) < 2**31))
-    return vec if whole else 1  # (a stride of 2**31 or more goes in as it is, a 64-bit int: OUT_VEC = 1)
-
-
 def row_vector(n_cols: int, *tensors: torch.Tensor) -> int:
-    """The ``VEC`` knob of the register kernels (fused, multirow, cooperative, the backward tile): the elements of one 16-byte
-    vector when the row length and every tensor's row stride are whole vectors, else 1. The kernel receives
-    those ints divided by VEC and multiplies them back, so the compiler knows each row starts on 16 bytes and
-    loads and stores 16 bytes at a time. (Triton marks an int argument as a multiple of 16 only when it is one:
-    rows of 1,000 fp32 or 8,200 bf16 elements were read and written one element at a time.)"""
+    """The ``VEC`` knob of the register kernels (fused, multirow, cooperative, the backward tile), and the Gluon
+    kernels' ``OUT_VEC`` (``row_vector(n_cols, y)``): the elements of one 16-byte vector when the row length and
+    every tensor's row stride are whole vectors, else 1. The kernel receives those ints divided by VEC and
+    multiplies them back, so the compiler knows each row starts on 16 bytes and loads and stores 16 bytes at a
+    time. (Triton marks an int argument as a multiple of 16 only when it is one: rows of 1,000 fp32 or 8,200
+    bf16 elements were read and written one element at a time, 24-43% of copy.)"""
     vec = 16 // max(t.element_size() for t in tensors)
     whole = n_cols % vec == 0 and all(t.shape[0] <= 1 or t.stride(0) % vec == 0 for t in tensors)
     small = max(n_cols, *[t.stride(0) for t in tensors]) < 2**31  # (multiplied back in 32 bits; else 64-bit ints)

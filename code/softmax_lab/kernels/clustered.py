@@ -32,7 +32,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.runtime.jit import constexpr_function
 
-from ._launch import cdiv, gluon_refusal, next_power_of_2, output_vector, prepare_gluon, whole_chunks
+from ._launch import cdiv, gluon_refusal, next_power_of_2, prepare_gluon, row_vector, whole_chunks
 
 MAX_PARTS = 16  # programs in a cluster: 8 on every Hopper GPU, 16 on H100/H200 (Triton allows it there)
 PORTABLE_PARTS = 8
@@ -144,7 +144,7 @@ def launch_setup(y, x, parts=None, num_warps=None, vectors=None):
     n_rows, n_cols = x.shape
     vec = 16 // x.element_size()
     options = slices(n_cols, x.element_size(), parts, num_warps, vectors)
-    options["OUT_VEC"] = out_vec = output_vector(y, vec)
+    options["OUT_VEC"] = out_vec = row_vector(n_cols, y)
     partials = torch.empty(n_rows * 2 * options["PARTS"], dtype=torch.float32, device=x.device)
     args = (y, x, partials, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
     return clustered_softmax_kernel, (n_rows,), args, options

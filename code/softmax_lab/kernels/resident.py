@@ -6,7 +6,7 @@ OUT_VEC)``
   (so the compiler knows every copy is a whole vector); CHUNK: one 16-byte vector per thread; OVERLAP: a
   commit group per chunk, so the max pass starts while the row still arrives; out_stride_v: the output's row
   stride in pieces of OUT_VEC elements (a 16-byte vector when the rows are whole vectors, else 1: see
-  ``_launch.output_vector``)
+  ``_launch.row_vector``)
 
 The fused kernel holds its row in registers: a 16-bit row of 32,768 elements fills half a multiprocessor's
 registers, so one program runs there at a time and its steps (load, reduce, store) never overlap. Here the
@@ -29,7 +29,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import cdiv, gluon_refusal, output_vector, prepare_gluon, whole_chunks
+from ._launch import cdiv, gluon_refusal, prepare_gluon, row_vector, whole_chunks
 
 
 @gluon.jit
@@ -100,7 +100,7 @@ def launch_setup(y, x, num_warps=None, overlap=False):
     vec = 16 // x.element_size()
     BLOCK, chunk = shared_row(n_cols, x.element_size(), num_warps)
     overlap = bool(overlap) and BLOCK // chunk <= 32  # (wait_group counts stop at 63: few chunks only)
-    out_vec = output_vector(y, vec)
+    out_vec = row_vector(n_cols, y)
     options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=out_vec, num_warps=num_warps or 8)
     args = (y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
     return resident_softmax_kernel, (n_rows,), args, options
