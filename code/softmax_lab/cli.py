@@ -42,6 +42,8 @@ COMMANDS = {
     "nbgrader": Command("softmax_lab.course.nbgrader", "add_arguments", "run",
                         "convert solution notebooks into nbgrader source notebooks"),
     # instructors
+    "release": Command("softmax_lab.course.release", "add_arguments", "run",
+                       "build the class edition into OUT: learner notebooks and package, no answers (instructors)"),
     "grade": Command("softmax_lab.grading.command", "add_grade_arguments", "run_grade",
                      "grade learners' notebooks into a gradebook (instructors)"),
     # performance

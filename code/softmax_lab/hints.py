@@ -33,6 +33,8 @@ DATA_DIR = PACKAGE / "data" / "hints"   # one generated file per chapter: chNN.j
 LEVELS = 4
 NAMES = {1: "concept area", 2: "specific direction", 3: "key line", 4: "complete answer"}
 BEGIN, END, HINT = "### BEGIN SOLUTION", "### END SOLUTION", "# HINT:"
+WITHHELD = ("the complete answer is not in this edition of the course (the class edition): hints 1-3 are "
+            "all there is; ask your instructor.")
 CAP_NOTE = ("Level 4 is the complete answer: once it is shown, this exercise earns at most the capped points "
             "when graded (your notebook records which hints you used).")
 
@@ -173,6 +175,8 @@ def level_text(exercise_id: str, level: int) -> str:
         if len(hints) < level:
             return f"{head}: this exercise has no hint at this level yet."
         return f"{head}: {hints[level - 1]}"
+    if "answer" not in entry:  # the class edition (softmax-lab release) ships hints 1-3 only
+        return f"{head}: {WITHHELD}"
     regions = entry.get("answer") or []
     if not regions:
         return f"{head}: no solution region was found for this exercise."
@@ -187,6 +191,12 @@ def level_text(exercise_id: str, level: int) -> str:
 def record(exercise_id: str, level: int) -> dict:
     """The output metadata that records a hint in the saved notebook (the grader reads exactly this)."""
     return {"softmax_lab": {"hint": {"exercise": exercise_id, "level": int(level)}}}
+
+
+def _recorded(exercise_id: str, level: int) -> int:
+    """The level the notebook records: where the class edition withholds the answer, level 4 showed nothing
+    (so it caps nothing) and is recorded as 3."""
+    return LEVELS - 1 if level == LEVELS and "answer" not in _entry(exercise_id) else level
 
 
 def _bundle(exercise_id: str, level: int, text: str | None = None) -> dict:
@@ -234,7 +244,7 @@ def hint(exercise_id: str, level: int | None = None) -> None:
         _publish({"text/plain": str(err), "text/markdown": str(err)})
         return
     _shown[exercise_id] = max(_shown.get(exercise_id, 0), level)
-    _publish(_bundle(exercise_id, level, text), record(exercise_id, level))
+    _publish(_bundle(exercise_id, level, text), record(exercise_id, _recorded(exercise_id, level)))
 
 
 def hint_button(exercise_id: str):
@@ -269,7 +279,7 @@ def hint_button(exercise_id: str):
         _shown[exercise_id] = max(_shown.get(exercise_id, 0), level)
         text = "\n\n".join(shown)
         handle.update({"text/markdown": text, "text/plain": _plain(text)}, raw=True,
-                      metadata=record(exercise_id, level))
+                      metadata=record(exercise_id, _recorded(exercise_id, level)))
         button.button_style = ""
         if level == LEVELS:
             button.description, button.disabled = "All 4 levels shown", True

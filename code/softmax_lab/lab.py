@@ -159,7 +159,7 @@ def _root(given: Path | None, command: str) -> Path | None:
     from .course.notebook import BuildError, repo_root
 
     try:
-        return given or repo_root()
+        return given or repo_root(learner=True)
     except BuildError as err:
         print(f"softmax-lab {command}: {err}", file=sys.stderr)
         return None

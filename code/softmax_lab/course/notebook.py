@@ -27,6 +27,7 @@ ANSWER_PLACEHOLDER = "YOUR ANSWER HERE"
 KERNEL_NAME = "softmax-lab"
 KERNELSPEC = {"name": KERNEL_NAME, "display_name": "Softmax Lab (Python 3)", "language": "python"}
 NB_VERSION = 4
+EDITION_MARKER = "EDITION.json"  # at the root of the class edition (course/release.py)
 
 # Tag prefixes with meaning (see docs/authoring.md).
 EXERCISE, CHECK, POINTS, QUESTION, ANSWER, RUBRIC = "exercise:", "check:", "points:", "question:", "answer:", "rubric:"
@@ -38,16 +39,21 @@ class BuildError(Exception):
     """A solution notebook breaks the authoring conventions (the message says where and how)."""
 
 
-def repo_root(start: Path | None = None) -> Path:
-    """The checkout root: the nearest folder above ``start`` (default: cwd, then this file) holding solutions/."""
+def repo_root(start: Path | None = None, learner: bool = False) -> Path:
+    """The checkout root: the nearest folder above ``start`` (default: cwd, then this file) holding solutions/.
+    With ``learner``, the class edition's root (notebooks/, no solutions/: ``softmax-lab release``) also counts."""
     candidates = [Path.cwd() if start is None else Path(start)]
     if start is None:
         candidates.append(Path(__file__).resolve())
+    need = "notebooks" if learner else "solutions"
     for c in candidates:
         for d in [c, *c.resolve().parents]:
-            if (d / "solutions").is_dir() and (d / "Makefile").is_file():
+            if (d / need).is_dir() and (d / "Makefile").is_file():
                 return d
-    raise BuildError("cannot find the repository root (a folder with solutions/ and Makefile); use --root")
+            if (d / EDITION_MARKER).is_file() and (d / "Makefile").is_file():
+                raise BuildError(f"{d} is the class edition of the course ({EDITION_MARKER}): it has no solutions/ "
+                                 "(this command needs the course's source edition)")
+    raise BuildError(f"cannot find the repository root (a folder with {need}/ and Makefile); use --root")
 
 
 def tags(cell) -> list[str]:
