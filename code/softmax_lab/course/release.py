@@ -182,15 +182,16 @@ def release(root: Path, out: Path, allow_dirty: bool = False, wheel: bool = True
         "notebooks": sorted(p.name for p in (out / "notebooks").glob("*.ipynb")),
         "wheel": built.name if built else None,
         "answer_search": {"lines": len(searched), "also_package_code_or_hints": len(material) - len(searched),
-                          "found": [f"{where}: {m.source}: {m.line}" for where, m in found],
-                          "in_another_chapter": [f"{where}: {m.source}: {m.line}" for where, m in elsewhere]},
+                          # where, and whose answer: never the line itself (this file ships with the edition)
+                          "found": sorted({f"{where}: {m.source}" for where, m in found}),
+                          "in_another_chapter": sorted({f"{where}: {m.source}" for where, m in elsewhere})},
     }
     (out / MARKER).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     if found:
         raise AnswersFound(f"{len(found)} answer line(s) found in the edition at {out} (kept for inspection):\n"
-                           + "\n".join(manifest["answer_search"]["found"][:40]))
-    for line in manifest["answer_search"]["in_another_chapter"]:
-        log(f"note: another chapter's learner notebook gives away a line of an answer: {line}")
+                           + "\n".join(f"{where}: {m.source}: {m.line}" for where, m in found[:40]))
+    for where, m in elsewhere:
+        log(f"note: another chapter's learner notebook gives away a line of an answer: {where}: {m.source}: {m.line}")
     log(f"searched every file for {len(searched)} answer lines ({len(material) - len(searched)} more are also "
         "package code or hints 1-3): none found")
     return manifest
