@@ -122,7 +122,7 @@ def test_no_line_of_any_answer_is_anywhere_in_the_edition(edition, tmp_path):
     assert (found - GIVEN_BY_ANOTHER_CHAPTER) == set(), sorted(found)
     assert all(Path(name).name != lines[line] for name, line in found), "a notebook gives its own answer away"
     # The search finds what it looks for: the source edition's level-4 hint data holds the answers.
-    assert len(search(ROOT / "code/softmax_lab/data/hints", lines)) > 100
+    assert len(search(ROOT / "code/softmax_lab/data/hints", lines)) > 50
 
 
 def test_learner_tools_work_and_level_four_is_not_in_this_edition(edition):
