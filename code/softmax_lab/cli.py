@@ -46,6 +46,8 @@ COMMANDS = {
                        "build the class edition into OUT: learner notebooks and package, no answers (instructors)"),
     "grade": Command("softmax_lab.grading.command", "add_grade_arguments", "run_grade",
                      "grade learners' notebooks into a gradebook (instructors)"),
+    "similarity": Command("softmax_lab.grading.similarity", "add_arguments", "run",
+                          "flag copied code: each graded function against the package, solutions, classmates"),
     # performance
     "bench": Command("softmax_lab.cli", "add_bench_arguments", "run_bench",
                      "time every kernel and torch.softmax against copy bandwidth (GPU)"),
