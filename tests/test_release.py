@@ -143,6 +143,9 @@ def test_learner_tools_work_and_level_four_is_not_in_this_edition(edition):
     proc = cli("workspace", cwd=edition, env={**os.environ, "PYTHONPATH": str(edition / "code")})
     assert proc.returncode == 0, proc.stderr
     assert {p.name for p in (edition / "workspace").glob("*.ipynb")} == {p.name for p in SOLUTIONS.glob("*.ipynb")}
+    # `make lab` runs `softmax-lab lab` at the edition's root: it finds it (and only then checks the port)
+    proc = cli("lab", "--port", "0", cwd=edition / "notebooks", env={**os.environ, "PYTHONPATH": str(edition / "code")})
+    assert proc.returncode == 2 and "port 0 is not a TCP port" in proc.stderr, proc.stderr
     proc = cli("build", cwd=edition, env={**os.environ, "PYTHONPATH": str(edition / "code")})
     assert proc.returncode == 2 and "class edition" in proc.stderr and "Traceback" not in proc.stderr
 

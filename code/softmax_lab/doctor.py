@@ -145,7 +145,7 @@ def check_workspace() -> list[Finding]:
     from .lab import changed
 
     try:
-        root = repo_root()
+        root = repo_root(learner=True)
     except BuildError:
         return []
     if not (root / "workspace").is_dir():
