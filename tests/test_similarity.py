@@ -228,3 +228,21 @@ def test_the_command_writes_a_csv_and_a_report(course, tmp_path, pasted_fused):
     bad = subprocess.run([sys.executable, "-m", "softmax_lab.cli", "similarity", str(tmp_path / "nowhere")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no such file or folder" in bad.stderr
+
+
+def test_a_lost_tag_a_blank_notebook_and_a_broken_file_each_get_a_clear_row(course, tmp_path, pasted_fused):
+    path = learner_notebook(tmp_path, "mallory", {"ch04-fused": pasted_fused})
+    nb = nbformat.read(str(path), as_version=4)
+    for c in nb.cells:
+        c.metadata["tags"] = [t for t in c.metadata.get("tags", []) if not t.startswith("exercise:")]
+    nbformat.write(nb, str(path))
+    blank = NOTEBOOKS / "04_three_kernels_to_one.ipynb"
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{not json")
+    rows, (_, notes) = sim._analyse([("mallory", path), ("blank", blank), ("eve", broken)], None, sim.THRESHOLD,
+                                    sim.COMMON, course)
+    assert [r["match"] for r in flagged(rows, "mallory", "package")] == ["softmax_lab/kernels/fused.py:fused_softmax_kernel"]
+    blank_rows = [r for r in rows if r["learner"] == "blank"]
+    assert blank_rows and not any(r["flagged"] for r in blank_rows)
+    assert all("too little code to judge" in r["note"] for r in blank_rows if r["function"] == "my_fused_kernel")
+    assert any("broken.ipynb" in n and "not a readable notebook" in n for n in notes)

@@ -182,14 +182,27 @@ def package_units(package: Path = PACKAGE) -> list[Unit]:
     return units
 
 
-def _exercise_cells(nb) -> dict[str, str]:
-    out = {}
+def _exercise_cells(nb, names: dict[str, str] | None = None) -> dict[str, str]:
+    """exercise id -> the source of its cell: the cell tagged ``exercise:<id>``, or else (a tag lost) the first
+    code cell defining one of the functions the exercise's skeleton defines (``names``: function -> id)."""
+    out, untagged = {}, []
     for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
         tags = cell.get("metadata", {}).get("tags", [])
         ident = next((t[len("exercise:"):] for t in tags if t.startswith("exercise:")), None)
-        if ident and cell.get("cell_type") == "code":
-            src = cell.get("source", "")
-            out[ident] = "".join(src) if isinstance(src, list) else src
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else src
+        if ident:
+            out.setdefault(ident, src)
+        else:
+            untagged.append(src)
+    for src in untagged if names else []:
+        for name, _, _ in functions(src):
+            ident = names.get(name)
+            if ident and ident not in out:
+                out[ident] = src
+                break
     return out
 
 
@@ -201,6 +214,7 @@ class Course:
     solutions: list[Unit]
     skeleton: dict[str, set[int]]
     expected: dict[str, set[int]]
+    names: dict[str, str] = field(default_factory=dict)  # a function the skeleton defines -> its exercise
 
 
 def load_course(solutions: Path, package: Path = PACKAGE) -> Course:
@@ -214,7 +228,8 @@ def load_course(solutions: Path, package: Path = PACKAGE) -> Course:
             for unit in units_of(source, "solution", "solution", ident, path.name):
                 unit.own = set(unit.prints) - skeleton[ident]
                 sol_units.append(unit)
-    return Course(package_units(package), sol_units, skeleton, expected)
+    names = {u.name: u.exercise for u in sol_units}
+    return Course(package_units(package), sol_units, skeleton, expected, names)
 
 
 def submission_units(learner: str, path: Path, course: Course) -> tuple[list[Unit], list[str]]:
@@ -224,9 +239,10 @@ def submission_units(learner: str, path: Path, course: Course) -> tuple[list[Uni
     except (OSError, ValueError) as err:
         return [], [f"{path}: not a readable notebook ({err})"]
     units, notes = [], []
-    cells = _exercise_cells(nb)
+    cells = _exercise_cells(nb, course.names)
     if not cells:
-        notes.append(f"{learner}: {Path(path).name}: no cell tagged exercise:<id>; nothing compared")
+        notes.append(f"{learner}: {Path(path).name}: no exercise cell (tagged exercise:<id> or defining an "
+                     "exercise's function); nothing compared")
     for ident, source in cells.items():
         found = units_of(source, "submission", learner, ident, Path(path).name)
         if not found and source.strip():
