@@ -241,7 +241,8 @@ def test_a_lost_tag_a_blank_notebook_and_a_broken_file_each_get_a_clear_row(cour
     broken.write_text("{not json")
     rows, (_, notes) = sim._analyse([("mallory", path), ("blank", blank), ("eve", broken)], None, sim.THRESHOLD,
                                     sim.COMMON, course)
-    assert [r["match"] for r in flagged(rows, "mallory", "package")] == ["softmax_lab/kernels/fused.py:fused_softmax_kernel"]
+    assert [r["match"] for r in flagged(rows, "mallory", "package")] == [
+        "softmax_lab/kernels/fused.py:fused_softmax_kernel"]
     blank_rows = [r for r in rows if r["learner"] == "blank"]
     assert blank_rows and not any(r["flagged"] for r in blank_rows)
     assert all("too little code to judge" in r["note"] for r in blank_rows if r["function"] == "my_fused_kernel")

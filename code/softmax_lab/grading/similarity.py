@@ -64,7 +64,7 @@ def normalised_tokens(source: str) -> list[tuple[str, int]]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
                 docstrings.update(range(first.lineno, first.end_lineno + 1))
     out: list[tuple[str, int]] = []
     previous = ""
@@ -76,7 +76,8 @@ def normalised_tokens(source: str) -> list[tuple[str, int]]:
             if line in docstrings and tok.type in (tokenize.STRING, tokenize.NEWLINE):
                 continue
             if tok.type == tokenize.NAME:
-                text = tok.string if (keyword.iskeyword(tok.string) or tok.string in BUILTINS or previous == ".") else "V"
+                kept = keyword.iskeyword(tok.string) or tok.string in BUILTINS or previous == "."
+                text = tok.string if kept else "V"
             elif tok.type == tokenize.NUMBER:
                 text = "0"
             elif tok.type == tokenize.STRING:
@@ -232,8 +233,9 @@ def load_course(solutions: Path, package: Path = PACKAGE) -> Course:
     return Course(package_units(package), sol_units, skeleton, expected, names)
 
 
-def submission_units(learner: str, path: Path, course: Course) -> tuple[list[Unit], list[str]]:
-    """The functions of a submitted notebook's exercise cells, and notes on what could not be read."""
+def submission_units(learner: str, path: Path, course: Course, name: str | None = None) -> tuple[list[Unit], list[str]]:
+    """The functions of a submitted notebook's exercise cells, and notes on what could not be read. ``name``: the
+    submission's name in the gradebook (default: the file name)."""
     try:
         nb = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -244,7 +246,7 @@ def submission_units(learner: str, path: Path, course: Course) -> tuple[list[Uni
         notes.append(f"{learner}: {Path(path).name}: no exercise cell (tagged exercise:<id> or defining an "
                      "exercise's function); nothing compared")
     for ident, source in cells.items():
-        found = units_of(source, "submission", learner, ident, Path(path).name)
+        found = units_of(source, "submission", learner, ident, name or Path(path).name)
         if not found and source.strip():
             notes.append(f"{learner}: {ident}: the cell does not parse as Python; not compared")
         for unit in found:
@@ -345,8 +347,9 @@ def similarity_rows(submissions, solutions: Path | None = None, threshold: float
                     common: int = COMMON, course: Course | None = None) -> list[dict]:
     """One row per submitted function and kind of match (package, solution, submission), columns ``COLUMNS``.
 
-    ``submissions``: objects with ``.learner`` and ``.path`` (grading.submissions.Submission) or (learner, path)
-    pairs. ``flagged`` is True for a pair above ``threshold`` with at least ``MIN_MATCH`` fingerprints in
+    ``submissions``: objects with ``.learner``, ``.path`` and ``.name`` (grading.submissions.Submission: the
+    ``submission`` column is its name, as in the gradebook) or (learner, path) pairs (the file name).
+    ``flagged`` is True for a pair above ``threshold`` with at least ``MIN_MATCH`` fingerprints in
     common; ``lines``/``match_lines`` are the matching lines of each side (numbered within the cell or file)."""
     rows, _ = _analyse(submissions, solutions, threshold, common, course)
     return rows
@@ -373,7 +376,7 @@ def _analyse(submissions, solutions, threshold, common, course):
     units, notes = [], []
     for sub in submissions:
         learner, path = (sub.learner, sub.path) if hasattr(sub, "learner") else sub
-        found, problems = submission_units(learner, Path(path), course)
+        found, problems = submission_units(learner, Path(path), course, getattr(sub, "name", None))
         units += found
         notes += problems
     matches = compare(units, course, threshold, common)
@@ -402,7 +405,8 @@ def report(matches: list[Match], notes: list[str], threshold: float) -> str:
         for side in (m.unit, m.other):
             out.append(f"  {side.label}:")
             for n in m.line_numbers(side)[:20]:
-                out.append(f"    {n:4d} | {side.lines[n - side.first] if 0 <= n - side.first < len(side.lines) else ''}")
+                text = side.lines[n - side.first] if 0 <= n - side.first < len(side.lines) else ""
+                out.append(f"    {n:4d} | {text}")
         out.append("")
     if not flagged:
         out.append("No pair above the threshold.")
