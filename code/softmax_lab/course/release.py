@@ -45,6 +45,7 @@ INCLUDE = ("README.md", "Makefile", "pyproject.toml", "environment.yml", ".gitig
 RESULTS_KEPT = (".json", ".md", ".png")
 HINT_DATA = "code/softmax_lab/data/hints/"  # replaced: levels 1-3 only
 PACKAGE = "code/softmax_lab/"
+REGISTRY = "code/softmax_lab/course/exercises"
 MARKER = EDITION_MARKER
 EDITION = "class"
 
@@ -90,11 +91,10 @@ def tracked_files(root: Path) -> list[str]:
 # ------------------------------------------------------------------------------------------ the edition
 
 
-def class_hint_texts(registry_folder: Path | None = None) -> dict[str, str]:
+def class_hint_texts(registry: _registry.Registry) -> dict[str, str]:
     """``data/hints/chNN.json`` of the class edition: each exercise's chapter, points and hints 1-3, no answer."""
-    reg = _registry.load(registry_folder)
     chapters: dict[str, dict] = {}
-    for ex in reg.exercises():
+    for ex in registry.exercises():
         chapters.setdefault(f"ch{ex.chapter}.json", {})[ex.id] = {
             "chapter": ex.chapter, "points": ex.points, "hints": list(ex.hints)}
     return {name: json.dumps({"edition": EDITION, "exercises": table}, indent=1, sort_keys=True,
@@ -142,7 +142,8 @@ def release(root: Path, out: Path, allow_dirty: bool = False, wheel: bool = True
         raise ReleaseError(f"{root} has no solutions/: the class edition is built from the source edition")
     from .build import learner_notebook, problems_in
 
-    problems = problems_in(solution_paths(solutions), _registry.load())
+    registry = _registry.load(root / REGISTRY)  # the source's own registry (root may be another checkout)
+    problems = problems_in(solution_paths(solutions), registry)
     if problems:
         raise ReleaseError("the solution notebooks break the course's conventions:\n" + "\n".join(problems))
 
@@ -157,7 +158,7 @@ def release(root: Path, out: Path, allow_dirty: bool = False, wheel: bool = True
         copied += 1
     hint_dir = out / HINT_DATA
     hint_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in class_hint_texts().items():
+    for name, text in class_hint_texts(registry).items():
         (hint_dir / name).write_text(text, encoding="utf-8")
     (out / "notebooks").mkdir(exist_ok=True)
     for path in solution_paths(solutions):
@@ -168,7 +169,7 @@ def release(root: Path, out: Path, allow_dirty: bool = False, wheel: bool = True
         log(f"built {built.relative_to(out)}")
 
     material = answer_material(solutions)
-    given = package_text(out) + "\n" + hint_text()
+    given = package_text(out) + "\n" + hint_text(registry)
     searched = [m for m in material if m.line not in given]
     found, elsewhere = [], []
     for where, m in find_answers(out, searched):
@@ -267,9 +268,9 @@ def package_text(edition: Path) -> str:
     return "\n".join(_normalised(p.read_text(encoding="utf-8")) for p in sorted((edition / PACKAGE).rglob("*.py")))
 
 
-def hint_text() -> str:
+def hint_text(registry: _registry.Registry) -> str:
     """Hints 1-3 of every exercise, normalised: a key line they give is given to every learner on purpose."""
-    return "\n".join(_normalised(h.replace("`", "")) for ex in _registry.load().exercises() for h in ex.hints)
+    return "\n".join(_normalised(h.replace("`", "")) for ex in registry.exercises() for h in ex.hints)
 
 
 def _strings(value) -> list[str]:
