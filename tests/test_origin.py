@@ -101,3 +101,15 @@ def test_describe_says_whose_kernel_it_is():
     text = origin.describe(fused.fused_softmax_kernel)
     assert text.startswith("this is softmax_lab's kernel, not yours (softmax_lab.kernels.fused.fused_softmax_kernel)")
     assert origin.describe(lambda x: x) is None
+
+
+def test_the_skeleton_launcher_around_an_imported_package_kernel_is_recognised(tmp_path):
+    """The issue's case: the package's kernel imported under the exercise's name, the given launcher kept."""
+    source = exercise_source("ch04-fused")
+    launcher = source[source.index("def my_fused_softmax"):]
+    imported = "from softmax_lab.kernels.fused import fused_softmax_kernel as my_fused_kernel\n\n\n" + launcher
+    module = load_exercise("ch04-fused", imported, tmp_path)
+    assert origin.is_package_object(module.my_fused_softmax) == \
+        "softmax_lab.kernels.fused.fused_softmax_kernel, called by my_fused_softmax"
+    own = load_exercise("ch04-fused", source, tmp_path)
+    assert origin.is_package_object(own.my_fused_softmax) is None
