@@ -61,6 +61,7 @@ def test_the_edition_holds_the_learner_material_and_no_answer_material(edition, 
                  "code/softmax_lab/kernels/fused.py", "code/softmax_lab/course/exercises/ch04.toml"):
         assert must in names, must
     assert not any(n.startswith("results/") and n.endswith((".py", ".log", ".sh")) for n in names)
+    assert "**Class edition**" in (edition / "README.md").read_text().split("\n## ")[0]
     manifest = json.loads((edition / "EDITION.json").read_text())
     head = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert manifest["built_from"] == head.strip() and manifest["uncommitted"] == []

@@ -50,6 +50,12 @@ MARKER = EDITION_MARKER
 EDITION = "class"
 
 
+# Put under the README's title in the class edition.
+CLASS_NOTE = ("> **Class edition** (`softmax-lab release`; EDITION.json says which commit): the learner notebooks and "
+              "the course package,\n> without solutions, model answers or rubrics. Hints stop at level 3. `make lab` "
+              "works as below; `make test`\n> and the authors' tools need the course's source edition.\n")
+
+
 class ReleaseError(Exception):
     """The edition cannot be built as asked (the message says why and what to do)."""
 
@@ -160,6 +166,10 @@ def release(root: Path, out: Path, allow_dirty: bool = False, wheel: bool = True
     hint_dir.mkdir(parents=True, exist_ok=True)
     for name, text in class_hint_texts(registry).items():
         (hint_dir / name).write_text(text, encoding="utf-8")
+    readme = out / "README.md"
+    if readme.is_file():
+        title, _, rest = readme.read_text(encoding="utf-8").partition("\n")
+        readme.write_text(f"{title}\n\n{CLASS_NOTE}{rest}", encoding="utf-8")
     (out / "notebooks").mkdir(exist_ok=True)
     for path in solution_paths(solutions):
         (out / "notebooks" / path.name).write_text(dumps(learner_notebook(read(path))), encoding="utf-8")
