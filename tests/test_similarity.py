@@ -71,15 +71,18 @@ DAN = '''\
 
 
 def renamed(source: str, keep=("tl", "triton", "torch", "float", "range", "min", "max")) -> str:
-    """Every name a learner could rename (not keywords, attributes or `keep`) replaced by a new one; comments and
-    blank lines dropped: a paste dressed up."""
+    """Every name a learner could rename (not keywords, attributes, keyword arguments or `keep`) replaced by a new
+    one, comments dropped: a paste dressed up."""
     names: dict[str, str] = {}
-    out, previous = [], ""
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
-            continue
+    out, previous, depth = [], "", 0
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type != tokenize.COMMENT]
+    for k, tok in enumerate(tokens):
         text = tok.string
-        if tok.type == tokenize.NAME and not keyword.iskeyword(text) and previous != "." and text not in keep:
+        depth += text in "([{" and tok.type == tokenize.OP
+        depth -= text in ")]}" and tok.type == tokenize.OP
+        keyword_argument = depth and k + 1 < len(tokens) and tokens[k + 1].string == "=" and previous in "(,"
+        if (tok.type == tokenize.NAME and not keyword.iskeyword(text) and previous != "." and text not in keep
+                and not keyword_argument):  # f(mask=...) cannot be renamed
             text = names.setdefault(text, f"v{len(names)}_{text[::-1]}")
         out.append((tok.type, text))
         previous = tok.string

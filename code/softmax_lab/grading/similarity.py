@@ -396,7 +396,12 @@ def _analyse(submissions, solutions, threshold, common, course):
 
 
 def report(matches: list[Match], notes: list[str], threshold: float) -> str:
-    flagged = sorted((m for m in matches if m.flagged), key=lambda m: (-m.similarity, m.unit.owner, m.unit.exercise))
+    flagged, seen = [], set()
+    for m in sorted((m for m in matches if m.flagged), key=lambda m: (-m.similarity, m.unit.owner, m.unit.exercise)):
+        pair = frozenset((id(m.unit), id(m.other)))
+        if pair not in seen:  # two classmates: one entry for the pair (each has its own row in the CSV)
+            seen.add(pair)
+            flagged.append(m)
     out = [f"Similarity report: {len(flagged)} flagged pair(s) (similarity >= {threshold:.0%} with at least "
            f"{MIN_MATCH} fingerprints in common; k = {K} tokens, window {WINDOW}).", ""]
     for m in flagged:
