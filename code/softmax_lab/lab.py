@@ -132,7 +132,9 @@ def jupyter_command(root: Path, port: int, open_browser: bool) -> list[str]:
            "--LabApp.default_url=/lab/tree/00_setup.ipynb", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0",
            "--KernelSpecManager.ensure_native_kernel=False", "--KernelSpecManager.allowed_kernelspecs=softmax-lab",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           # every save keeps the hint levels a learner has seen in the notebook's metadata (softmax_lab.hints)
+           "--ContentsManager.pre_save_hook=softmax_lab.hints.save_hook"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     if not open_browser:
