@@ -66,6 +66,18 @@ def explain_exception(err: BaseException) -> str:
     return f"your code raised {first[:200]}{at}"
 
 
+_CASE = ""  # the case a Report is running now ('' between cases)
+
+
+def current_case(clear: bool = False) -> str:
+    """The case being run when a check was stopped ('' between cases); ``clear``: forget it."""
+    global _CASE
+    name = _CASE
+    if clear:
+        _CASE = ""
+    return name
+
+
 class Report:
     """Collects PASS/FAIL lines for one exercise and prints them."""
 
@@ -110,6 +122,8 @@ class Report:
 
     def run(self, name: str, fn: Callable[[], str], pitfall: str = "") -> bool:
         """Call ``fn`` (returns '' or a reason); exceptions become a FAIL with a plain reason."""
+        global _CASE
+        _CASE = name  # what a stopped or interrupted check names (checks.guard); kept when one stops it
         try:
             problem = fn()
         except Exception as err:  # noqa: BLE001 - any learner error is a verdict, not a crash
@@ -117,6 +131,7 @@ class Report:
         else:
             if problem and pitfall:
                 problem = f"{problem} - {pitfall}"
+        _CASE = ""
         return self.add(name, problem)
 
     @property
