@@ -163,12 +163,14 @@ def softmax_case(report: Report, fn: Callable, case: Case) -> bool:
     return report.run(case.name, one, case.pitfall)
 
 
-def lane_map_of(launch: Callable, make_input: Callable | None = None) -> Callable[[], None]:
-    """A Report's ``drawing``: the lane map of ``launch(x) -> y`` on a small strided input (softmax_lab.lanemap)."""
+def lane_map_of(launch: Callable, make_input: Callable | None = None,
+                padding: str | None = "-inf") -> Callable[[], None]:
+    """A Report's ``drawing``: the lane map of ``launch(x) -> y`` on a small strided input (softmax_lab.lanemap);
+    ``padding``: what the kernel's padding lanes must read (None: anything, e.g. a backward pass's zeros)."""
     def draw() -> None:
         from ..lanemap import show_on_failure
 
-        show_on_failure(launch, make_input)
+        show_on_failure(launch, make_input, padding=padding)
 
     return draw
 
