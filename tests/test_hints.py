@@ -49,7 +49,7 @@ def test_hint_walks_levels_1_to_3_and_never_shows_4_unasked():
             hints.hint("ch04-fused")
     assert recorded(cap.outputs) == [("ch04-fused", 1), ("ch04-fused", 2), ("ch04-fused", 3)]
     last = cap.outputs[-1].data["text/plain"]
-    assert 'softmax_lab.hint("ch04-fused", 4)' in last and "caps" in last or "capped" in last
+    assert 'softmax_lab.hint("ch04-fused", 4)' in last and "earns at most 50% of its points" in last
     assert "tl.store" not in "".join(o.data["text/plain"] for o in cap.outputs[3:])
 
 
@@ -60,7 +60,7 @@ def test_level_4_only_when_asked_says_it_caps_and_is_recorded():
     assert out.metadata == {"softmax_lab": {"hint": {"exercise": "ch04-fused", "level": 4},
                                             "hints": {"ch04-fused": 4}}}
     text = out.data["text/markdown"]
-    assert "capped points" in text and "```python" in text
+    assert "earns at most 50% of its points" in text and "```python" in text
     assert "tl.program_id(0).to(tl.int64)" in text
 
 
@@ -340,3 +340,16 @@ def test_make_lab_installs_the_save_hook(tmp_path):
 
     cmd = lab.jupyter_command(tmp_path, 8899, open_browser=False)
     assert "--ContentsManager.pre_save_hook=softmax_lab.hints.save_hook" in cmd
+
+
+def test_level_4_names_the_cap_the_grader_applies(monkeypatch, tmp_path):
+    """The cap in the text is the grader's: [grading] answer_hint_cap of the course's softmax-lab.toml."""
+    from softmax_lab.grading import command
+
+    assert hints.answer_cap() == grading_hints.DEFAULT_ANSWER_HINT_CAP == 0.5
+    hints.table()  # the ladders, read from this checkout before its course file is swapped
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / command.COURSE_CONFIG).write_text("[grading]\nanswer_hint_cap = 0.25\n")
+    monkeypatch.setattr(hints, "_repo_solutions", lambda: tmp_path / "solutions")
+    assert "earns at most 25% of its points" in hints.level_text("ch04-fused", 4)
+    assert command.course_hint_cap(tmp_path / "solutions") == 0.25

@@ -44,8 +44,8 @@ DATA_DIR = PACKAGE / "data" / "hints"   # one generated file per chapter: chNN.j
 LEVELS = 4
 NAMES = {1: "concept area", 2: "specific direction", 3: "key line", 4: "complete answer"}
 BEGIN, END, HINT = "### BEGIN SOLUTION", "### END SOLUTION", "# HINT:"
-CAP_NOTE = ("Level 4 is the complete answer: once it is shown, this exercise earns at most the capped points "
-            "when graded (your notebook records which hints you used).")
+CAP_NOTE = ("Level 4 is the complete answer: once it is shown, this exercise earns at most {cap:.0%} of its "
+            "points when graded (your notebook records which hints you used).")
 
 RECORD_FILE = ".softmax-lab-hints.json"  # beside the notebooks: {notebook file name: {exercise id: level}}
 
@@ -176,6 +176,26 @@ def _entry(exercise_id: str) -> dict:
     raise HintError(f"no exercise {exercise_id!r}; {where}: {', '.join(listed)}")
 
 
+def answer_cap() -> float:
+    """The share of an exercise's points left once its complete answer was shown, as the course's grader applies
+    it: ``[grading] answer_hint_cap`` of ``softmax-lab.toml`` in a checkout, else the grader's default."""
+    from .grading.hints import DEFAULT_ANSWER_HINT_CAP
+
+    folder = _repo_solutions()
+    if folder is None:
+        return DEFAULT_ANSWER_HINT_CAP
+    try:
+        from .grading.command import course_hint_cap
+
+        return course_hint_cap(folder)
+    except Exception:  # noqa: BLE001 - a broken course file is the grader's to report
+        return DEFAULT_ANSWER_HINT_CAP
+
+
+def cap_note() -> str:
+    return CAP_NOTE.format(cap=answer_cap())
+
+
 def level_text(exercise_id: str, level: int) -> str:
     """The markdown of one level of one exercise's ladder (4 = the complete answer, from the solution)."""
     entry = _entry(exercise_id)
@@ -190,7 +210,7 @@ def level_text(exercise_id: str, level: int) -> str:
     regions = entry.get("answer") or []
     if not regions:
         return f"{head}: no solution region was found for this exercise."
-    parts = [f"{head}. {CAP_NOTE}"]
+    parts = [f"{head}. {cap_note()}"]
     for k, code in enumerate(regions, 1):
         where = (f"gap {k} of {len(regions)}: replace its `raise NotImplementedError(...)` line with"
                  if len(regions) > 1 else "replace the `raise NotImplementedError(...)` line with")
@@ -342,7 +362,7 @@ def hint(exercise_id: str, level: int | None = None) -> None:
             seen = _levels().get(exercise_id, 0)
             if seen >= LEVELS - 1:
                 shown = "the complete answer (level 4)" if seen == LEVELS else "hints 1-3"
-                _publish(_bundle(exercise_id, 0, f"You have seen {shown} of `{exercise_id}`. {CAP_NOTE} "
+                _publish(_bundle(exercise_id, 0, f"You have seen {shown} of `{exercise_id}`. {cap_note()} "
                                                  f'To see it: `softmax_lab.hint("{exercise_id}", 4)`.'), record())
                 return
             level = next_level(exercise_id)
@@ -381,7 +401,8 @@ def hint_button(exercise_id: str):
             return
         if level == LEVELS and not state["armed"]:
             state["armed"] = True
-            button.description = "Click again for the complete answer (caps this exercise's points)"
+            button.description = (f"Click again for the complete answer (caps this exercise at {answer_cap():.0%} "
+                                  "of its points)")
             button.button_style = "warning"
             return
         shown.append(level_text(exercise_id, level))
