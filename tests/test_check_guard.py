@@ -153,3 +153,19 @@ def test_a_real_kernel_refuses_the_old_definition(tmp_path):
     NotebookClient(nb, timeout=120, kernel_name=name, allow_errors=True).execute()
     text = "".join(o.get("text", "") for o in nb.cells[3].outputs)
     assert text.startswith("NOT CHECKED  the last run of the cell defining `double` stopped with SyntaxError"), text
+
+
+def test_the_checks_own_work_is_never_stopped(monkeypatch, capsys):
+    """Past the limit with no learner code running (a compile, a reference), the check goes on: only the frames
+    above the check count, not the notebook cell (or this test) that called it."""
+    import time
+
+    monkeypatch.setattr(guard, "TIME_LIMIT_S", 0.5)
+    monkeypatch.setattr(guard, "RECHECK_S", 0.2)
+    monkeypatch.setattr(guard, "_interpreted", lambda: True)
+    import functools
+
+    slow = guard.guarded(functools.partial(time.sleep, 1.5), ["ch00-double"])  # no Python frame of its own
+    t0 = time.monotonic()
+    assert slow() is None and time.monotonic() - t0 >= 1.5
+    assert capsys.readouterr().out == ""

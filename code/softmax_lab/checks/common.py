@@ -123,7 +123,10 @@ class Report:
     def run(self, name: str, fn: Callable[[], str], pitfall: str = "") -> bool:
         """Call ``fn`` (returns '' or a reason); exceptions become a FAIL with a plain reason."""
         global _CASE
+        from .guard import new_case
+
         _CASE = name  # what a stopped or interrupted check names (checks.guard); kept when one stops it
+        new_case()
         try:
             problem = fn()
         except Exception as err:  # noqa: BLE001 - any learner error is a verdict, not a crash

@@ -6,9 +6,10 @@ answers an Interrupt in a few lines.
   edited since it ran, the check would test what is no longer on screen. Either way the check says so in one
   line instead of checking it (``softmax_lab.cells`` records the runs).
 * **A runaway kernel.** In Triton's interpreter a kernel is Python code: a ``while`` whose condition never turns
-  false, or a loop bound of ``n_cols`` where ``tl.cdiv(n_cols, BLOCK)`` was meant, runs for hours. A check stops
-  after ``TIME_LIMIT_S`` seconds and names the loop your code was in. (On a GPU a kernel cannot be stopped from
-  Python; the grader's own time limit applies there.)
+  false, or a loop bound of ``n_cols`` where ``tl.cdiv(n_cols, BLOCK)`` was meant, runs for hours. When one case
+  of a check has run for ``TIME_LIMIT_S`` seconds and your code is the one running, the check stops it and names
+  the loop your code was in (the check's own work, a compile say, is never stopped). On a GPU a kernel cannot be
+  stopped from Python; the grader's own time limit applies there.
 * **Interrupt.** Pressing the notebook's stop button raises ``KeyboardInterrupt`` deep inside Triton; the check
   shows where your code was, in a few lines, instead of a traceback through this package and Triton.
 """
@@ -26,8 +27,10 @@ import types
 
 from .common import _is_learner_file, current_case
 
-TIME_LIMIT_S = float(os.environ.get("SOFTMAX_LAB_CHECK_SECONDS", "60"))  # below the grader's 120 s per cell
+TIME_LIMIT_S = float(os.environ.get("SOFTMAX_LAB_CHECK_SECONDS", "60"))  # per case; below the grader's 120 s a cell
+RECHECK_S = 5.0  # when the time is up but the check itself is working: look again this much later
 _depth = threading.local()
+_armed = {"seconds": 0.0}  # the limit of the running guarded check (0: none)
 
 
 # ------------------------------------------------------------------------------------------ an old definition
@@ -126,8 +129,9 @@ class RunawayKernel(BaseException):
 
 
 def _learner_frame(frame) -> tuple[str, int] | None:
-    """(file, line) of the innermost frame of the learner's own code on the stack, if any."""
-    while frame is not None:
+    """(file, line) of the innermost frame of the learner's own code running inside the check, if any (the
+    notebook cell that called the check, below it, does not count)."""
+    while frame is not None and frame.f_code is not _WRAPPER:
         if _is_learner_file(frame.f_code.co_filename):
             return frame.f_code.co_filename, frame.f_lineno
         frame = frame.f_back
@@ -178,15 +182,27 @@ def time_limit(seconds: float):
         return
 
     def alarm(signum, frame):
-        raise RunawayKernel(seconds, _learner_frame(frame))
+        where = _learner_frame(frame)
+        if where is None:  # the check's own work (a compile, a reference): not a runaway
+            signal.setitimer(signal.ITIMER_REAL, RECHECK_S)
+            return
+        raise RunawayKernel(seconds, where)
 
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+    _armed["seconds"] = seconds
     try:
         yield
     finally:
+        _armed["seconds"] = 0.0
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def new_case() -> None:
+    """A check starts its next case: the time limit counts again from now (Report.run calls this)."""
+    if _armed["seconds"]:
+        signal.setitimer(signal.ITIMER_REAL, _armed["seconds"])
 
 
 class CheckInterrupted(KeyboardInterrupt):
@@ -233,7 +249,7 @@ def guarded(check, exercises: list[str]):
             print(f"STOPPED  after {stop.seconds:g} s{_case()}: your code was still running")
             for line in likely_cause(stop.where):
                 print("  " + line)
-            print(f"{label}: FAILED (stopped: ran past the check's {stop.seconds:g} s limit)")
+            print(f"{label}: FAILED (stopped: one case ran past the check's {stop.seconds:g} s limit)")
             return Verdict(False)
         except KeyboardInterrupt as err:
             if isinstance(err, CheckInterrupted):
@@ -247,6 +263,9 @@ def guarded(check, exercises: list[str]):
             _depth.n = 0
 
     return run
+
+
+_WRAPPER = guarded(lambda: None, []).__code__  # the frame of a guarded check: the learner's code runs above it
 
 
 def _innermost(tb):
