@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(autouse=True)
 def fresh_ladder(monkeypatch):
     monkeypatch.setattr(hints, "_shown", {})
+    monkeypatch.setattr(hints, "_seeded", False)
     monkeypatch.setattr(hints, "_cache", None)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     InteractiveShell.instance()  # display() needs a shell; capture_output() records what it publishes
 
 
@@ -47,7 +49,7 @@ def test_hint_walks_levels_1_to_3_and_never_shows_4_unasked():
             hints.hint("ch04-fused")
     assert recorded(cap.outputs) == [("ch04-fused", 1), ("ch04-fused", 2), ("ch04-fused", 3)]
     last = cap.outputs[-1].data["text/plain"]
-    assert 'softmax_lab.hint("ch04-fused", 4)' in last and "caps" in last or "capped" in last
+    assert 'softmax_lab.hint("ch04-fused", 4)' in last and "earns at most 50% of its points" in last
     assert "tl.store" not in "".join(o.data["text/plain"] for o in cap.outputs[3:])
 
 
@@ -55,9 +57,10 @@ def test_level_4_only_when_asked_says_it_caps_and_is_recorded():
     with capture_output() as cap:
         hints.hint("ch04-fused", 4)
     (out,) = cap.outputs
-    assert out.metadata == {"softmax_lab": {"hint": {"exercise": "ch04-fused", "level": 4}}}
+    assert out.metadata == {"softmax_lab": {"hint": {"exercise": "ch04-fused", "level": 4},
+                                            "hints": {"ch04-fused": 4}}}
     text = out.data["text/markdown"]
-    assert "capped points" in text and "```python" in text
+    assert "earns at most 50% of its points" in text and "```python" in text
     assert "tl.program_id(0).to(tl.int64)" in text
 
 
@@ -191,7 +194,162 @@ def test_a_real_kernel_saves_the_records_in_the_notebook(tmp_path):
     name = notebook.KERNEL_NAME if notebook.KERNEL_NAME in KernelSpecManager().find_kernel_specs() else "python3"
     NotebookClient(nb, timeout=120, kernel_name=name).execute()
     first = [o for o in nb.cells[0].outputs if o.output_type == "display_data"]
-    assert [o.metadata for o in first] == [{"softmax_lab": {"hint": {"exercise": "ch01-stable-row", "level": 1}}}]
+    assert [o.metadata for o in first] == [{"softmax_lab": {"hint": {"exercise": "ch01-stable-row", "level": 1},
+                                                            "hints": {"ch01-stable-row": 1}}}]
     shown = [o for o in nb.cells[1].outputs if o.get("metadata", {}).get("softmax_lab")]
     assert [o.metadata["softmax_lab"]["hint"] for o in shown] == [{"exercise": "ch04-fused", "level": 2}]
     assert "Hint 1/4" in shown[0].data["text/markdown"] and "Hint 2/4" in shown[0].data["text/markdown"]
+
+
+# --- durable records: re-running, clearing or deleting a hint cell never lowers the level (issue 24) ----------
+
+from softmax_lab.grading import hints as grading_hints  # noqa: E402
+
+
+def test_every_hint_output_carries_the_highest_levels_so_far():
+    with capture_output() as cap:
+        hints.hint("ch04-fused", 4)
+        hints.hint("ch01-stable-row", 1)
+        hints.hint("ch04-fused")            # after the answer: says so, and records it again
+        b = hints.hint_button("ch04-fused")  # a button cell re-run: its idle output keeps the record
+    levels = {"ch01-stable-row": 1, "ch04-fused": 4}
+    assert [o.metadata["softmax_lab"]["hints"] for o in cap.outputs[1:] if o.metadata] == [levels] * 3
+    assert "seen the complete answer" in cap.outputs[2].data["text/plain"]
+    assert b is not None
+    # the grader reads any one of them: deleting the other cells loses nothing
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {},
+                                                        "metadata": cap.outputs[-1].metadata}]}]}
+    assert grading_hints.levels_used(nb) == levels
+
+
+def test_grader_reads_the_notebook_metadata_and_ignores_malformed_records():
+    nb = {"metadata": {"softmax_lab": {"chapter": "04", "hints": {"ch04-fused": 4, "ch04-x": 9, "": 1,
+                                                                   "ch04-traffic": True, "ch01-stable-row": 2}}},
+          "cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "metadata": {
+              "softmax_lab": {"hint": {"exercise": "ch01-stable-row", "level": 3}}}}]}]}
+    assert grading_hints.levels_used(nb) == {"ch04-fused": 4, "ch01-stable-row": 3}
+    for broken in ({"metadata": {"softmax_lab": []}}, {"metadata": {"softmax_lab": {"hints": [1]}}},
+                   {"cells": "x"}, [], None):
+        assert grading_hints.levels_used(broken) == {}
+
+
+def _session(monkeypatch, path):
+    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
+    monkeypatch.setattr(hints, "_shown", {})
+    monkeypatch.setattr(hints, "_seeded", False)
+
+
+def test_a_restarted_kernel_goes_on_from_the_file_beside_the_notebook(tmp_path, monkeypatch):
+    nb_path = tmp_path / "04_three_kernels_to_one.ipynb"
+    _session(monkeypatch, nb_path)
+    with capture_output():
+        hints.hint("ch04-fused")
+        hints.hint("ch04-fused")
+    beside = json.loads((tmp_path / hints.RECORD_FILE).read_text())
+    assert beside == {nb_path.name: {"ch04-fused": 2}}
+    _session(monkeypatch, nb_path)  # a new kernel for the same notebook
+    with capture_output() as cap:
+        hints.hint("ch04-fused")
+    assert recorded(cap.outputs) == [("ch04-fused", 3)]
+    # another notebook in the same folder has its own record
+    _session(monkeypatch, tmp_path / "05_online_softmax.ipynb")
+    with capture_output() as cap:
+        hints.hint("ch04-fused")
+    assert recorded(cap.outputs) == [("ch04-fused", 1)]
+    assert set(json.loads((tmp_path / hints.RECORD_FILE).read_text())) == {nb_path.name, "05_online_softmax.ipynb"}
+
+
+def test_a_restarted_kernel_goes_on_from_the_saved_notebook(tmp_path, monkeypatch):
+    nb_path = tmp_path / "02_masks_and_padding.ipynb"
+    nb_path.write_text(json.dumps({"metadata": {"softmax_lab": {"hints": {"ch02-masked-load-store": 3}}},
+                                   "cells": []}))
+    _session(monkeypatch, nb_path)
+    assert hints.next_level("ch02-masked-load-store") == 3
+    with capture_output() as cap:
+        hints.hint("ch02-masked-load-store")
+    assert "seen hints 1-3" in cap.outputs[0].data["text/plain"]
+    assert cap.outputs[0].metadata == {"softmax_lab": {"hints": {"ch02-masked-load-store": 3}}}
+
+
+def test_a_read_only_folder_still_records_in_the_outputs(tmp_path, monkeypatch):
+    _session(monkeypatch, tmp_path / "missing-folder" / "x.ipynb")
+    with capture_output() as cap:
+        hints.hint("ch00-double", 2)
+    assert recorded(cap.outputs) == [("ch00-double", 2)]
+
+
+def _contents_manager(root):
+    """The Jupyter server's own file manager with the hook `make lab` installs (softmax_lab.lab)."""
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+
+    return FileContentsManager(root_dir=str(root), pre_save_hook="softmax_lab.hints.save_hook")
+
+
+def _hint_output(ident, level):
+    return {"output_type": "display_data", "data": {"text/plain": "hint"},
+            "metadata": {"softmax_lab": {"hint": {"exercise": ident, "level": level}}}}
+
+
+def test_save_hook_keeps_the_levels_in_the_notebook_metadata(tmp_path):
+    import nbformat
+
+    cm = _contents_manager(tmp_path)
+    nb = nbformat.v4.new_notebook(metadata={"softmax_lab": {"chapter": "04"}})
+    cell = nbformat.v4.new_code_cell('softmax_lab.hint("ch04-fused", 4)')
+    cell.outputs = [nbformat.from_dict(_hint_output("ch04-fused", 4))]
+    nb.cells = [cell]
+    cm.save({"type": "notebook", "format": "json", "content": nb}, "04.ipynb")
+    saved = json.loads((tmp_path / "04.ipynb").read_text())
+    assert saved["metadata"]["softmax_lab"] == {"chapter": "04", "hints": {"ch04-fused": 4}}
+    # the cell re-run with a lower level, then cleared, then deleted: every save keeps level 4
+    cell.outputs = [nbformat.from_dict(_hint_output("ch04-fused", 1))]
+    del nb.metadata["softmax_lab"]["hints"]   # the browser's copy of the notebook never had it
+    for step in ("re-run", "cleared", "deleted"):
+        if step == "cleared":
+            cell.outputs = []
+        if step == "deleted":
+            nb.cells = []
+        cm.save({"type": "notebook", "format": "json", "content": nb}, "04.ipynb")
+        saved = json.loads((tmp_path / "04.ipynb").read_text())
+        assert saved["metadata"]["softmax_lab"]["hints"] == {"ch04-fused": 4}, step
+        assert grading_hints.levels_used(saved) == {"ch04-fused": 4}, step
+
+
+def test_save_hook_reads_the_file_beside_the_notebook_and_never_breaks_a_save(tmp_path):
+    import nbformat
+
+    cm = _contents_manager(tmp_path)
+    (tmp_path / hints.RECORD_FILE).write_text(json.dumps({"02.ipynb": {"ch02-masked-load-store": 2}}))
+    nb = nbformat.v4.new_notebook()
+    cm.save({"type": "notebook", "format": "json", "content": nb}, "02.ipynb")
+    saved = json.loads((tmp_path / "02.ipynb").read_text())
+    assert saved["metadata"]["softmax_lab"]["hints"] == {"ch02-masked-load-store": 2}
+    # nothing recorded: nothing written; garbage beside it or in the model never stops a save
+    cm.save({"type": "notebook", "format": "json", "content": nbformat.v4.new_notebook()}, "other.ipynb")
+    assert "softmax_lab" not in json.loads((tmp_path / "other.ipynb").read_text())["metadata"]
+    (tmp_path / hints.RECORD_FILE).write_text("{not json")
+    nb2 = nbformat.v4.new_notebook(metadata={"softmax_lab": "garbage"})
+    cm.save({"type": "notebook", "format": "json", "content": nb2}, "02.ipynb")
+    cm.save({"type": "file", "format": "text", "content": "hello"}, "notes.txt")
+    hints.save_hook(model=None, path="x", contents_manager=None)
+    assert (tmp_path / "notes.txt").read_text() == "hello"
+
+
+def test_make_lab_installs_the_save_hook(tmp_path):
+    from softmax_lab import lab
+
+    cmd = lab.jupyter_command(tmp_path, 8899, open_browser=False)
+    assert "--ContentsManager.pre_save_hook=softmax_lab.hints.save_hook" in cmd
+
+
+def test_level_4_names_the_cap_the_grader_applies(monkeypatch, tmp_path):
+    """The cap in the text is the grader's: [grading] answer_hint_cap of the course's softmax-lab.toml."""
+    from softmax_lab.grading import command
+
+    assert hints.answer_cap() == grading_hints.DEFAULT_ANSWER_HINT_CAP == 0.5
+    hints.table()  # the ladders, read from this checkout before its course file is swapped
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / command.COURSE_CONFIG).write_text("[grading]\nanswer_hint_cap = 0.25\n")
+    monkeypatch.setattr(hints, "_repo_solutions", lambda: tmp_path / "solutions")
+    assert "earns at most 25% of its points" in hints.level_text("ch04-fused", 4)
+    assert command.course_hint_cap(tmp_path / "solutions") == 0.25

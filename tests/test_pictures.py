@@ -86,3 +86,25 @@ def test_padding_explorer_draws_the_chosen_padding_and_keeps_a_static_picture():
     bundle = ex._repr_mimebundle_()
     assert "padding = -inf" in bundle["text/plain"] and "padding = 0" in bundle["text/plain"]
     assert ex.toggle.value == "0", "rendering the static picture does not change what the learner chose"
+
+
+def test_make_lab_saves_widget_state_so_pictures_survive_a_reopen(tmp_path, monkeypatch):
+    """`softmax-lab lab` writes the ipywidgets manager's saveState as this environment's JupyterLab default; JupyterLab's
+    own settings loader reads it (tests/ui/test_reopen.py reopens a saved chapter in a browser with it)."""
+    import json
+    from pathlib import Path
+
+    from jupyterlab_server.settings_utils import _get_overrides
+
+    from softmax_lab import lab
+
+    monkeypatch.setenv("JUPYTERLAB_DIR", str(tmp_path))
+    path = lab.widget_settings()
+    assert path == tmp_path / "settings" / "overrides.d" / "softmax-lab.json"
+    overrides, error = _get_overrides(str(tmp_path / "settings"))
+    assert not error and overrides["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}
+    schema = (Path(lab.sys.prefix) / "share/jupyter/labextensions/@jupyter-widgets/jupyterlab-manager/schemas"
+              / "@jupyter-widgets/jupyterlab-manager/plugin.json")
+    if schema.is_file():  # the setting exists under that name in the installed extension
+        assert "saveState" in json.loads(schema.read_text())["properties"]
+    assert lab.widget_settings() == path  # idempotent

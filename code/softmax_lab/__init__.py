@@ -25,6 +25,11 @@ class _DeviceBeforeTriton:
         return None  # let the ordinary finders load triton
 
 
+if "IPython" in _sys.modules:  # in a notebook: record each cell's run, so a check knows what it was given
+    from . import cells as _cells
+
+    _cells.watch()
+
 if "torch" in _sys.modules or "triton" in _sys.modules:
     from . import device as _device  # noqa: F401  (nothing to save: pick the device now)
 else:

@@ -15,14 +15,25 @@ Levels 1-3 live in the course registry (``course/exercises/chNN.toml``, ``hints 
 are read from the sources; an installed package reads ``data/hints/chNN.json``, which ``write_hint_data()``
 generates (``python -m softmax_lab.hints``; the build calls it; ``tests/test_hints.py`` fails when one is stale).
 
-Every hint shown is recorded in the notebook: it is a display output whose metadata is
-``{"softmax_lab": {"hint": {"exercise": <id>, "level": <n>}}}``. The grader reads that, lists the hints used in
-the gradebook and caps the points of an exercise whose complete answer (level 4) was shown. The text is plain
+Every hint shown is recorded, so that re-running, clearing or deleting a hint cell never lowers the level:
+
+* in its output: a display whose metadata is ``{"softmax_lab": {"hint": {"exercise": <id>, "level": <n>},
+  "hints": {<id>: <highest level>, ...}}}`` (every hint output carries the highest level of each exercise
+  shown in this kernel, and the kernel remembers them across restarts, see below);
+* beside the notebook, when the kernel knows which notebook it runs (Jupyter tells it): ``.softmax-lab-hints.json``
+  holds the highest levels per notebook;
+* in the notebook's metadata ``softmax_lab.hints``: ``save_hook``, which `make lab` installs as the Jupyter
+  server's pre-save hook, writes there at every save the highest level found in the outputs, the metadata
+  already saved and the file beside the notebook.
+
+The grader reads the outputs and the metadata (``softmax_lab.grading.hints``), lists the hints used in the
+gradebook and caps the points of an exercise whose complete answer (level 4) was shown. The text is plain
 markdown, so it reads the same where widgets do not render.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -35,10 +46,13 @@ NAMES = {1: "concept area", 2: "specific direction", 3: "key line", 4: "complete
 BEGIN, END, HINT = "### BEGIN SOLUTION", "### END SOLUTION", "# HINT:"
 WITHHELD = ("the complete answer is not in this edition of the course (the class edition): hints 1-3 are "
             "all there is; ask your instructor.")
-CAP_NOTE = ("Level 4 is the complete answer: once it is shown, this exercise earns at most the capped points "
-            "when graded (your notebook records which hints you used).")
+CAP_NOTE = ("Level 4 is the complete answer: once it is shown, this exercise earns at most {cap:.0%} of its "
+            "points when graded (your notebook records which hints you used).")
 
-_shown: dict[str, int] = {}   # exercise id -> highest level shown in this kernel session
+RECORD_FILE = ".softmax-lab-hints.json"  # beside the notebooks: {notebook file name: {exercise id: level}}
+
+_shown: dict[str, int] = {}   # exercise id -> highest level shown (this kernel, and what it found recorded)
+_seeded = False               # _shown has been read from the records of this kernel's notebook
 
 
 class HintError(ValueError):
@@ -164,6 +178,26 @@ def _entry(exercise_id: str) -> dict:
     raise HintError(f"no exercise {exercise_id!r}; {where}: {', '.join(listed)}")
 
 
+def answer_cap() -> float:
+    """The share of an exercise's points left once its complete answer was shown, as the course's grader applies
+    it: ``[grading] answer_hint_cap`` of ``softmax-lab.toml`` in a checkout, else the grader's default."""
+    from .grading.hints import DEFAULT_ANSWER_HINT_CAP
+
+    folder = _repo_solutions()
+    if folder is None:
+        return DEFAULT_ANSWER_HINT_CAP
+    try:
+        from .grading.command import course_hint_cap
+
+        return course_hint_cap(folder)
+    except Exception:  # noqa: BLE001 - a broken course file is the grader's to report
+        return DEFAULT_ANSWER_HINT_CAP
+
+
+def cap_note() -> str:
+    return CAP_NOTE.format(cap=answer_cap())
+
+
 def level_text(exercise_id: str, level: int) -> str:
     """The markdown of one level of one exercise's ladder (4 = the complete answer, from the solution)."""
     entry = _entry(exercise_id)
@@ -180,7 +214,7 @@ def level_text(exercise_id: str, level: int) -> str:
     regions = entry.get("answer") or []
     if not regions:
         return f"{head}: no solution region was found for this exercise."
-    parts = [f"{head}. {CAP_NOTE}"]
+    parts = [f"{head}. {cap_note()}"]
     for k, code in enumerate(regions, 1):
         where = (f"gap {k} of {len(regions)}: replace its `raise NotImplementedError(...)` line with"
                  if len(regions) > 1 else "replace the `raise NotImplementedError(...)` line with")
@@ -188,9 +222,110 @@ def level_text(exercise_id: str, level: int) -> str:
     return "\n\n".join(parts)
 
 
-def record(exercise_id: str, level: int) -> dict:
-    """The output metadata that records a hint in the saved notebook (the grader reads exactly this)."""
-    return {"softmax_lab": {"hint": {"exercise": exercise_id, "level": int(level)}}}
+def record(exercise_id: str | None = None, level: int = 0) -> dict:
+    """The output metadata that records a hint in the saved notebook (the grader reads it): the level this
+    output shows, and the highest level of every exercise seen so far (``exercise_id`` None: only those)."""
+    meta: dict = {"hints": dict(sorted(_levels().items()))} if _levels() else {}
+    if exercise_id is not None:
+        meta["hint"] = {"exercise": exercise_id, "level": int(level)}
+    return {"softmax_lab": meta} if meta else {}
+
+
+# ------------------------------------------------------------------------------------------ the records
+
+
+def notebook_path() -> Path | None:
+    """The notebook this kernel runs for, when Jupyter says (``JPY_SESSION_NAME``: the kernel's notebook)."""
+    name = os.environ.get("JPY_SESSION_NAME", "")
+    if not name.endswith(".ipynb"):
+        return None
+    path = Path(name)
+    return path if path.is_absolute() else Path.cwd() / path.name
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _valid(levels) -> dict[str, int]:
+    """The (exercise id, level) pairs of a record that make sense (anything else is dropped)."""
+    from .grading.hints import levels_in
+
+    return levels_in(levels)
+
+
+def recorded_levels(path: Path) -> dict[str, int]:
+    """The highest level per exercise recorded for the notebook ``path``: in the file beside it, and in the
+    notebook itself as saved (its metadata and its outputs)."""
+    from .grading.hints import levels_used, merge
+
+    beside = _valid(_read_json(path.parent / RECORD_FILE).get(path.name, {}))
+    return merge(beside, levels_used(_read_json(path)).items())
+
+
+def _levels() -> dict[str, int]:
+    """_shown, first completed from what this kernel's notebook has recorded (a restarted kernel goes on)."""
+    global _seeded
+    if not _seeded:
+        _seeded = True
+        path = notebook_path()
+        if path is not None:
+            for ident, level in recorded_levels(path).items():
+                _shown[ident] = max(level, _shown.get(ident, 0))
+    return _shown
+
+
+def _remember(exercise_id: str, level: int) -> None:
+    """Raise the recorded level of an exercise: in this kernel and in the file beside its notebook."""
+    levels = _levels()
+    levels[exercise_id] = max(levels.get(exercise_id, 0), int(level))
+    path = notebook_path()
+    if path is None:
+        return
+    store = path.parent / RECORD_FILE
+    try:
+        data = _read_json(store)
+        mine = _valid(data.get(path.name, {}))
+        for ident, lvl in levels.items():
+            mine[ident] = max(lvl, mine.get(ident, 0))
+        data[path.name] = dict(sorted(mine.items()))
+        tmp = store.with_name(store.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(store)
+    except OSError:  # a read-only folder: the outputs and the saved metadata still record it
+        pass
+
+
+def save_hook(model=None, path: str = "", contents_manager=None, **kwargs) -> None:
+    """Jupyter server pre-save hook (``--ContentsManager.pre_save_hook=softmax_lab.hints.save_hook``): write into
+    the notebook's metadata ``softmax_lab.hints`` the highest level of each exercise found in what is being
+    saved, in the notebook as saved before, and in the file beside it. So a hint cell re-run, cleared or deleted
+    never lowers the record. It never stops a save: any problem leaves the notebook as it was given."""
+    try:
+        if not isinstance(model, dict) or model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
+            return
+        from .grading.hints import levels_used, merge
+
+        nb = model["content"]
+        levels = levels_used(nb)
+        root = getattr(contents_manager, "root_dir", None)
+        if root:
+            levels = merge(levels, recorded_levels(Path(root) / path.lstrip("/")).items())
+        if not levels:
+            return
+        meta = nb.get("metadata")
+        if not isinstance(meta, dict):
+            meta = nb["metadata"] = {}
+        mine = meta.get("softmax_lab")
+        mine = dict(mine) if isinstance(mine, dict) else {}
+        mine["hints"] = dict(sorted(levels.items()))
+        meta["softmax_lab"] = mine  # assigned last: a NotebookNode copies what it is given
+    except Exception:  # noqa: BLE001 - a save must never fail because of a hint record
+        return
 
 
 def _recorded(exercise_id: str, level: int) -> int:
@@ -223,7 +358,7 @@ def _publish(data: dict, metadata: dict | None = None) -> None:
 
 def next_level(exercise_id: str) -> int:
     """The level ``hint(id)`` shows next: one past the highest shown, but never 4 unasked."""
-    return min(_shown.get(exercise_id, 0) + 1, LEVELS - 1)
+    return min(_levels().get(exercise_id, 0) + 1, LEVELS - 1)
 
 
 def hint(exercise_id: str, level: int | None = None) -> None:
@@ -234,17 +369,20 @@ def hint(exercise_id: str, level: int | None = None) -> None:
     try:
         _entry(exercise_id)
         if level is None:
-            if _shown.get(exercise_id, 0) >= LEVELS - 1:
-                _publish(_bundle(exercise_id, 0, f"You have seen hints 1-3 of `{exercise_id}`. {CAP_NOTE} "
-                                                 f'To see it anyway: `softmax_lab.hint("{exercise_id}", 4)`.'))
+            seen = _levels().get(exercise_id, 0)
+            if seen >= LEVELS - 1:
+                shown = "the complete answer (level 4)" if seen == LEVELS else "hints 1-3"
+                _publish(_bundle(exercise_id, 0, f"You have seen {shown} of `{exercise_id}`. {cap_note()} "
+                                                 f'To see it: `softmax_lab.hint("{exercise_id}", 4)`.'), record())
                 return
             level = next_level(exercise_id)
         text = level_text(exercise_id, level)
     except HintError as err:
         _publish({"text/plain": str(err), "text/markdown": str(err)})
         return
-    _shown[exercise_id] = max(_shown.get(exercise_id, 0), level)
-    _publish(_bundle(exercise_id, level, text), record(exercise_id, _recorded(exercise_id, level)))
+    shown = _recorded(exercise_id, level)  # the class edition withholds level 4: it records 3
+    _remember(exercise_id, shown)
+    _publish(_bundle(exercise_id, level, text), record(exercise_id, shown))
 
 
 def hint_button(exercise_id: str):
@@ -264,7 +402,9 @@ def hint_button(exercise_id: str):
     state = {"armed": False}
     idle = f'No hint shown yet for `{exercise_id}` (no button above? run `softmax_lab.hint("{exercise_id}")`).'
     display(button)
-    handle = display({"text/markdown": idle, "text/plain": _plain(idle)}, raw=True, display_id=True)
+    # the idle output carries the levels already recorded: re-running this cell does not lower them
+    handle = display({"text/markdown": idle, "text/plain": _plain(idle)}, raw=True, display_id=True,
+                     metadata=record())
 
     def click(_=None) -> None:
         level = len(shown) + 1
@@ -272,11 +412,12 @@ def hint_button(exercise_id: str):
             return
         if level == LEVELS and not state["armed"]:
             state["armed"] = True
-            button.description = "Click again for the complete answer (caps this exercise's points)"
+            button.description = (f"Click again for the complete answer (caps this exercise at {answer_cap():.0%} "
+                                  "of its points)")
             button.button_style = "warning"
             return
         shown.append(level_text(exercise_id, level))
-        _shown[exercise_id] = max(_shown.get(exercise_id, 0), level)
+        _remember(exercise_id, _recorded(exercise_id, level))
         text = "\n\n".join(shown)
         handle.update({"text/markdown": text, "text/plain": _plain(text)}, raw=True,
                       metadata=record(exercise_id, _recorded(exercise_id, level)))
@@ -308,4 +449,4 @@ if __name__ == "__main__":  # python -m softmax_lab.hints: regenerate data/hints
         print(f"data/hints/{changed_name}")
 
 __all__ = ["hint", "hint_button", "level_text", "record", "read_registry", "solution_regions", "hint_data",
-           "write_hint_data", "HintError", "LEVELS"]
+           "write_hint_data", "save_hook", "recorded_levels", "HintError", "LEVELS"]

@@ -123,6 +123,23 @@ def terminal_rc() -> Path:
     return rc
 
 
+# Widget state saved in the notebook (JupyterLab's ipywidgets manager): a reopened notebook shows each picture of
+# its steppers and explorers instead of "Error displaying widget: model not found".
+WIDGET_SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
+
+
+def widget_settings() -> Path:
+    """Write WIDGET_SETTINGS as this environment's JupyterLab default (``overrides.d``, beside JupyterLab's own
+    settings; a learner's own choice in Settings still wins). Returns the file."""
+    app_dir = Path(os.environ.get("JUPYTERLAB_DIR") or Path(sys.prefix) / "share" / "jupyter" / "lab")
+    path = app_dir / "settings" / "overrides.d" / "softmax-lab.json"
+    text = json.dumps(WIDGET_SETTINGS, indent=1) + "\n"
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
 def jupyter_command(root: Path, port: int, open_browser: bool) -> list[str]:
     """The JupyterLab command `make lab` runs: workspace/ as the root, chapter 0 open, the course kernel only."""
     bash = shutil.which("bash")
@@ -132,7 +149,9 @@ def jupyter_command(root: Path, port: int, open_browser: bool) -> list[str]:
            "--LabApp.default_url=/lab/tree/00_setup.ipynb", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0",
            "--KernelSpecManager.ensure_native_kernel=False", "--KernelSpecManager.allowed_kernelspecs=softmax-lab",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           # every save keeps the hint levels a learner has seen in the notebook's metadata (softmax_lab.hints)
+           "--ContentsManager.pre_save_hook=softmax_lab.hints.save_hook"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     if not open_browser:
@@ -210,6 +229,11 @@ def run_lab(args: argparse.Namespace) -> int:
         return 1
     sync(root)
     _tell_changed(root)
+    try:
+        widget_settings()
+    except OSError as err:  # a read-only environment: pictures then come back only where a widget state was saved
+        print(f"softmax-lab lab: could not write the widget setting ({err}); pictures may not survive a reopen",
+              file=sys.stderr)
     cmd = jupyter_command(root, args.port, open_browser=has_display() and not args.no_browser)
     cmd += [a for a in args.jupyter_args if a != "--"]
     sys.stdout.flush()

@@ -9,7 +9,9 @@ lanes that would touch memory outside every tensor of the launch are recorded an
 cannot corrupt anything while it is drawn. Each element of the input is coloured by the program that loaded it
 and each element of the output by the program that stored it; the findings say in words what looks wrong:
 elements never stored, elements stored by two programs (padding lanes spilling into the next row), programs
-that read one row and wrote another (a wrong row stride), lanes outside every tensor.
+that read one row and wrote another (a wrong row stride), lanes outside every tensor. The padding lanes (the
+lanes of a block past the end of the row, masked off) are drawn too, with the value they read: with
+``padding="-inf"`` (a softmax over the row), a padding lane that read anything else is a finding.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class LaneMaps:
     store_counts: np.ndarray
     outside: dict = field(default_factory=dict)   # "load"/"store" -> lanes outside every tensor
     findings: list = field(default_factory=list)
+    padding: dict = field(default_factory=dict)   # program -> the values its masked-off lanes read (floats)
 
 
 def _grid(t: torch.Tensor) -> tuple[int, int, int]:
@@ -64,13 +67,41 @@ def _owner_map(log, launch_names, shape, offset) -> tuple[np.ndarray, np.ndarray
     return owner.reshape(rows, stride), counts.reshape(rows, stride)
 
 
-def lane_map(launcher, x: torch.Tensor, **kwargs) -> LaneMaps:
-    """Run ``launcher(x, **kwargs)`` once, interpreted, and map its memory operations onto ``x`` and its output."""
+def _padding_reads():
+    """While active, the values read by masked-off lanes of floating-point loads, per program: {program: [arrays]}.
+    (The interpreter fills them with the load's ``other=``, or 0 without one.)"""
+    from triton.runtime import interpreter as interp
+
+    builder = interp.interpreter_builder
+    original = builder.create_masked_load
+    found: dict = {}
+
+    def spy(ptrs, mask, other, *rest):
+        out = original(ptrs, mask, other, *rest)
+        values = np.asarray(out.data)
+        if values.dtype.kind == "f":
+            active = np.broadcast_to(np.asarray(mask.data, dtype=bool), values.shape)
+            if (~active).any():
+                grid = builder.grid_idx if builder.grid_idx is not None else (0, 0, 0)
+                found.setdefault(int(grid[0]) + 1000 * int(grid[1]), []).append(values[~active].astype(np.float64))
+        return out
+
+    return builder, original, spy, found
+
+
+def lane_map(launcher, x: torch.Tensor, padding: str | None = None, **kwargs) -> LaneMaps:
+    """Run ``launcher(x, **kwargs)`` once, interpreted, and map its memory operations onto ``x`` and its output.
+    ``padding``: what masked-off lanes must read ("-inf" for a softmax over the row), judged in the findings."""
     if not isinstance(x, torch.Tensor) or x.dim() != 2:
         raise ValueError("lane_map draws a launcher on a 2-D tensor x, e.g. torch.randn(4, 10)")
     if x.numel() > 4096:
         raise ValueError(f"x has {x.numel()} elements: draw a small input (at most 4096 elements, e.g. 4 x 10)")
-    y, count = count_calls(launcher, x, _guard=True, **kwargs)
+    builder, original, spy, pads = _padding_reads()
+    builder.create_masked_load = spy  # count_calls wraps whatever load it finds, so this sees every load
+    try:
+        y, count = count_calls(launcher, x, _guard=True, **kwargs)
+    finally:
+        builder.create_masked_load = original
     if isinstance(y, tuple):
         y = y[0]
     if not isinstance(y, torch.Tensor) or y.shape != x.shape:
@@ -87,15 +118,28 @@ def lane_map(launcher, x: torch.Tensor, **kwargs) -> LaneMaps:
         outside[kind] = outside.get(kind, 0) + n
     maps = LaneMaps(x.detach().cpu().float().numpy(), y.detach().cpu().float().numpy(), x.shape[1], loads, stores,
                     store_counts, outside)
-    maps.findings = diagnose(maps)
+    # lanes switched off because they lay outside every tensor were not masked by the kernel: no padding to show
+    maps.padding = {} if outside.get("load") else {p: np.concatenate(v) for p, v in sorted(pads.items())}
+    maps.findings = diagnose(maps, padding)
     return maps
 
 
-def diagnose(m: LaneMaps) -> list[str]:
-    """What looks wrong, in words (an empty list when every output element was stored once, by its row's
-    program, from that row's input)."""
+def padding_values(m: LaneMaps) -> list[float]:
+    """The distinct values the padding lanes read (at most 4), in order."""
+    values = np.unique(np.concatenate(list(m.padding.values()))) if m.padding else np.array([])
+    return [float(v) for v in values[:4]]
+
+
+def diagnose(m: LaneMaps, padding: str | None = None) -> list[str]:
+    """What looks wrong, in words (an empty list when every output element was stored once, by its own row's
+    program, from that row's input, and the padding lanes read ``padding`` when it is given)."""
     found = []
     n = m.n_cols
+    read = padding_values(m)
+    if padding == "-inf" and not m.outside.get("load") and any(v != float("-inf") for v in read):
+        shown = ", ".join(pictures.fmt(v) for v in read)
+        found.append(f"the padding lanes (past column {n - 1} of each block) read {shown}, not -inf: they take part "
+                     "in each row's max and sum; load with other=float('-inf')")
     view = m.stores[:, :n]
     never = np.argwhere(view == NONE)
     if len(never):
@@ -130,12 +174,20 @@ def _list(values: list[int], most: int = 6) -> str:
     return shown + (f", … ({len(values)} in all)" if len(values) > most else "")
 
 
+def _row_padding(m: LaneMaps, rows: int) -> list[list[float]]:
+    """The values each row's program read in its padding lanes (one program per row), or [] per row."""
+    return [list(m.padding.get(r, np.array([]))[:8]) for r in range(rows)]
+
+
 def draw_maps(m: LaneMaps, title: str = "") -> Figure:
-    """Two grids over the tensors: x coloured by the program that loaded each element, y by the one that stored it."""
+    """Two grids over the tensors: x coloured by the program that loaded each element, y by the one that stored it.
+    After each row of x, hatched: the padding lanes of that row's program and the value each one read."""
     rows = m.loads.shape[0]
-    widest = max(m.loads.shape[1], m.stores.shape[1])
+    pads = _row_padding(m, rows) if m.padding and len(m.padding) <= rows else [[] for _ in range(rows)]
+    n_pad = max((len(p) for p in pads), default=0)
+    widest = max(m.loads.shape[1] + (n_pad + 0.5 if n_pad else 0), m.stores.shape[1])
     show_values = rows * m.n_cols <= 96
-    fig = Figure(figsize=(1.2 + 0.62 * widest, 1.4 + 0.52 * 2 * rows + 0.3 * len(m.findings)))
+    fig = Figure(figsize=(1.0 + 0.42 * widest, 1.0 + 0.3 * 2 * rows))
     axes = fig.subplots(2, 1)
     for ax, owner, values, label in ((axes[0], m.loads, m.x, "input x: program that loaded each element"),
                                      (axes[1], m.stores, m.y, "output y: program that stored each element")):
@@ -152,50 +204,63 @@ def draw_maps(m: LaneMaps, title: str = "") -> Figure:
                     text += ("\n" if text else "") + ("never" if p == NONE else f"{values[r, c]:.2f}")
                 elif p == NONE and owner is m.stores and in_view:
                     text = "—"
-                ax.text(c + 0.475, rows - 1 - r + 0.45, text, ha="center", va="center", fontsize=8)
+                ax.text(c + 0.475, rows - 1 - r + 0.45, text, ha="center", va="center", fontsize=7)
+            if owner is m.loads:  # the padding lanes of this row's program, after a gap
+                for k, v in enumerate(pads[r]):
+                    bad = v != float("-inf")
+                    ax.add_patch(Rectangle((stride + 0.5 + k, rows - 1 - r), 0.95, 0.9, facecolor="#FAD7C4" if bad
+                                           else "#EEEEEE", edgecolor="#999999", hatch="//"))
+                    ax.text(stride + 0.5 + k + 0.475, rows - 1 - r + 0.45, pictures.fmt(v), ha="center",
+                            va="center", fontsize=7, color="#D55E00" if bad else "#555555")
+        if owner is m.loads and n_pad:
+            ax.text(stride + 0.5 + n_pad / 2, rows + 0.1, "padding lanes: value read", ha="center", va="bottom",
+                    fontsize=7, color="#555555")
         ax.set_xlim(0, widest)
         ax.set_ylim(0, rows)
         ax.set_yticks([rows - 1 - r + 0.45 for r in range(rows)], [f"row {r}" for r in range(rows)])
-        ax.set_xticks([c + 0.475 for c in range(stride)], [str(c) for c in range(stride)], fontsize=8)
-        ax.set_title(label, loc="left", fontsize=pictures.FONT)
+        ax.set_xticks([c + 0.475 for c in range(stride)], [str(c) for c in range(stride)], fontsize=7)
+        ax.set_title(label, loc="left", fontsize=pictures.FONT - 2)
         for side in ("top", "right", "left", "bottom"):
             ax.spines[side].set_visible(False)
         ax.tick_params(length=0)
-    note = "\n".join(m.findings) if m.findings else "every output element stored once, by its own row's program"
-    fig.suptitle((title + "\n" if title else "") + note, x=0.01, ha="left", fontsize=pictures.FONT - 1,
-                 color="#D55E00" if m.findings else "#009E73")
+    if title:  # the findings are printed beside the picture; the picture keeps only its title
+        fig.suptitle(title, x=0.01, ha="left", fontsize=pictures.FONT - 1)
     fig.tight_layout()
     return fig
 
 
 def draw(launcher, x: torch.Tensor, title: str = "", **kwargs) -> Figure:
     """``softmax_lab.draw``: the lane map of ``launcher(x)`` (a small 2-D ``x``), with what looks wrong printed."""
-    maps = lane_map(launcher, x, **kwargs)
+    maps = lane_map(launcher, x, padding="-inf", **kwargs)
     for line in maps.findings:
         print("  " + line)
     return draw_maps(maps, title)
 
 
-def show_on_failure(launcher, make_input=None, title: str = "your kernel, drawn") -> None:
-    """What a kernel check prints after a FAIL: the lane map of ``launcher(x)`` on a small strided input (4 rows
-    of 10 in a tensor with rows of 14, so both the padding and the row stride show), its findings as text, and the
-    picture where a notebook can show one. Drawing problems never hide the check's own verdict."""
+def show_on_failure(launcher, make_input=None, title: str = "", padding: str | None = "-inf") -> None:
+    """What a kernel check prints after a FAIL: the lane map of ``launcher(x)`` on a small input (by default 4 rows
+    of 10 in a tensor with rows of 14, so both the padding and the row stride show): a compact picture where a
+    notebook can show one, then its findings as text (the check's verdict line follows, last). Drawing problems
+    never hide the check's own verdict."""
     from .device import DEVICE
 
     gen = torch.Generator().manual_seed(0)
     x = make_input() if make_input else torch.randn(4, 14, generator=gen).to(DEVICE)[:, :10]
+    layout = "contiguous" if x.is_contiguous() else f"a view with rows {x.stride(0)} apart"
     try:
-        maps = lane_map(launcher, x)
+        maps = lane_map(launcher, x, padding=padding)
     except Exception as err:  # noqa: BLE001 - the verdict above already says what failed
-        print(f"(no lane map: your kernel raised {type(err).__name__} on a 4 x 10 strided input)")
+        print(f"(no lane map: your kernel raised {type(err).__name__} on a {x.shape[0]} x {x.shape[1]} input)")
         return
-    print(f"lane map on a {x.shape[0]} x {x.shape[1]} view with rows {x.stride(0)} apart:")
-    for line in maps.findings or ["every output element stored once, by its own row's program"]:
-        print("  " + line)
     try:
         from IPython import get_ipython
         from IPython.display import Image, display
     except ImportError:
-        return
-    if get_ipython() is not None:
-        display(Image(pictures.png(draw_maps(maps, title))))
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(Image(pictures.png(draw_maps(maps, title), dpi=72)))
+    read = padding_values(maps)
+    pads = f"; its padding lanes read {', '.join(pictures.fmt(v) for v in read)}" if read else ""
+    print(f"lane map of your kernel on a {x.shape[0]} x {x.shape[1]} input ({layout}){pads}:")
+    for line in maps.findings or ["no lane out of place: every output element stored once, by its own row's program"]:
+        print("  " + line)

@@ -48,6 +48,7 @@ ROW_STRIDE = ("rows are not contiguous in memory (a view like big[:, :1000]): st
               "row stride (x.stride(0)), not with n_cols")
 GUARD = 12345.0  # written after the output's last row; a masked store never touches it
 GUARD_LEN = 1024
+INPUT_GUARD = float("nan")  # after the input's last row: a load with no mask reads NaN, never what padding reads
 
 
 @contextlib.contextmanager
@@ -106,15 +107,19 @@ def explain(y: torch.Tensor, x: torch.Tensor, block: int | None = None, flat: to
         ref = _softmax64(x64)
         big = bool((x64.abs() > FP32_EXP_MAX).any())
         m = x64.amax(dim=-1, keepdim=True)
-        # Padding mistakes first: they are the most specific (they need a block wider than the row).
+        # Lane mistakes first: they are the most specific (they need a block wider than the row). A load with
+        # no mask reads past the row (the next row, or the guard zone after the input), never only zeros: it is
+        # named before padding that reads 0.
+        if flat is not None and x.dim() == 2:
+            step = row_step if row_step is not None else x.shape[-1]
+            unmasked = _unmasked_rows(flat.detach().to(torch.float64).cpu(), x.shape[0], x.shape[1], step, block)
+            # (all NaN from the guard alone says nothing when exp can overflow: that is named below)
+            if unmasked is not None and _close(y64, unmasked) and not (big and bool(torch.isnan(unmasked).all())):
+                return UNMASKED_LOAD
         zero = _zero_padded(x64, block)
         if zero is not None and _close(y64, zero):
             return PAD_ZERO if bool((x64 < 0).all()) else PAD_ZERO_ANY
         if flat is not None and x.dim() == 2:
-            step = row_step if row_step is not None else x.shape[-1]
-            unmasked = _unmasked_rows(flat.detach().to(torch.float64).cpu(), x.shape[0], x.shape[1], step, block)
-            if unmasked is not None and _close(y64, unmasked):
-                return UNMASKED_LOAD
             if not x.is_contiguous():
                 n = x.shape[1]
                 wrong = flat.detach().to(torch.float64).cpu()[: x.shape[0] * n].reshape(x.shape[0], n)
@@ -155,11 +160,11 @@ def guarded_output(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def guarded_input(values: torch.Tensor, strided_cols: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Copy ``values`` (2-D) into memory followed by a zero guard zone. With ``strided_cols`` the rows sit
-    ``strided_cols`` apart (a view like big[:, :N]). Returns (x, the flat buffer from x's start, row step)."""
+    """Copy ``values`` (2-D) into memory followed by a guard zone of INPUT_GUARD. With ``strided_cols`` the rows
+    sit ``strided_cols`` apart (a view like big[:, :N]). Returns (x, the flat buffer from x's start, row step)."""
     rows, n = values.shape
     step = strided_cols or n
-    flat = torch.zeros(rows * step + GUARD_LEN, dtype=values.dtype, device=values.device)
+    flat = torch.full((rows * step + GUARD_LEN,), INPUT_GUARD, dtype=values.dtype, device=values.device)
     if strided_cols:
         big = flat[: rows * step].view(rows, step)
         big.normal_(generator=None).mul_(3.0)
@@ -186,6 +191,8 @@ def softmax_problem(fn, values: torch.Tensor, block_of=None, strided_cols: int |
         if bool((guard != GUARD).any()):
             return UNMASKED_STORE
         block = block_of(x.shape[-1]) if block_of else None
+        if one_row and isinstance(y, torch.Tensor) and tuple(y.shape) == tuple(x.shape):
+            return explain(y.reshape(1, -1), x2, block, flat=flat, row_step=step)  # one row: read as 1 x n
         return explain(y, x, block, flat=flat if not one_row else None, row_step=step)
 
 
@@ -252,12 +259,13 @@ def traffic_problem(fn, x: torch.Tensor, loads: int, stores: int, what: str, out
         return no_launch(kernel)
     if c._outside_log:
         return OUTSIDE
-    problem = (wrong or explain)(y, x)
-    if problem:
-        return problem
     if c.loads != loads or c.stores != stores:
         return (f"your kernel loaded {c.loads} and stored {c.stores} elements for {x.numel()} inputs: it should "
                 f"{what}")
+    # Wrong values are the other cases' verdict, not this one's: here only a launch that does not compute
+    # the output at all (an extra kernel, the result taken from torch) is named.
+    if (wrong or explain)(y, x) and torch.isnan(y.detach().float()).all():
+        return NOT_WRITTEN
     return ""
 
 

@@ -66,6 +66,18 @@ def explain_exception(err: BaseException) -> str:
     return f"your code raised {first[:200]}{at}"
 
 
+_CASE = ""  # the case a Report is running now ('' between cases)
+
+
+def current_case(clear: bool = False) -> str:
+    """The case being run when a check was stopped ('' between cases); ``clear``: forget it."""
+    global _CASE
+    name = _CASE
+    if clear:
+        _CASE = ""
+    return name
+
+
 class Report:
     """Collects PASS/FAIL lines for one exercise and prints them."""
 
@@ -110,6 +122,11 @@ class Report:
 
     def run(self, name: str, fn: Callable[[], str], pitfall: str = "") -> bool:
         """Call ``fn`` (returns '' or a reason); exceptions become a FAIL with a plain reason."""
+        global _CASE
+        from .guard import new_case
+
+        _CASE = name  # what a stopped or interrupted check names (checks.guard); kept when one stops it
+        new_case()
         try:
             problem = fn()
         except Exception as err:  # noqa: BLE001 - any learner error is a verdict, not a crash
@@ -117,6 +134,7 @@ class Report:
         else:
             if problem and pitfall:
                 problem = f"{problem} - {pitfall}"
+        _CASE = ""
         return self.add(name, problem)
 
     @property
@@ -148,12 +166,14 @@ def softmax_case(report: Report, fn: Callable, case: Case) -> bool:
     return report.run(case.name, one, case.pitfall)
 
 
-def lane_map_of(launch: Callable, make_input: Callable | None = None) -> Callable[[], None]:
-    """A Report's ``drawing``: the lane map of ``launch(x) -> y`` on a small strided input (softmax_lab.lanemap)."""
+def lane_map_of(launch: Callable, make_input: Callable | None = None,
+                padding: str | None = "-inf") -> Callable[[], None]:
+    """A Report's ``drawing``: the lane map of ``launch(x) -> y`` on a small strided input (softmax_lab.lanemap);
+    ``padding``: what the kernel's padding lanes must read (None: anything, e.g. a backward pass's zeros)."""
     def draw() -> None:
         from ..lanemap import show_on_failure
 
-        show_on_failure(launch, make_input)
+        show_on_failure(launch, make_input, padding=padding)
 
     return draw
 
