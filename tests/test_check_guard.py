@@ -169,3 +169,20 @@ def test_the_checks_own_work_is_never_stopped(monkeypatch, capsys):
     t0 = time.monotonic()
     assert slow() is None and time.monotonic() - t0 >= 1.5
     assert capsys.readouterr().out == ""
+
+
+def test_the_package_s_own_kernel_given_as_yours_is_not_checked(tmp_path):
+    """The course's kernel imported under the exercise's name, or wrapped by the learner's launcher, is the
+    course's code: the check says so in one line and fails, instead of printing PASS for it."""
+    source = ("from softmax_lab.kernels.fused import fused_softmax\n\n"
+              "def my_fused_softmax(x, out):\n    return fused_softmax(x, out)\n")
+    wrapped = load_exercise("ch04-fused", source, tmp_path).my_fused_softmax
+    ok, text = run_check("ch04-fused", wrapped)
+    lines = text.strip().splitlines()
+    assert not ok and len(lines) == 2, text
+    assert lines[0].startswith("NOT CHECKED  this is softmax_lab's kernel, not yours"), text
+    assert "softmax_lab.kernels.fused.fused_softmax" in lines[0], text
+    # the learner's own kernel (the solution) is checked as before
+    mine = load_exercise("ch04-fused", exercise_source("ch04-fused"), tmp_path).my_fused_softmax
+    ok, text = run_check("ch04-fused", mine)
+    assert ok and "NOT CHECKED" not in text, text

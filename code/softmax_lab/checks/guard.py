@@ -1,5 +1,5 @@
 """What every exercise check does around your code: it refuses an old definition, stops a runaway kernel, and
-answers an Interrupt in a few lines.
+answers an Interrupt in a few lines; it also refuses the package's own kernels given as yours.
 
 * **An old definition.** When the last run of your exercise cell stopped on an error (a SyntaxError, say), the
   function the check was given is the one from an earlier run; when the saved notebook shows the exercise cell
@@ -114,6 +114,19 @@ def edited_since_run(exercises: list[str], functions) -> str:
         return ""
     return ("the exercise cell was edited since it last ran (the saved notebook differs from what ran): run the "
             "exercise cell, then this check")
+
+
+def package_object(args, kwargs) -> str:
+    """'' or one line: a function given to the check is the package's own (imported under another name, aliased
+    or wrapped; ``softmax_lab.origin``), so checking it would grade the course's code, not the learner's."""
+    from ..origin import describe
+
+    for value in [*args, *kwargs.values()]:
+        if callable(value):
+            found = describe(value)
+            if found:
+                return found
+    return ""
 
 
 # ------------------------------------------------------------------------------------------ a runaway kernel
@@ -239,6 +252,11 @@ def guarded(check, exercises: list[str]):
         if problem:
             print(f"NOT CHECKED  {problem}")
             print(f"{label}: FAILED (not checked: the definition given is not the one in the cell)")
+            return Verdict(False)
+        borrowed = package_object(args, kwargs)
+        if borrowed:
+            print(f"NOT CHECKED  {borrowed}")
+            print(f"{label}: FAILED (not checked: the code given is the course's, not yours)")
             return Verdict(False)
         _depth.n = 1
         current_case(clear=True)
