@@ -83,6 +83,11 @@ GLUON_KERNELS = ("resident", "clustered")
 GLUON_FALLBACK = {4: [(32768, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
                   2: [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
 GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resident runs from 8.0 (cp.async)
+# Rows that do not start on 16 bytes (odd widths, odd strides, an odd first element): ``kernels/unaligned.py``
+# reads each row from the vector boundary before it, a window of n_cols + VEC - 1 elements. The rules above,
+# keyed by that width, give its rows per program and warps (multirow, fused); rows past a tile's reach share
+# their window between cooperating programs with these knobs; l2_reread's rows stay on l2_reread.
+UNALIGNED_COOPERATIVE = {4: dict(BLOCK=8192, num_warps=4), 2: dict(BLOCK=16384, num_warps=8)}
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
 BACKWARD_TILE_COLS = 16384
@@ -108,10 +113,29 @@ def element_size(dtype: torch.dtype) -> int:
 def _launchers():
     # (kernels import this module, so not at the top)
     from .kernels import (cooperative_softmax, fused_softmax, l2_reread_softmax, multirow_softmax,
-                          pipelined_softmax, resident_softmax, staged_softmax, clustered_softmax)
+                          pipelined_softmax, resident_softmax, staged_softmax, clustered_softmax,
+                          unaligned_cooperative_softmax, unaligned_softmax)
     return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
             "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax, "staged": staged_softmax,
-            "resident": resident_softmax, "clustered": clustered_softmax}
+            "resident": resident_softmax, "clustered": clustered_softmax, "unaligned": unaligned_softmax,
+            "unaligned_cooperative": unaligned_cooperative_softmax}
+
+
+def choose_unaligned(n_cols: int, dtype: torch.dtype):
+    """(kernel name, knobs) for rows of ``n_cols`` that do not start on 16 bytes (``kernels/unaligned.py``), or
+    None where the register kernels keep them (rows for ``l2_reread``)."""
+    size = element_size(dtype)
+    width = n_cols + 16 // size - 1  # the row's window: up to VEC - 1 elements of the vector before it
+    name, knobs = pick(FORWARD[size], width)
+    if name in GLUON_KERNELS:
+        name, knobs = pick(GLUON_FALLBACK[size], width)
+    if name == "multirow":
+        return "unaligned", dict(ROWS=knobs["ROWS"], num_warps=knobs["num_warps"])
+    if name == "fused":
+        return "unaligned", dict(ROWS=1, num_warps=knobs["num_warps"])
+    if name == "cooperative":
+        return "unaligned_cooperative", dict(UNALIGNED_COOPERATIVE[size])
+    return None
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
@@ -147,10 +171,12 @@ def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     name, _, knobs = choose(n_rows, n_cols, x2.dtype)
     if name in GLUON_KERNELS and _kernel_module(name).refusal(x2, **knobs):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
+    if name != "l2_reread" and _kernel_module("unaligned").takes(x2):  # rows off 16 bytes: unaligned.py
+        name, knobs = choose_unaligned(n_cols, x2.dtype) or (name, knobs)
     return name, dict(knobs)
 
 
-PLANNED = ("multirow", "fused", "resident", "clustered")  # the kernels with a relaunch plan (launch_setup)
+PLANNED = ("multirow", "fused", "resident", "clustered", "unaligned")  # the kernels with a relaunch plan (launch_setup)
 
 
 def _kernel_module(name: str):
@@ -179,6 +205,12 @@ def plan_2d(x2: torch.Tensor):
         return None
     y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
     kernel, grid, args, options = _kernel_module(name).launch_setup(y2, x2, **knobs)
+    if name == "unaligned":  # its pointers are the windows' (rounded down to 16 bytes): shift each call's too
+        run = relauncher(kernel, grid, args, **options)
+        if run is None:
+            return None
+        back = x2.data_ptr() - args[1].data_ptr()  # (the same for every x of this plan: its key holds ptr & 15)
+        return lambda out_ptr, in_ptr: run(out_ptr, in_ptr - back)
     if name != "clustered":
         return relauncher(kernel, grid, args, **options)
     run = relauncher(kernel, grid, args, per_call=3, **options)  # the partials: new memory each call (streams)
