@@ -30,7 +30,8 @@ def bench(label, shape, dtype, fns, view_pad=0, kind="forward"):
     if kind == "backward":
         ys = [torch.softmax(x.float(), -1).to(dtype) for x in xs]
         dys = _buffers(shape, dtype, n_buf)
-    copy = _time(lambda i: outs[i].copy_(xs[i]) if kind == "forward" else torch.add(ys[i], dys[i], out=outs[i]),
+    plain = _buffers(shape, dtype, n_buf) if view_pad else xs  # copy: contiguous buffers of the same bytes
+    copy = _time(lambda i: outs[i].copy_(plain[i]) if kind == "forward" else torch.add(ys[i], dys[i], out=outs[i]),
                  n_buf, 50)
     for name, fn in fns.items():
         rec = dict(label=label, shape=shape, dtype=str(dtype), impl=name, kind=kind)
@@ -56,40 +57,43 @@ def tiles(rows_warps):
 
 t0 = time.time()
 base = {"torch": lambda x, o: torch.softmax(x, -1)}
-bench("2048x50257 bf16", (2048, 50257), BF16, {
-    **base, "cooperative (old)": lambda x, o: cooperative_softmax(x, out=o, BLOCK=8192, num_warps=4),
-    **{f"ucoop B={b} w={w}": (lambda x, o, b=b, w=w: unaligned_cooperative_softmax(x, out=o, BLOCK=b, num_warps=w))
-       for b, w in ((8192, 4), (8192, 8), (16384, 8), (16384, 16), (4096, 4))},
-    "unaligned ROWS=1 w=32": lambda x, o: unaligned_softmax(x, out=o, ROWS=1, num_warps=32)})
-bench("100000x77 fp32", (100000, 77), F32, {
-    **base, "multirow (old)": lambda x, o: multirow_softmax(x, out=o, ROWS=8, num_warps=4),
-    **tiles([(4, 2), (8, 2), (8, 4), (16, 4), (16, 8), (32, 4), (32, 8)])})
+def ucoop(pairs):
+    return {f"ucoop B={b} w={w}": (lambda x, o, b=b, w=w: unaligned_cooperative_softmax(x, out=o, BLOCK=b, num_warps=w))
+            for b, w in pairs}
+
+
+def ubwd(pairs):
+    return {f"ubwd B={b} w={w}": (lambda y, dy, o, b=b, w=w: unaligned_backward(y, dy, o, BLOCK=b, num_warps=w))
+            for b, w in pairs}
+
+
+def ubwd_tiles(pairs):
+    return {f"ubwd R={r} w={w}": (lambda y, dy, o, r=r, w=w: unaligned_backward(y, dy, o, ROWS=r, num_warps=w))
+            for r, w in pairs}
+
+
+tb = lambda y, dy, o: torch._softmax_backward_data(dy, y, -1, y.dtype)  # noqa: E731
+bench("2048x50257 bf16", (2048, 50257), BF16, {**base, **ucoop([(2048, 2), (2048, 4), (4096, 2), (4096, 4),
+                                                                  (4096, 8), (8192, 4), (8192, 8)])})
+bench("100000x77 fp32", (100000, 77), F32, {**base, **tiles([(8, 1), (8, 2), (16, 2), (16, 4), (32, 4)])})
 bench("65536x130 bf16", (65536, 130), BF16, {
     **base, "multirow (old)": lambda x, o: multirow_softmax(x, out=o, ROWS=4, num_warps=2),
-    **tiles([(4, 2), (4, 4), (8, 2), (8, 4), (16, 4), (16, 8)])})
+    **tiles([(2, 1), (4, 1), (4, 2), (8, 2), (8, 4), (16, 4), (32, 4)])})
 bench("32768x1000 fp32 view stride 1003", (32768, 1000), F32, {
     **base, "multirow (old)": lambda x, o: multirow_softmax(x, out=o, ROWS=1, num_warps=4),
-    **tiles([(1, 4), (1, 8), (2, 4), (2, 8)])}, view_pad=3)
+    **tiles([(1, 2), (1, 4), (2, 4), (4, 4)])}, view_pad=3)
 bench("8192x4100 bf16", (8192, 4100), BF16, {
     **base, "fused (old)": lambda x, o: fused_softmax(x, out=o, num_warps=8),
-    **tiles([(1, 4), (1, 8), (1, 16)])})
+    **tiles([(1, 4), (1, 8), (2, 8), (1, 16)])})
 bench("1024x50257 fp32", (1024, 50257), F32, {
     **base, "cooperative (old)": lambda x, o: cooperative_softmax(x, out=o, BLOCK=8192, num_warps=4),
-    **{f"ucoop B={b} w={w}": (lambda x, o, b=b, w=w: unaligned_cooperative_softmax(x, out=o, BLOCK=b, num_warps=w))
-       for b, w in ((8192, 4), (8192, 8), (4096, 4), (16384, 16))}})
-tb = lambda y, dy, o: torch._softmax_backward_data(dy, y, -1, y.dtype)
-bench("bwd 2048x50257 bf16", (2048, 50257), BF16, {
-    "torch": tb, "cooperative (old)": lambda y, dy, o: cooperative_backward(y, dy, o),
-    **{f"ubwd B={b} w={w}": (lambda y, dy, o, b=b, w=w: unaligned_backward(y, dy, o, BLOCK=b, num_warps=w))
-       for b, w in ((8192, 8), (4096, 4), (8192, 4), (16384, 8))}}, kind="backward")
-bench("bwd 65536x130 bf16", (65536, 130), BF16, {
-    "torch": tb, "unaligned default": lambda y, dy, o: unaligned_backward(y, dy, o),
-    **{f"ubwd R={r} w={w}": (lambda y, dy, o, r=r, w=w: unaligned_backward(y, dy, o, ROWS=r, num_warps=w))
-       for r, w in ((8, 4), (16, 4), (16, 8), (32, 8))}}, kind="backward")
-bench("bwd 100000x77 fp32", (100000, 77), F32, {
-    "torch": tb, "unaligned default": lambda y, dy, o: unaligned_backward(y, dy, o),
-    **{f"ubwd R={r} w={w}": (lambda y, dy, o, r=r, w=w: unaligned_backward(y, dy, o, ROWS=r, num_warps=w))
-       for r, w in ((16, 4), (32, 4), (32, 8), (64, 8))}}, kind="backward")
+    **ucoop([(2048, 2), (4096, 4), (8192, 4), (8192, 8)])})
+bench("bwd 2048x50257 bf16", (2048, 50257), BF16, {"torch": tb, **ubwd([(2048, 2), (4096, 2), (4096, 4),
+                                                                          (8192, 4), (8192, 8)])}, kind="backward")
+bench("bwd 65536x130 bf16", (65536, 130), BF16, {"torch": tb, **ubwd_tiles([(4, 2), (8, 2), (8, 4), (16, 4)])},
+      kind="backward")
+bench("bwd 100000x77 fp32", (100000, 77), F32, {"torch": tb, **ubwd_tiles([(16, 2), (32, 4), (32, 8)])},
+      kind="backward")
 meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, seconds=time.time() - t0)
 json.dump(dict(meta=meta, records=records), open(f"{out_dir}/odd-widths-probe.json", "w"), indent=1)
 print(meta)

@@ -12,8 +12,8 @@ VEC - 1). Every window starts on 16 bytes, so the loads are whole 16-byte vector
 
 Stores may not touch the neighbours, so they come in three parts: the whole vectors inside the row
 (``body``, 16 bytes at a time), and the few elements before the first whole vector and after the last one
-(``head``/``tail``, fewer than VEC each), which are computed again from their inputs and stored one element at
-a time. When the output's rows lie differently around vectors than the input's (``SAME_HEADS`` False: a
+(``pieces``: the head and the tail, fewer than VEC each), which are loaded a second time with the row (so
+that the loads overlap), computed as the body is, and stored one element at a time. When the output's rows lie differently around vectors than the input's (``SAME_HEADS`` False: a
 strided view into a wider tensor), the whole output is stored element by element; the loads stay wide.
 
 The launchers pass a pointer rounded down to 16 bytes and ``*_first``, the elements from it to row 0.
@@ -48,10 +48,11 @@ def row_window(first, row, row_stride, n_cols, VEC: tl.constexpr):
 
 
 @triton.jit
-def pieces(head, lo, hi, end, VEC: tl.constexpr):
-    """The window positions of a row's head and tail pieces, in one block of 2·VEC: ``(positions, which to
-    store)``. Head: [head, lo), the row's elements before its first whole vector; tail: [max(hi, lo), end), after
-    its last one (a row inside one vector is all head). ``head``... are scalars or [ROWS, 1] columns."""
+def pieces(head, end, VEC: tl.constexpr):
+    """The row's head and tail pieces, in one block of 2·VEC window positions: ``(positions, which to store)``.
+    Head: [head, lo), the row's elements before its first whole vector; tail: [max(hi, lo), end), after its last
+    one (a row inside one vector is all head). ``head`` and ``end`` are scalars or [ROWS, 1] columns."""
+    lo, hi = whole(head + VEC - 1, VEC), whole(end, VEC)  # the whole vectors inside the row: [lo, hi)
     j = tl.arange(0, 2 * VEC)
     if len(head.shape) == 2:
         j = j[None, :]
@@ -61,11 +62,9 @@ def pieces(head, lo, hi, end, VEC: tl.constexpr):
 
 
 @triton.jit
-def store_piece(out_ptr, in_ptr, out_base, in_base, q, ok, m, scale):
-    """Store the few elements at window positions ``q`` (where ``ok``), computed again from the input as the
-    body computed them: ``exp(x - m) * scale``."""
-    x = tl.load(in_ptr + in_base + q, mask=ok, other=0.0).to(tl.float32)
-    tl.store(out_ptr + out_base + q, (fast_exp(x - m) * scale).to(out_ptr.dtype.element_ty), mask=ok)
+def body(p, head, end, VEC: tl.constexpr):
+    """Which window positions ``p`` are whole vectors inside the row (stored 16 bytes at a time)."""
+    return (p >= whole(head + VEC - 1, VEC)) & (p < whole(end, VEC))
 
 
 @triton.jit
@@ -73,15 +72,20 @@ def unaligned_softmax_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first
                              ROWS: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, SAME_HEADS: tl.constexpr):
     # ROWS rows per program, each in a window of BLOCK >= n_cols + VEC - 1 positions.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    live = rows < n_rows
+    live = (rows < n_rows)[:, None]
     base, head, end = row_window(in_first, rows, in_row_stride, n_cols, VEC)
     base, head, end = base[:, None], head[:, None], end[:, None]
     p = tl.arange(0, BLOCK)[None, :]
     # 1. Load whole vectors (up to the one holding the row's last element); positions outside the row: -inf.
-    x = tl.load(in_ptr + base + p, mask=live[:, None] & (p < whole(end + VEC - 1, VEC)), other=float("-inf"))
+    #    The head and tail pieces are loaded again now, so that their loads overlap the others.
+    x = tl.load(in_ptr + base + p, mask=live & (p < whole(end + VEC - 1, VEC)), other=float("-inf"))
+    if SAME_HEADS:
+        q, ok = pieces(head, end, VEC)
+        ok = ok & live
+        x_q = tl.load(in_ptr + base + q, mask=ok, other=0.0).to(tl.float32)
     inside = (p >= head) & (p < end)
     x = tl.where(inside, x.to(tl.float32), float("-inf"))
-    x = tl.where(live[:, None], x, 0.0)  # rows past the end: 0, not all -inf (no NaN); never stored
+    x = tl.where(live, x, 0.0)  # rows past the end: 0, not all -inf (no NaN); never stored
     # 2. Softmax of every row, as in multirow.
     m = tl.max(x, axis=1)[:, None]
     e = fast_exp(x - m)
@@ -91,12 +95,10 @@ def unaligned_softmax_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first
     out_start = out_first + rows[:, None] * out_row_stride
     if SAME_HEADS:  # the output's rows lie like the input's: whole vectors, then the head and tail pieces
         out_base = whole(out_start, VEC)
-        lo, hi = whole(head + VEC - 1, VEC), whole(end, VEC)  # the whole vectors inside the row: [lo, hi)
-        tl.store(out_ptr + out_base + p, y, mask=live[:, None] & (p >= lo) & (p < hi))
-        q, ok = pieces(head, lo, hi, end, VEC)
-        store_piece(out_ptr, in_ptr, out_base, base, q, ok & live[:, None], m, scale)
-    else:
-        tl.store(out_ptr + (out_start - head) + p, y, mask=live[:, None] & inside)
+        tl.store(out_ptr + out_base + p, y, mask=live & body(p, head, end, VEC))
+        tl.store(out_ptr + out_base + q, (fast_exp(x_q - m) * scale).to(out_ptr.dtype.element_ty), mask=ok)
+    else:  # element by element
+        tl.store(out_ptr + (out_start - head) + p, y, mask=live & inside)
 
 
 @triton.jit
@@ -112,6 +114,10 @@ def unaligned_cooperative_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_first,
     first = tl.multiple_of(chunk * BLOCK, BLOCK)
     p = first + tl.arange(0, BLOCK)
     x = tl.load(in_ptr + base + p, mask=p < whole(end + VEC - 1, VEC), other=float("-inf"))
+    if SAME_HEADS and FINISH:
+        q, ok = pieces(head, end, VEC)
+        ok = ok & (q >= first) & (q < first + BLOCK)  # the pieces in this chunk
+        x_q = tl.load(in_ptr + base + q, mask=ok, other=0.0).to(tl.float32)
     inside = (p >= head) & (p < end)
     x = tl.where(inside, x.to(tl.float32), float("-inf"))
     m_t = tl.max(x, axis=0)  # -inf for a chunk with no element of the row (its e is 0, its l 0)
@@ -129,10 +135,8 @@ def unaligned_cooperative_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_first,
         out_start = out_first + row * out_row_stride
         if SAME_HEADS:
             out_base = whole(out_start, VEC)
-            lo, hi = whole(head + VEC - 1, VEC), whole(end, VEC)
-            tl.store(out_ptr + out_base + p, y, mask=(p >= lo) & (p < hi))
-            q, ok = pieces(head, lo, hi, end, VEC)
-            store_piece(out_ptr, in_ptr, out_base, base, q, ok & (q >= first) & (q < first + BLOCK), shift, scale)
+            tl.store(out_ptr + out_base + p, y, mask=body(p, head, end, VEC))
+            tl.store(out_ptr + out_base + q, (fast_exp(x_q - shift) * scale).to(out_ptr.dtype.element_ty), mask=ok)
         else:
             tl.store(out_ptr + (out_start - head) + p, y, mask=inside)
 
@@ -149,22 +153,18 @@ def unaligned_backward_kernel(dx_ptr, y_ptr, dy_ptr, first, y_row_stride, dy_row
     y_base, head, end = y_base[:, None], head[:, None], end[:, None]
     p = tl.arange(0, BLOCK)[None, :]
     reach = live & (p < whole(end + VEC - 1, VEC))
+    y = tl.load(y_ptr + y_base + p, mask=reach, other=0.0)
+    dy = tl.load(dy_ptr + dy_base + p, mask=reach, other=0.0)
+    q, ok = pieces(head, end, VEC)
+    ok = ok & live
+    y_q = tl.load(y_ptr + y_base + q, mask=ok, other=0.0).to(tl.float32)
+    dy_q = tl.load(dy_ptr + dy_base + q, mask=ok, other=0.0).to(tl.float32)
     inside = (p >= head) & (p < end) & live
-    y = tl.where(inside, tl.load(y_ptr + y_base + p, mask=reach, other=0.0).to(tl.float32), 0.0)
-    dy = tl.where(inside, tl.load(dy_ptr + dy_base + p, mask=reach, other=0.0).to(tl.float32), 0.0)
+    y = tl.where(inside, y.to(tl.float32), 0.0)
+    dy = tl.where(inside, dy.to(tl.float32), 0.0)
     dot = tl.sum(dy * y, axis=1)[:, None]
-    lo, hi = whole(head + VEC - 1, VEC), whole(end, VEC)
-    tl.store(dx_ptr + dx_base + p, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=live & (p >= lo) & (p < hi))
-    q, ok = pieces(head, lo, hi, end, VEC)
-    backward_piece(dx_ptr, y_ptr, dy_ptr, dx_base, y_base, dy_base, q, ok & live, dot)
-
-
-@triton.jit
-def backward_piece(dx_ptr, y_ptr, dy_ptr, dx_base, y_base, dy_base, q, ok, dot):
-    """dx at the few window positions ``q`` (where ``ok``), from y and dy loaded again."""
-    y = tl.load(y_ptr + y_base + q, mask=ok, other=0.0).to(tl.float32)
-    dy = tl.load(dy_ptr + dy_base + q, mask=ok, other=0.0).to(tl.float32)
-    tl.store(dx_ptr + dx_base + q, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=ok)
+    tl.store(dx_ptr + dx_base + p, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=live & body(p, head, end, VEC))
+    tl.store(dx_ptr + dx_base + q, (y_q * (dy_q - dot)).to(dx_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -180,19 +180,24 @@ def unaligned_cooperative_backward_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, count_
     start = tl.multiple_of(chunk * BLOCK, BLOCK)
     p = start + tl.arange(0, BLOCK)
     reach = p < whole(end + VEC - 1, VEC)
+    y = tl.load(y_ptr + y_base + p, mask=reach, other=0.0)
+    dy = tl.load(dy_ptr + dy_base + p, mask=reach, other=0.0)
+    if FINISH:
+        q, ok = pieces(head, end, VEC)
+        ok = ok & (q >= start) & (q < start + BLOCK)
+        y_q = tl.load(y_ptr + y_base + q, mask=ok, other=0.0).to(tl.float32)
+        dy_q = tl.load(dy_ptr + dy_base + q, mask=ok, other=0.0).to(tl.float32)
     inside = (p >= head) & (p < end)
-    y = tl.where(inside, tl.load(y_ptr + y_base + p, mask=reach, other=0.0).to(tl.float32), 0.0)
-    dy = tl.where(inside, tl.load(dy_ptr + dy_base + p, mask=reach, other=0.0).to(tl.float32), 0.0)
+    y = tl.where(inside, y.to(tl.float32), 0.0)
+    dy = tl.where(inside, dy.to(tl.float32), 0.0)
     if PUBLISH:
         tl.store(dot_ptr + row * n_chunks + chunk, tl.sum(dy * y, axis=0))
     count_in_and_wait(count_ptr + 1 + row, n_chunks, PUBLISH, FINISH)
     if FINISH:
         c = tl.arange(0, CHUNKS)
         dot = tl.sum(tl.load(dot_ptr + row * n_chunks + c, mask=c < n_chunks, other=0.0, volatile=True), axis=0)
-        lo, hi = whole(head + VEC - 1, VEC), whole(end, VEC)
-        tl.store(dx_ptr + dx_base + p, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=(p >= lo) & (p < hi))
-        q, ok = pieces(head, lo, hi, end, VEC)
-        backward_piece(dx_ptr, y_ptr, dy_ptr, dx_base, y_base, dy_base, q, ok & (q >= start) & (q < start + BLOCK), dot)
+        tl.store(dx_ptr + dx_base + p, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=body(p, head, end, VEC))
+        tl.store(dx_ptr + dx_base + q, (y_q * (dy_q - dot)).to(dx_ptr.dtype.element_ty), mask=ok)
 
 
 # --- Launchers -------------------------------------------------------------------------------------------------
