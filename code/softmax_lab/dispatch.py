@@ -84,10 +84,15 @@ GLUON_FALLBACK = {4: [(32768, ("fused", dict(num_warps=32))), (None, ("cooperati
                   2: [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
 GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resident runs from 8.0 (cp.async)
 # Rows that do not start on 16 bytes (odd widths, odd strides, an odd first element): ``kernels/unaligned.py``
-# reads each row from the vector boundary before it, a window of n_cols + VEC - 1 elements. The rules above,
-# keyed by that width, give its rows per program and warps (multirow, fused); rows past a tile's reach share
-# their window between cooperating programs with these knobs; l2_reread's rows stay on l2_reread.
-UNALIGNED_COOPERATIVE = {4: dict(BLOCK=8192, num_warps=4), 2: dict(BLOCK=16384, num_warps=8)}
+# reads each row from the vector boundary before it, a window of n_cols + VEC - 1 elements. Where it measured
+# faster than the register kernels reading one element at a time (benchmarks/records/, docs/performance.md):
+# fp32 rows that fit a tile (the rules above, keyed by the window, give rows per program and warps; windows up
+# to 128: 8 rows and 2 warps, 98.5% of copy against multirow's 73% at 100000x77), 16-bit rows for cooperating
+# programs (60.7% against 50.6% at 2048x50257 bf16), and every backward (70% against 52% at 2048x50257 bf16).
+# 16-bit tiles and fp32 cooperative rows measured slower there, so they keep the register kernels.
+UNALIGNED_FORWARD = {4: [(128, ("unaligned", dict(ROWS=8, num_warps=2))), (32768, ("tile", None)), (None, None)],
+                     2: [(16384, None), (None, ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4)))]}
+UNALIGNED_BACKWARD = {4: dict(), 2: dict(short=256, ROWS=8, num_warps=2, BLOCK=8192, cooperative_warps=4)}
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
 BACKWARD_TILE_COLS = 16384
@@ -123,18 +128,19 @@ def _launchers():
 
 def choose_unaligned(n_cols: int, dtype: torch.dtype):
     """(kernel name, knobs) for rows of ``n_cols`` that do not start on 16 bytes (``kernels/unaligned.py``), or
-    None where the register kernels keep them (rows for ``l2_reread``)."""
+    None where the register kernels keep them (``UNALIGNED_FORWARD``)."""
     size = element_size(dtype)
     width = n_cols + 16 // size - 1  # the row's window: up to VEC - 1 elements of the vector before it
-    name, knobs = pick(FORWARD[size], width)
+    rule = pick(UNALIGNED_FORWARD[size], width)
+    if rule is None or rule[1] is not None:
+        return rule and (rule[0], dict(rule[1]))
+    name, knobs = pick(FORWARD[size], width)  # "tile": the register kernels' rows per program and warps
     if name in GLUON_KERNELS:
         name, knobs = pick(GLUON_FALLBACK[size], width)
     if name == "multirow":
         return "unaligned", dict(ROWS=knobs["ROWS"], num_warps=knobs["num_warps"])
     if name == "fused":
         return "unaligned", dict(ROWS=1, num_warps=knobs["num_warps"])
-    if name == "cooperative":
-        return "unaligned_cooperative", dict(UNALIGNED_COOPERATIVE[size])
     return None
 
 

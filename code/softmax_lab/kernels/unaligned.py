@@ -43,8 +43,14 @@ def row_window(first, row, row_stride, n_cols, VEC: tl.constexpr):
     """Where a row's window starts (a whole vector) and where the row lies in it: ``(base, head, end)``."""
     start = first + row * row_stride
     base = whole(start, VEC)
-    head = start - base
+    head = (start - base).to(tl.int32)  # (32-bit: half the compares of 64-bit positions)
     return base, head, head + n_cols
+
+
+@triton.jit
+def in_row(p, head, n_cols):
+    """Which window positions ``p`` hold the row's elements: ``head <= p < head + n_cols``, one compare."""
+    return (p - head).to(tl.uint32) < n_cols
 
 
 @triton.jit
@@ -83,7 +89,7 @@ def unaligned_softmax_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first
         q, ok = pieces(head, end, VEC)
         ok = ok & live
         x_q = tl.load(in_ptr + base + q, mask=ok, other=0.0).to(tl.float32)
-    inside = (p >= head) & (p < end)
+    inside = in_row(p, head, n_cols)
     x = tl.where(inside, x.to(tl.float32), float("-inf"))
     x = tl.where(live, x, 0.0)  # rows past the end: 0, not all -inf (no NaN); never stored
     # 2. Softmax of every row, as in multirow.
@@ -118,7 +124,7 @@ def unaligned_cooperative_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_first,
         q, ok = pieces(head, end, VEC)
         ok = ok & (q >= first) & (q < first + BLOCK)  # the pieces in this chunk
         x_q = tl.load(in_ptr + base + q, mask=ok, other=0.0).to(tl.float32)
-    inside = (p >= head) & (p < end)
+    inside = in_row(p, head, n_cols)
     x = tl.where(inside, x.to(tl.float32), float("-inf"))
     m_t = tl.max(x, axis=0)  # -inf for a chunk with no element of the row (its e is 0, its l 0)
     shift = safe_shift(m_t)
@@ -159,7 +165,7 @@ def unaligned_backward_kernel(dx_ptr, y_ptr, dy_ptr, first, y_row_stride, dy_row
     ok = ok & live
     y_q = tl.load(y_ptr + y_base + q, mask=ok, other=0.0).to(tl.float32)
     dy_q = tl.load(dy_ptr + dy_base + q, mask=ok, other=0.0).to(tl.float32)
-    inside = (p >= head) & (p < end) & live
+    inside = in_row(p, head, n_cols) & live
     y = tl.where(inside, y.to(tl.float32), 0.0)
     dy = tl.where(inside, dy.to(tl.float32), 0.0)
     dot = tl.sum(dy * y, axis=1)[:, None]
@@ -187,7 +193,7 @@ def unaligned_cooperative_backward_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, count_
         ok = ok & (q >= start) & (q < start + BLOCK)
         y_q = tl.load(y_ptr + y_base + q, mask=ok, other=0.0).to(tl.float32)
         dy_q = tl.load(dy_ptr + dy_base + q, mask=ok, other=0.0).to(tl.float32)
-    inside = (p >= head) & (p < end)
+    inside = in_row(p, head, n_cols)
     y = tl.where(inside, y.to(tl.float32), 0.0)
     dy = tl.where(inside, dy.to(tl.float32), 0.0)
     if PUBLISH:
@@ -314,7 +320,7 @@ def unaligned_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, ROWS
     """dx = y·(dy - Σ dy·y) for checked 2-D y, dy, dx with contiguous rows that lie alike around 16-byte vectors
     (``softmax_backward`` calls this); rows up to ``dispatch.BACKWARD_TILE_COLS`` in [ROWS, BLOCK] tiles, longer
     ones on cooperating programs. None when the three tensors' rows lie differently (the caller falls back)."""
-    from ..dispatch import BACKWARD_TILE, BACKWARD_TILE_COLS, COOPERATIVE_BACKWARD_BYTES
+    from ..dispatch import BACKWARD_TILE, BACKWARD_TILE_COLS, COOPERATIVE_BACKWARD_BYTES, UNALIGNED_BACKWARD
     from .cooperative import default_block
 
     got = windows(y, dy, dx)
@@ -325,14 +331,18 @@ def unaligned_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, ROWS
     vec = vector_of(y)
     width = n_cols + vec - 1
     strides = (y.stride(0), dy.stride(0), dx.stride(0))
+    tuned = UNALIGNED_BACKWARD[y.element_size()] if y.element_size() in UNALIGNED_BACKWARD else {}
     if width <= BACKWARD_TILE_COLS and (BLOCK is None or BLOCK >= width):
         BLOCK = BLOCK or next_power_of_2(width)
+        if BLOCK <= tuned.get("short", 0):  # short 16-bit rows: fewer rows and warps per program (dispatch)
+            ROWS, num_warps = ROWS or tuned["ROWS"], num_warps or tuned["num_warps"]
         ROWS = ROWS or max(1, BACKWARD_TILE // BLOCK)
         unaligned_backward_kernel[(cdiv(n_rows, ROWS),)](
             dx_base, y_base, dy_base, first, *strides, n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK, VEC=vec,
             num_warps=num_warps or default_num_warps(ROWS * BLOCK))
         return dx
-    BLOCK = BLOCK or default_block(width, y.element_size(), COOPERATIVE_BACKWARD_BYTES)
+    BLOCK = BLOCK or tuned.get("BLOCK") or default_block(width, y.element_size(), COOPERATIVE_BACKWARD_BYTES)
+    num_warps = num_warps or tuned.get("cooperative_warps")
     n_chunks = cdiv(width, BLOCK)
     dot = torch.empty(n_rows * n_chunks, dtype=torch.float32, device=y.device)
     counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=y.device)
