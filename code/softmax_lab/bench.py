@@ -167,7 +167,7 @@ def peers(with_compile=False, with_libraries=True):
     try:
         from quack.softmax import softmax_bwd, softmax_fwd
 
-        out["quack"] = (softmax_fwd, softmax_bwd)
+        out["quack"] = (softmax_fwd, lambda y, dy: softmax_bwd(dy, y))  # (QuACK takes dy first)
     except Exception as err:
         missing["quack"] = f"{type(err).__name__}: {err}"[:200]
     return out, missing
