@@ -296,7 +296,7 @@ def test_strides_of_2_31_or_more_stay_64_bit_ints():
 # Rows that do not start on 16 bytes (kernels/unaligned.py), tiny: contiguous odd widths, a view one element in
 # (rows lie unlike the output's), an odd row stride; the tile, the cooperative form and the backward forms.
 def _unaligned_cases(dtype):
-    for n_rows, n in ((3, 1), (4, 3), (5, 13), (2, 33)):
+    for n_rows, n in ((3, 1), (5, 13), (2, 33)):
         yield randn((n_rows, n), dtype, DEV)
         yield randn((n_rows, n + 9), dtype, DEV)[:, 1:n + 1]
         yield randn((n_rows, n + 1), dtype, DEV)[:, :n]
@@ -313,7 +313,7 @@ def test_unaligned_kernels_interpreted(dtype):
         x[0, 0] = float("-inf") if x.shape[1] > 1 else x[0, 0]  # (a row of one -inf is NaN)
         ref = softmax_ref(x)
         assert takes(x) and dispatch._runnable(x)[0] == (dispatch.choose_unaligned(x.shape[1], dtype) or ["multirow"])[0]
-        for y in (unaligned_softmax(x, out=poisoned_like(x)), unaligned_softmax(x, ROWS=2),
+        for y in (unaligned_softmax(x, out=poisoned_like(x), ROWS=2),
                   unaligned_cooperative_softmax(x, out=poisoned_like(x), BLOCK=8), softmax_lab.softmax(x)):
             torch.testing.assert_close(y.double(), ref, atol=atol, rtol=rtol)
         y = ref.to(dtype)

@@ -30,7 +30,12 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
   (``l2_reread.py``; 64.5% of copy against 59.1% at 8x4194304, equal at 16x1M, worse at 262144 and below:
   ``results/h200-issue15c.json``).
 
-``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs); ``softmax_2d(x)`` runs it.
+Rows that do not start on 16 bytes (odd widths like 50,257, odd strides, an odd first element) would be read one
+element at a time by the register kernels; ``kernels/unaligned.py`` reads them in whole vectors from the boundary
+before each row, where it measured faster (``UNALIGNED_FORWARD``, ``UNALIGNED_BACKWARD``, ``choose_unaligned``).
+
+``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs) for rows on 16 bytes; ``softmax_2d(x)`` runs
+what suits x itself (``_runnable``).
 
 **The fast path.** On small inputs a call's cost is Python, not the GPU (a kernel of ~10 µs behind ~40 µs
 of checks, choices and Triton's own launch code). ``plan_2d(x)`` does all of that once per kind of input
@@ -90,6 +95,9 @@ GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resi
 # to 128: 8 rows and 2 warps, 98.5% of copy against multirow's 73% at 100000x77), 16-bit rows for cooperating
 # programs (60.7% against 50.6% at 2048x50257 bf16), and every backward (70% against 52% at 2048x50257 bf16).
 # 16-bit tiles and fp32 cooperative rows measured slower there, so they keep the register kernels.
+# Rules by window length: (kernel, knobs); ("tile", None): the unaligned tile with FORWARD's rows and warps for
+# that window; None: the register kernels. Backward: 16-bit windows up to ``short`` take ROWS rows and num_warps
+# warps per tile; 16-bit rows for cooperating programs, BLOCK and cooperative_warps (else the launchers' defaults).
 UNALIGNED_FORWARD = {4: [(128, ("unaligned", dict(ROWS=8, num_warps=2))), (32768, ("tile", None)), (None, None)],
                      2: [(16384, None), (None, ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4)))]}
 UNALIGNED_BACKWARD = {4: dict(), 2: dict(short=256, ROWS=8, num_warps=2, BLOCK=8192, cooperative_warps=4)}
