@@ -323,3 +323,23 @@ def test_unaligned_kernels_interpreted(dtype):
             dx = unaligned_backward(y, dy, poisoned_like(x), BLOCK=block)
             torch.testing.assert_close(dx.double(), want, atol=10 * atol, rtol=rtol)
         torch.testing.assert_close(softmax_backward(y, dy).double(), want, atol=10 * atol, rtol=rtol)
+
+
+def test_unaligned_windows_and_rules():
+    # Which rows the unaligned kernels take, how their windows start, and where the dispatcher sends them.
+    from softmax_lab import dispatch
+    from softmax_lab.kernels.unaligned import takes, windows
+
+    big = torch.empty(6, 1008, device=DEV)
+    assert not takes(big[:, :1000])  # rows of whole 16-byte vectors on 16 bytes: the register kernels' VEC
+    assert takes(big[:, :77])  # rows on 16 bytes, but the width is not whole vectors
+    assert takes(torch.empty(6, 77, device=DEV)) and takes(big[:, 1:1001])
+    (x_base, y_base), firsts, alike = windows(big[:, 1:1001], torch.empty(6, 1000, device=DEV))
+    assert firsts == [1, 0] and not alike and x_base.data_ptr() % 16 == 0
+    assert x_base.data_ptr() + 4 == big[:, 1:1001].data_ptr()
+    assert windows(torch.empty(3, 77, device=DEV), torch.empty(3, 77, device=DEV))[2]  # rows alike: pieces
+    assert dispatch.choose_unaligned(77, torch.float32) == ("unaligned", dict(ROWS=8, num_warps=2))
+    assert dispatch.choose_unaligned(1000, torch.float32) == ("unaligned", dict(ROWS=1, num_warps=4))
+    assert dispatch.choose_unaligned(50257, torch.bfloat16)[0] == "unaligned_cooperative"
+    assert dispatch.choose_unaligned(130, torch.bfloat16) is None  # 16-bit tiles keep the register kernels
+    assert dispatch.choose_unaligned(50257, torch.float32) is None  # so do fp32 cooperative rows
