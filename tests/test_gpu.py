@@ -188,7 +188,8 @@ def test_eager_fast_path_matches_the_launchers():
 
     big = _randn((4096, 1025))
     for x in (big[:, :1024], big[:, 1:], big[:, :1024].contiguous(), _randn((65536, 128)), _randn((64, 8192), BF16)):
-        _, launch, knobs = dispatch.choose(*x.shape, x.dtype)
+        name, knobs = dispatch._runnable(x)  # (rows off 16 bytes: the unaligned kernel)
+        launch = dispatch._launchers()[name]
         for _ in range(3):
             torch.testing.assert_close(softmax(x), launch(x, **knobs), atol=0, rtol=0)
         stream = torch.cuda.Stream()
@@ -319,7 +320,7 @@ def test_gluon_dispatch_and_its_fallback(monkeypatch):
     assert softmax.choose(2048, 32768, torch.float32)[0] == "fused"
     assert softmax.choose(2048, 20000, torch.float32)[0] == "resident"  # fp32 rows of 16385-28672
     f32 = _randn((64, 20008))
-    for x, kernel in ((f32[:, :20000], "resident"), (f32[:, 1:20001], "fused")):  # misaligned: fused, as before
+    for x, kernel in ((f32[:, :20000], "resident"), (f32[:, 1:20001], "unaligned")):  # misaligned: unaligned.py
         assert dispatch._runnable(x)[0] == kernel and dispatch.plan_2d(x) is not None
         _check_rows(softmax(x), x, slice(None))
     calls = []
@@ -339,7 +340,7 @@ def test_gluon_dispatch_and_its_fallback(monkeypatch):
             launch(big[:, 1:n + 1])
     with pytest.raises(ValueError, match="shared memory"):
         staged_softmax(_randn((2, 32768)), STAGES=2)  # 2 x 128 KB
-    odd = _randn((16, 10001), BF16)  # rows of 10001 elements: not whole vectors, so fused, with its relaunch plan
+    odd = _randn((16, 10001), BF16)  # rows of 10001 elements: not whole vectors, so fused (16-bit tiles keep it)
     assert dispatch._runnable(odd)[0] == "fused" and dispatch.plan_2d(odd) is not None
     _check_rows(softmax(odd), odd, slice(None))
 
@@ -428,6 +429,7 @@ def test_clustered_dispatch_plans_and_fallback(monkeypatch):
     big = _randn((4, 65536 + 8))
     before = len(calls)
     _check_rows(softmax(big[:, 1:65537]), big[:, 1:65537], slice(None))  # rows 4 bytes in: cooperative
+    assert dispatch._runnable(big[:, 1:65537])[0] == "cooperative"  # (fp32 rows that long keep it: dispatch.py)
     assert len(calls) == before
     assert dispatch.plan_2d(big[:, 1:65537]) is None
     with pytest.raises(ValueError, match="16-byte"):
@@ -441,3 +443,92 @@ def test_clustered_more_than_2_31_elements():
     x.normal_(0, 3)
     rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
     _check_rows(softmax(x), x, rows)  # clustered
+
+
+# Rows that do not start on 16 bytes (kernels/unaligned.py): odd widths, odd strides, an odd first element.
+UNALIGNED_SHAPES = [(100000, 77), (65536, 130), (2048, 50257), (300, 4097), (5, 1), (7, 3), (33, 16383), (3, 65539),
+                    (2, 262147), (1000, 1001)]
+
+
+def _unaligned_inputs(shape, dtype):
+    """Contiguous rows, a view one element in (rows start mid-vector differently than the output's), a view whose
+    row stride is odd, and rows whose first element is off 16 bytes but whose stride is whole vectors."""
+    n_rows, n = shape
+    yield "contiguous", _randn(shape, dtype)
+    yield "one in", _randn((n_rows, n + 8), dtype)[:, 1:n + 1]
+    yield "odd stride", _randn((n_rows, n + 3), dtype)[:, :n]
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    yield "offset", _randn((n_rows, -(-n // vec) * vec + vec), dtype)[:, 1:n + 1]
+
+
+@pytest.mark.parametrize("shape", UNALIGNED_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_unaligned_rows_forward_and_backward(shape, dtype):
+    from softmax_lab import dispatch
+    from softmax_lab.kernels.unaligned import takes, unaligned_cooperative_softmax, unaligned_softmax
+
+    n_rows, n = shape
+    rows = sorted({0, 1 % n_rows, n_rows // 2, n_rows - 1})
+    for what, x in _unaligned_inputs(shape, dtype):
+        if n > 1:  # a -inf inside a row, and a row of -inf then one finite value (a row of one -inf is NaN)
+            x[rows[-1], n // 3] = float("-inf")
+            x[rows[0], :] = float("-inf")
+            x[rows[0], n - 1] = 1.0
+        name = dispatch._runnable(x)[0]
+        assert name.startswith("unaligned") == (takes(x) and dispatch.choose_unaligned(n, dtype) is not None), what
+        poisoned = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+        launchers = [softmax, lambda x: dispatch.softmax_2d(x), lambda x: unaligned_cooperative_softmax(
+            x, out=poisoned, BLOCK=4096)]
+        if n + 7 <= 65536:
+            launchers.append(lambda x: unaligned_softmax(x, out=poisoned.fill_(float("nan"))))
+        for launch in launchers:
+            y = launch(x)
+            assert not y.isnan().any(), (what, name)
+            _check_rows(y, x, rows)
+        y = softmax(x)
+        dy = _randn(shape, dtype)
+        for out in (None, torch.full(shape, float("nan"), dtype=dtype, device="cuda")):
+            dx = softmax_backward(y, dy, out=out)
+            want = softmax_backward_ref(y[rows].double(), dy[rows].double())
+            atol, rtol = tolerance(dtype)
+            torch.testing.assert_close(dx[rows].double(), want, atol=10 * atol, rtol=rtol)
+            assert not dx.isnan().any()
+        yv = torch.empty((n_rows, n + 8), dtype=dtype, device="cuda")[:, 1:n + 1].copy_(y)  # y, dy lie differently
+        dx = softmax_backward(yv, dy)
+        torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows].double(), dy[rows].double()),
+                                   atol=10 * tolerance(dtype)[0], rtol=tolerance(dtype)[1])
+
+
+def test_unaligned_plans_match_the_launchers():
+    from softmax_lab import dispatch, op
+
+    for x in (_randn((4096, 77)), _randn((512, 4099)), _randn((64, 1003))[:, 1:1002],
+              _randn((64, 1008))[:, 1:1001]):
+        name, knobs = dispatch._runnable(x)
+        assert name == "unaligned" and dispatch.plan_2d(x) is not None
+        op._PLANS.clear()
+        want = dispatch._launchers()[name](x, **knobs)
+        for _ in range(3):
+            torch.testing.assert_close(softmax(x), want, atol=0, rtol=0)
+
+
+def test_unaligned_more_than_2_31_elements():
+    n_rows = (1 << 15) + 1  # 32769 rows of 65537 fp16 = 2.15e9 elements
+    x = torch.empty((n_rows, 65537), dtype=torch.float16, device="cuda")
+    x.normal_(0, 3)
+    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
+    from softmax_lab import dispatch
+
+    assert dispatch._runnable(x)[0] == "unaligned_cooperative"
+    y = softmax(x)
+    _check_rows(y, x, rows)
+    dx = softmax_backward(y, y)
+    torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows].double(), y[rows].double()),
+                               atol=1e-2, rtol=1e-2)
+    del x, y, dx
+    x = torch.empty((65537, 32771), dtype=torch.float16, device="cuda")  # a tile row past 2**31 elements
+    x.normal_(0, 3)
+    rows = torch.tensor([0, 1, 65535, 65536], device="cuda")
+    from softmax_lab.kernels.unaligned import unaligned_softmax
+
+    _check_rows(unaligned_softmax(x[:, :4095]), x[:, :4095], rows)

@@ -291,3 +291,55 @@ def test_strides_of_2_31_or_more_stay_64_bit_ints():
     assert row_vector(1024, far, far) == 1 and row_vector(1024, near, near) == 4
     assert row_vector(1024, far) == 1 and row_vector(1024, near) == 4  # (the Gluon kernels' OUT_VEC)
     assert "2**31" in vector_refusal(far, "resident_softmax")
+
+
+# Rows that do not start on 16 bytes (kernels/unaligned.py), tiny: contiguous odd widths, a view one element in
+# (rows lie unlike the output's), an odd row stride; the tile, the cooperative form and the backward forms.
+def _unaligned_cases(dtype):
+    for n_rows, n in ((3, 1), (5, 13), (2, 33)):
+        yield randn((n_rows, n), dtype, DEV)
+        yield randn((n_rows, n + 9), dtype, DEV)[:, 1:n + 1]
+        yield randn((n_rows, n + 1), dtype, DEV)[:, :n]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_unaligned_kernels_interpreted(dtype):
+    from softmax_lab import dispatch
+    from softmax_lab.kernels.unaligned import (takes, unaligned_backward, unaligned_cooperative_softmax,
+                                               unaligned_softmax)
+
+    atol, rtol = tolerance(dtype)
+    for x in _unaligned_cases(dtype):
+        x[0, 0] = float("-inf") if x.shape[1] > 1 else x[0, 0]  # (a row of one -inf is NaN)
+        ref = softmax_ref(x)
+        assert takes(x) and dispatch._runnable(x)[0] == (dispatch.choose_unaligned(x.shape[1], dtype) or ["multirow"])[0]
+        for y in (unaligned_softmax(x, out=poisoned_like(x), ROWS=2),
+                  unaligned_cooperative_softmax(x, out=poisoned_like(x), BLOCK=8), softmax_lab.softmax(x)):
+            torch.testing.assert_close(y.double(), ref, atol=atol, rtol=rtol)
+        y = ref.to(dtype)
+        dy = randn(x.shape, dtype, DEV)
+        want = softmax_backward_ref(y.double(), dy.double())
+        for block in (None, 8):  # tiles; cooperative programs (BLOCK=8: windows longer than one tile)
+            dx = unaligned_backward(y, dy, poisoned_like(x), BLOCK=block)
+            torch.testing.assert_close(dx.double(), want, atol=10 * atol, rtol=rtol)
+        torch.testing.assert_close(softmax_backward(y, dy).double(), want, atol=10 * atol, rtol=rtol)
+
+
+def test_unaligned_windows_and_rules():
+    # Which rows the unaligned kernels take, how their windows start, and where the dispatcher sends them.
+    from softmax_lab import dispatch
+    from softmax_lab.kernels.unaligned import takes, windows
+
+    big = torch.empty(6, 1008, device=DEV)
+    assert not takes(big[:, :1000])  # rows of whole 16-byte vectors on 16 bytes: the register kernels' VEC
+    assert takes(big[:, :77])  # rows on 16 bytes, but the width is not whole vectors
+    assert takes(torch.empty(6, 77, device=DEV)) and takes(big[:, 1:1001])
+    (x_base, y_base), firsts, alike = windows(big[:, 1:1001], torch.empty(6, 1000, device=DEV))
+    assert firsts == [1, 0] and not alike and x_base.data_ptr() % 16 == 0
+    assert x_base.data_ptr() + 4 == big[:, 1:1001].data_ptr()
+    assert windows(torch.empty(3, 77, device=DEV), torch.empty(3, 77, device=DEV))[2]  # rows alike: pieces
+    assert dispatch.choose_unaligned(77, torch.float32) == ("unaligned", dict(ROWS=8, num_warps=2))
+    assert dispatch.choose_unaligned(1000, torch.float32) == ("unaligned", dict(ROWS=1, num_warps=4))
+    assert dispatch.choose_unaligned(50257, torch.bfloat16)[0] == "unaligned_cooperative"
+    assert dispatch.choose_unaligned(130, torch.bfloat16) is None  # 16-bit tiles keep the register kernels
+    assert dispatch.choose_unaligned(50257, torch.float32) is None  # so do fp32 cooperative rows

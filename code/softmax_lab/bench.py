@@ -9,7 +9,9 @@ Two timers for every implementation and shape, both medians:
 Every call gets the next of several input (and output) buffers, together bigger than the L2 cache, so no
 call is served by the cache. Bandwidth counts the bytes read once plus written once (backward: y and dy read,
 dx written), and is compared with a device-to-device copy of the same bytes timed the same way: the ceiling
-for a memory-bound kernel. Peers: ``torch.compile``'s softmax always, Liger-Kernel and QuACK when installed.
+for a memory-bound kernel. Peers: ``--peers`` times Liger-Kernel and QuACK (forward and backward) in the same
+process with the same timer, when importable (the JSON says why not, and which peer refused which shape and
+why); ``--compile`` times torch.compile's softmax. ``--issue``: the shapes of issue 28 only.
 Each result is checked against a float64 softmax before and after it is timed.
 
 Writes a JSON file (device, versions, date, command, every timing) and a PNG plot of % of copy against row
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import math
 import os
@@ -49,6 +50,12 @@ BACKWARD_SHAPES = [(4096, 1024, F32), (65536, 512, F16), (16384, 4096, F32), (10
 SWEEP_EXTRA = [(65536, 256, F32), (65536, 512, F32), (65536, 128, F16), (65536, 1024, F16), (65536, 4096, F16),
                (16384, 2048, F32), (32768, 8192, F32), (2048, 32768, F32), (64, 262144, F32)]
 QUICK_SHAPES = [(4096, 1024, F32), (65536, 128, F32), (16, 1048576, F32)]
+# Issue 28's table (--issue): odd widths (rows that are not whole 16-byte vectors), LM vocabularies, long rows.
+ISSUE_SHAPES = [(2048, 50257, BF16), (100000, 77, F32), (65536, 130, BF16), (1024, 128256, BF16),
+                (512, 151936, F32), (1024, 65536, BF16), (2048, 32768, BF16), (16, 1048576, F32), (2048, 32000, BF16),
+                (1024, 128256, F32), (3, 500000, F32), (1, 128, F32), (32, 1024, F32), (4096, 1024, F32)]
+ISSUE_BACKWARD_SHAPES = [(512, 151936, F32), (1024, 65536, F32), (2048, 50257, BF16), (4096, 1024, F32),
+                         (1024, 128256, BF16)]
 DTYPE_NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16"}
 ROTATE_BYTES = 512 * 2**20  # inputs+outputs cycled per timing: several times the 60 MiB L2
 EAGER_MS = 20  # Python-launched loop: about this many ms of calls per repeat
@@ -134,27 +141,36 @@ def _check(y, x, kind="forward", dy=None):
     return ""
 
 
-def peers():
-    """Other softmax implementations to time when they are importable: {name: fn(x) -> softmax(x, -1)}.
-    torch.compile's is always there; Liger-Kernel and QuACK only when installed."""
-    out = {}
-    for name in ("recompile_limit", "cache_size_limit"):  # one compile per shape: allow many
-        if hasattr(torch._dynamo.config, name):
-            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 64))
-    out["torch.compile"] = torch.compile(lambda t: torch.softmax(t, -1), dynamic=False)
+def peers(with_compile=False, with_libraries=True):
+    """Other softmax implementations to time: ``({name: (forward(x), backward(y, dy) or None)}, {name: why not})``.
+    torch.compile's with ``with_compile``; Liger-Kernel and QuACK with ``with_libraries``, when importable (the
+    second dict says why one is not)."""
+    out, missing = {}, {}
+    if with_compile:
+        for name in ("recompile_limit", "cache_size_limit"):  # one compile per shape: allow many
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 64))
+        out["torch.compile"] = (torch.compile(lambda t: torch.softmax(t, -1), dynamic=False), None)
+    if not with_libraries:
+        return out, missing
     try:
-        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction, _softmax_backward
+        from liger_kernel.ops.utils import calculate_settings
 
-        out["liger"] = LigerSoftmaxFunction.apply
-    except Exception:  # not installed (it is not on the course's GPU machine)
-        pass
+        def liger_backward(y, dy):
+            block, warps = calculate_settings(y.shape[-1])
+            return _softmax_backward(dy, y, block, warps, y.shape[-1] > block)
+
+        out["liger"] = (LigerSoftmaxFunction.apply, liger_backward)
+    except Exception as err:  # not installed (it is not on the course's GPU machine)
+        missing["liger"] = f"{type(err).__name__}: {err}"[:200]
     try:
-        from quack.softmax import softmax as quack_softmax
+        from quack.softmax import softmax_bwd, softmax_fwd
 
-        out["quack"] = quack_softmax
-    except Exception:
-        pass
-    return out
+        out["quack"] = (softmax_fwd, lambda y, dy: softmax_bwd(dy, y))  # (QuACK takes dy first)
+    except Exception as err:
+        missing["quack"] = f"{type(err).__name__}: {err}"[:200]
+    return out, missing
 
 
 def _kernel_fits(name, n_rows, n_cols):
@@ -251,7 +267,7 @@ def _backward_candidates(n_rows, n_cols):
 
 
 def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eager=False, with_peers=False,
-        check=True, sweep_only=()):
+        check=True, sweep_only=(), with_compile=False):
     """Time every shape; returns a list of records (one per implementation and shape).
 
     Each record has ``ms`` (GPU time, CUDA graph; see ``_time``) and, with ``eager``, ``eager_ms`` (a
@@ -260,7 +276,7 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
     from softmax_lab import softmax
     from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, cooperative_backward
 
-    others = peers() if with_peers else {}
+    others, _ = peers(with_compile, with_peers) if (with_peers or with_compile) else ({}, {})
     records = []
     tasks = [("forward", s) for s in shapes] + [("backward", s) for s in backward_shapes]
     for kind, (n_rows, n_cols, dtype) in _progress(tasks, "bench"):
@@ -292,16 +308,19 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
                     rec["eager_gbps"] = moved / rec["eager_ms"] / 1e6
                 bad = bad or (verdict(fn, n_buf - 1) if correct else "")
                 rec["checked"] = bad or ("ok" if correct and check else "not checked")
-            except Exception as err:  # a setting that does not compile or fit: record it, keep going
+            except Exception as err:  # a setting that does not compile or fit (a peer refusing): record it
                 rec["error"] = f"{type(err).__name__}: {err}"[:300]
+                torch.cuda.synchronize()
             records.append(rec)
             return rec
 
         if kind == "forward":
             add("copy", lambda i: outs[i].copy_(xs[i]), correct=False)
             add("torch.softmax", lambda i: torch.softmax(xs[i], -1))
-            add("softmax_lab.softmax", lambda i: softmax(xs[i]))["choice"] = softmax.choose(n_rows, n_cols, dtype)[0]
-            for name, f in others.items():
+            from softmax_lab.dispatch import _runnable
+
+            add("softmax_lab.softmax", lambda i: softmax(xs[i]))["choice"] = _runnable(xs[0])[0]  # (as it ran)
+            for name, (f, _) in others.items():
                 add(name, lambda i, f=f: f(xs[i]))
             if with_kernels:
                 for name, f in dict(ALL, **LONG_ROWS).items():
@@ -321,6 +340,9 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
             add("copy", lambda i: torch.add(ys[i], dys[i], out=outs[i]), correct=False)
             add("torch.softmax", lambda i: torch._softmax_backward_data(dys[i], ys[i], -1, dtype))
             add("softmax_lab.softmax", lambda i: softmax_backward(ys[i], dys[i], out=outs[i]))
+            for name, (_, f) in others.items():
+                if f is not None:
+                    add(name, lambda i, f=f: f(ys[i], dys[i]))
             if sweep:
                 for name, k in _backward_candidates(n_rows, n_cols):
                     if sweep_only and name not in sweep_only:
@@ -449,14 +471,18 @@ def main(argv=None) -> int:
     p.add_argument("--sweep-only", default="",
                    help="with --sweep: only these kernels' settings, e.g. cooperative,fused")
     p.add_argument("--no-eager", action="store_true", help="skip the second timer (a Python-launched loop)")
-    p.add_argument("--no-peers", action="store_true", help="skip torch.compile, Liger-Kernel and QuACK")
+    p.add_argument("--issue", action="store_true", help="only issue 28's shapes (odd widths, LM vocabularies)")
+    p.add_argument("--peers", action="store_true",
+                   help="also time QuACK and Liger-Kernel, when importable, in this process with the same timer")
+    p.add_argument("--compile", action="store_true", help="also time torch.compile's softmax")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks around each timing")
     args = p.parse_args(argv)
     if not softmax_lab.ON_GPU:
         print("softmax-lab bench needs a CUDA GPU (the CPU interpreter is far too slow to time).")
         return 1
-    shapes = QUICK_SHAPES if args.quick else SHAPES + (SWEEP_EXTRA if args.sweep else [])
-    back = [] if args.no_backward else ([QUICK_SHAPES[0]] if args.quick else BACKWARD_SHAPES)
+    shapes = QUICK_SHAPES if args.quick else ISSUE_SHAPES if args.issue else SHAPES + (SWEEP_EXTRA if args.sweep else [])
+    back = [] if args.no_backward else ([QUICK_SHAPES[0]] if args.quick else ISSUE_BACKWARD_SHAPES if args.issue
+                                        else BACKWARD_SHAPES)
     if args.only:
         keep = set(args.only.split(","))
         shapes = [s for s in shapes if f"{s[0]}x{s[1]}" in keep]
@@ -465,8 +491,9 @@ def main(argv=None) -> int:
 
     started = time.time()
     records = run(shapes, back, args.rep, args.sweep, not args.no_kernels, args.timer, eager=not args.no_eager,
-                  with_peers=not args.no_peers, check=not args.no_check,
-                  sweep_only=tuple(n for n in args.sweep_only.split(",") if n))
+                  with_peers=args.peers, check=not args.no_check,
+                  sweep_only=tuple(n for n in args.sweep_only.split(",") if n), with_compile=args.compile)
+    _, missing = peers(False, args.peers) if args.peers else ({}, {})
     device = torch.cuda.get_device_name()
     props = torch.cuda.get_device_properties(0)
     meta = dict(device=device, sms=props.multi_processor_count, l2_bytes=getattr(props, "L2_cache_size", None),
@@ -480,8 +507,11 @@ def main(argv=None) -> int:
                 eager=None if args.no_eager else f"median of 5 repeats of a Python loop of back-to-back calls "
                                                  f"(about {EAGER_MS} ms of calls each), CUDA events",
                 peers=sorted({r["impl"] for r in records} & {"torch.compile", "liger", "quack"}),
-                peers_not_installed=[name for name, module in (("liger", "liger_kernel"), ("quack", "quack"))
-                                     if importlib.util.find_spec(module) is None],
+                peers_not_importable=missing,
+                peer_refusals=[dict(peer=r["impl"], kind=r["kind"], shape=f"{r['rows']}x{r['cols']}",
+                                    dtype=r["dtype"], why=r["error"]) for r in records
+                               if r["impl"] in ("liger", "quack", "torch.compile") and "error" in r],
+                versions={name: _version(name) for name in ("quack-kernels", "liger-kernel", "nvidia-cutlass-dsl")},
                 correctness="each result compared with a float64 softmax on 3 rows, before and after timing")
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, args.name)
@@ -496,6 +526,15 @@ def main(argv=None) -> int:
         print(best_settings(records))
     print(f"wrote {stem}.json ({meta['seconds']} s)")
     return 0
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(distribution)
+    except Exception:
+        return None
 
 
 def plot_json(path_json: str, path_png: str | None = None) -> bool:

@@ -30,7 +30,12 @@ Lists are per element size (4: fp32, 2: fp16/bf16). How they were tuned on an H2
   (``l2_reread.py``; 64.5% of copy against 59.1% at 8x4194304, equal at 16x1M, worse at 262144 and below:
   ``results/h200-issue15c.json``).
 
-``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs); ``softmax_2d(x)`` runs it.
+Rows that do not start on 16 bytes (odd widths like 50,257, odd strides, an odd first element) would be read one
+element at a time by the register kernels; ``kernels/unaligned.py`` reads them in whole vectors from the boundary
+before each row, where it measured faster (``UNALIGNED_FORWARD``, ``UNALIGNED_BACKWARD``, ``choose_unaligned``).
+
+``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs) for rows on 16 bytes; ``softmax_2d(x)`` runs
+what suits x itself (``_runnable``).
 
 **The fast path.** On small inputs a call's cost is Python, not the GPU (a kernel of ~10 µs behind ~40 µs
 of checks, choices and Triton's own launch code). ``plan_2d(x)`` does all of that once per kind of input
@@ -83,6 +88,19 @@ GLUON_KERNELS = ("resident", "clustered")
 GLUON_FALLBACK = {4: [(32768, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
                   2: [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
 GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resident runs from 8.0 (cp.async)
+# Rows that do not start on 16 bytes (odd widths, odd strides, an odd first element): ``kernels/unaligned.py``
+# reads each row from the vector boundary before it, a window of n_cols + VEC - 1 elements. Where it measured
+# faster than the register kernels reading one element at a time (benchmarks/records/, docs/performance.md):
+# fp32 rows that fit a tile (the rules above, keyed by the window, give rows per program and warps; windows up
+# to 128: 8 rows and 2 warps, 98.5% of copy against multirow's 73% at 100000x77), 16-bit rows for cooperating
+# programs (60.7% against 50.6% at 2048x50257 bf16), and every backward (70% against 52% at 2048x50257 bf16).
+# 16-bit tiles and fp32 cooperative rows measured slower there, so they keep the register kernels.
+# Rules by window length: (kernel, knobs); ("tile", None): the unaligned tile with FORWARD's rows and warps for
+# that window; None: the register kernels. Backward: 16-bit windows up to ``short`` take ROWS rows and num_warps
+# warps per tile; 16-bit rows for cooperating programs, BLOCK and cooperative_warps (else the launchers' defaults).
+UNALIGNED_FORWARD = {4: [(128, ("unaligned", dict(ROWS=8, num_warps=2))), (32768, ("tile", None)), (None, None)],
+                     2: [(16384, None), (None, ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4)))]}
+UNALIGNED_BACKWARD = {4: dict(), 2: dict(short=256, ROWS=8, num_warps=2, BLOCK=8192, cooperative_warps=4)}
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
 # cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
 BACKWARD_TILE_COLS = 16384
@@ -108,10 +126,30 @@ def element_size(dtype: torch.dtype) -> int:
 def _launchers():
     # (kernels import this module, so not at the top)
     from .kernels import (cooperative_softmax, fused_softmax, l2_reread_softmax, multirow_softmax,
-                          pipelined_softmax, resident_softmax, staged_softmax, clustered_softmax)
+                          pipelined_softmax, resident_softmax, staged_softmax, clustered_softmax,
+                          unaligned_cooperative_softmax, unaligned_softmax)
     return {"multirow": multirow_softmax, "fused": fused_softmax, "cooperative": cooperative_softmax,
             "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax, "staged": staged_softmax,
-            "resident": resident_softmax, "clustered": clustered_softmax}
+            "resident": resident_softmax, "clustered": clustered_softmax, "unaligned": unaligned_softmax,
+            "unaligned_cooperative": unaligned_cooperative_softmax}
+
+
+def choose_unaligned(n_cols: int, dtype: torch.dtype):
+    """(kernel name, knobs) for rows of ``n_cols`` that do not start on 16 bytes (``kernels/unaligned.py``), or
+    None where the register kernels keep them (``UNALIGNED_FORWARD``)."""
+    size = element_size(dtype)
+    width = n_cols + 16 // size - 1  # the row's window: up to VEC - 1 elements of the vector before it
+    rule = pick(UNALIGNED_FORWARD[size], width)
+    if rule is None or rule[1] is not None:
+        return rule and (rule[0], dict(rule[1]))
+    name, knobs = pick(FORWARD[size], width)  # "tile": the register kernels' rows per program and warps
+    if name in GLUON_KERNELS:
+        name, knobs = pick(GLUON_FALLBACK[size], width)
+    if name == "multirow":
+        return "unaligned", dict(ROWS=knobs["ROWS"], num_warps=knobs["num_warps"])
+    if name == "fused":
+        return "unaligned", dict(ROWS=1, num_warps=knobs["num_warps"])
+    return None
 
 
 def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
@@ -147,10 +185,12 @@ def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     name, _, knobs = choose(n_rows, n_cols, x2.dtype)
     if name in GLUON_KERNELS and _kernel_module(name).refusal(x2, **knobs):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
+    if name != "l2_reread" and _kernel_module("unaligned").takes(x2):  # rows off 16 bytes: unaligned.py
+        name, knobs = choose_unaligned(n_cols, x2.dtype) or (name, knobs)
     return name, dict(knobs)
 
 
-PLANNED = ("multirow", "fused", "resident", "clustered")  # the kernels with a relaunch plan (launch_setup)
+PLANNED = ("multirow", "fused", "resident", "clustered", "unaligned")  # the kernels with a relaunch plan (launch_setup)
 
 
 def _kernel_module(name: str):
@@ -179,6 +219,12 @@ def plan_2d(x2: torch.Tensor):
         return None
     y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
     kernel, grid, args, options = _kernel_module(name).launch_setup(y2, x2, **knobs)
+    if name == "unaligned":  # its pointers are the windows' (rounded down to 16 bytes): shift each call's too
+        run = relauncher(kernel, grid, args, **options)
+        if run is None:
+            return None
+        back = x2.data_ptr() - args[1].data_ptr()  # (the same for every x of this plan: its key holds ptr & 15)
+        return lambda out_ptr, in_ptr: run(out_ptr, in_ptr - back)
     if name != "clustered":
         return relauncher(kernel, grid, args, **options)
     run = relauncher(kernel, grid, args, per_call=3, **options)  # the partials: new memory each call (streams)

@@ -9,7 +9,8 @@ With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
 programs that keep their chunks of y and dy in registers (``cooperative.py``): one read of each, one write.
 Asking for ``chunks`` picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel``
 writes each chunk's share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and
-writes dx.
+writes dx. Rows that do not start on 16 bytes (odd widths) go to ``unaligned.py``'s forms of both, which read
+whole 16-byte vectors from the boundary before each row, when no knob is given.
 """
 import torch
 import triton
@@ -19,6 +20,7 @@ from ..dispatch import BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK
 from ._launch import (check_input, check_knobs, default_num_warps, output_for, rows_view, cdiv, next_power_of_2,
                       row_vector, split_in_chunks)
 from .cooperative import cooperative_backward
+from .unaligned import takes, unaligned_backward
 
 
 @triton.jit
@@ -90,6 +92,9 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
     n_rows, n_cols = y.shape
     if y.numel() == 0:
         return dx
+    if ROWS is None and BLOCK is None and chunks is None and takes(y, dy, dx):  # rows off 16 bytes: unaligned.py
+        if unaligned_backward(y, dy, dx, num_warps=num_warps) is not None:
+            return dx
     strides = (y.stride(0), dy.stride(0))
     if n_cols <= BACKWARD_TILE_COLS and (BLOCK is None or BLOCK >= n_cols):
         BLOCK = BLOCK or next_power_of_2(n_cols)
