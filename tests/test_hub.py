@@ -374,6 +374,15 @@ def test_two_learners_work_and_check_in_their_own_workspaces(hub):
     assert "Permission denied" in shown and '"cells"' not in shown, shown
     assert pwd.getpwuid(bob_nb.stat().st_uid).pw_name == bob.name
 
+    # The instructor collects chapter 0 from the hub's workspaces into the layout `softmax-lab grade` reads.
+    out = hub["base"] / "collected"
+    r = subprocess.run([sys.executable, "-m", "softmax_lab.cli", "collect", "--out", str(out), "--chapter", "00",
+                        "--workspaces", str(hub["base"] / "home" / "{learner}" / "softmax-lab" / "workspace"),
+                        "--course", str(ROOT)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "collected 2 notebooks of 2 learners" in r.stdout, r.stdout + r.stderr
+    assert "tl.store(out_ptr" in (out / ann.name / "00_setup.ipynb").read_text()
+    assert (out / bob.name / "00_setup.ipynb").read_bytes() == bob_nb.read_bytes()
+
     print(f"\nhub: two servers started in {started:.1f}s; chapter 0 checked in {checked:.1f}s")
     _screenshots(hub, (ann, bob))
 

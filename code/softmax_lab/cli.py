@@ -44,6 +44,8 @@ COMMANDS = {
     # instructors
     "grade": Command("softmax_lab.grading.command", "add_grade_arguments", "run_grade",
                      "grade learners' notebooks into a gradebook (instructors)"),
+    "collect": Command("softmax_lab.grading.collect", "add_arguments", "run",
+                       "copy the chapters from the hub's learners' workspaces into a folder to grade (instructors)"),
     # performance
     "bench": Command("softmax_lab.cli", "add_bench_arguments", "run_bench",
                      "time every kernel and torch.softmax against copy bandwidth (GPU)"),
