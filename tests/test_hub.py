@@ -32,7 +32,6 @@ PROXY_DIR = ROOT / ".hub-proxy"  # configurable-http-proxy from npm (ignored by 
 PROXY_VERSION = "5.3.0"
 LEARNERS = ("sml-hub-ann", "sml-hub-bob")
 MEM_LIMIT = 3 * 1024 ** 3
-CHROMIUM = "/usr/bin/chromium"
 
 pytest.importorskip("jupyterhub", reason="JupyterHub comes with the test extra (requirements/test.txt)")
 requests = pytest.importorskip("requests")
@@ -408,12 +407,15 @@ def test_a_second_login_never_overwrites_and_a_deleted_workspace_is_refilled(hub
 
 def _screenshots(hub, learners):
     """Each learner's JupyterLab after logging in through the hub's page (test-output/hub/LEARNER.png)."""
-    if not Path(CHROMIUM).exists():
-        return
-    sync_api = pytest.importorskip("playwright.sync_api")
+    import chromium
+
+    if chromium.install():
+        return  # no browser here: the screenshots are a record, not a check
+    from playwright.sync_api import sync_playwright
+
     OUT.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium.CHROMIUM, args=chromium.ARGS)
         for n, learner in enumerate(learners):
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.goto(f"{hub['url']}/hub/login")

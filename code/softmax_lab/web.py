@@ -125,8 +125,9 @@ nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath"]
 html_theme = "sphinx_book_theme"
 html_theme_options = {{"show_toc_level": 2, "use_download_button": False, "use_fullscreen_button": False,
-                      "home_page_in_toc": True, "navigation_with_keys": True}}
+                      "navigation_with_keys": True}}
 html_static_path = ["_static"]
+html_js_files = ["softmax-lab.js"]
 mathjax_path = "mathjax/tex-chtml.js"  # from the site itself
 html_copy_source = False
 html_show_sourcelink = False
@@ -134,6 +135,26 @@ html_show_sphinx = False
 html_last_updated_fmt = None
 exclude_patterns = ["_notebooks", "_build"]
 suppress_warnings = ["mystnb.unknown_mime_type", "misc.highlighting_failure"]
+"""
+
+
+# The Sphinx Book Theme 1.4 and pydata-sphinx-theme 0.20 both attach their sidebar handlers to the *first*
+# `.primary-toggle` / `.secondary-toggle` of the page, which is the (hidden) header's: the buttons a reader sees did
+# nothing, so on a phone the chapter list could not be opened. Pass their clicks on.
+TOGGLES_JS = """\
+// Written by `softmax-lab site`: the visible sidebar buttons pass their clicks to the theme's first ones.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const kind of ["primary-toggle", "secondary-toggle"]) {
+    const [handled, ...shown] = document.querySelectorAll("." + kind);
+    for (const button of shown) {
+      button.addEventListener("click", (event) => {
+        event.preventDefault();
+        event.stopImmediatePropagation();
+        handled.click();
+      }, true);
+    }
+  }
+});
 """
 
 
@@ -167,6 +188,8 @@ def build_site(solutions: Path, notebooks: Path, out: Path, log=print) -> list[P
             chapters.append((path.stem, meta.get("chapter", ""), meta.get("title", path.stem)))
         (src / "index.md").write_text(_index(chapters), encoding="utf-8")
         (src / "conf.py").write_text(CONF, encoding="utf-8")
+        (src / "_static").mkdir()
+        (src / "_static" / "softmax-lab.js").write_text(TOGGLES_JS, encoding="utf-8")
         mathjax = mathjax_folder()
         for part in MATHJAX_PARTS:
             target = src / "_static" / "mathjax" / part
