@@ -128,6 +128,7 @@ html_theme_options = {{"show_toc_level": 2, "use_download_button": False, "use_f
                       "navigation_with_keys": True}}
 html_static_path = ["_static"]
 html_js_files = ["softmax-lab.js"]
+html_css_files = ["softmax-lab.css"]
 mathjax_path = "mathjax/tex-chtml.js"  # from the site itself
 html_copy_source = False
 html_show_sourcelink = False
@@ -156,6 +157,10 @@ document.addEventListener("DOMContentLoaded", () => {
   }
 });
 """
+
+
+# pydata-sphinx-theme's own header row, empty under the book theme but for a second search box.
+EXTRA_CSS = "/* Written by `softmax-lab site` */\n.bd-header { display: none; }\n"
 
 
 def _index(chapters: list[tuple[str, str, str]]) -> str:
@@ -190,6 +195,7 @@ def build_site(solutions: Path, notebooks: Path, out: Path, log=print) -> list[P
         (src / "conf.py").write_text(CONF, encoding="utf-8")
         (src / "_static").mkdir()
         (src / "_static" / "softmax-lab.js").write_text(TOGGLES_JS, encoding="utf-8")
+        (src / "_static" / "softmax-lab.css").write_text(EXTRA_CSS, encoding="utf-8")
         mathjax = mathjax_folder()
         for part in MATHJAX_PARTS:
             target = src / "_static" / "mathjax" / part
