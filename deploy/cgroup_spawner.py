@@ -60,7 +60,11 @@ class CgroupSpawner(LocalProcessSpawner):
 
     def make_preexec_fn(self, name):
         switch_user = super().make_preexec_fn(name)
-        groups = make_groups(self.format_string(self.cgroup_name), self.mem_limit, self.cpu_limit, self.pids_limit)
+        try:
+            groups = make_groups(self.format_string(self.cgroup_name), self.mem_limit, self.cpu_limit, self.pids_limit)
+        except OSError as err:
+            raise RuntimeError(f"cannot hold {name}'s server to its limits ({err}): run the hub as root on a machine "
+                               "whose cgroups it may write, or use SystemdSpawner (docs/hub.md)") from err
 
         def preexec():  # in the new process, still root: join the groups, then become the learner
             for group in groups:

@@ -11,6 +11,7 @@ Settings come from the environment, so this file stays as it is:
   SOFTMAX_LAB_VENV       the course's environment (default $SOFTMAX_LAB_COURSE/.venv)
   SOFTMAX_LAB_MEM_LIMIT  memory per learner (default 4G)      SOFTMAX_LAB_CPU_LIMIT  CPUs per learner (default 2)
   SOFTMAX_LAB_ADMINS     instructors' accounts, comma-separated (they may open learners' servers)
+  SOFTMAX_LAB_HUB_STATE  the hub's database and cookie secret (default /var/lib/softmax-lab-hub)
 """
 import os
 import sys

@@ -405,6 +405,22 @@ def test_a_second_login_never_overwrites_and_a_deleted_workspace_is_refilled(hub
     assert f"{bob.name}/softmax-lab/workspace was deleted: filling a fresh one" in hub["log"].read_text()
 
 
+def test_the_kubernetes_values_make_the_same_choices_as_the_config():
+    """values.yaml (Zero to JupyterHub) cannot run here; it must at least say what jupyterhub_config.py says."""
+    import yaml
+
+    values = yaml.safe_load((DEPLOY / "values.yaml").read_text())
+    single = values["singleuser"]
+    config = (DEPLOY / "jupyterhub_config.py").read_text()
+    course = single["extraEnv"]["SOFTMAX_LAB_COURSE"]
+    assert single["cmd"] == f"{course}/deploy/start-learner" and (DEPLOY / "start-learner").exists()
+    assert f'c.Spawner.default_url = "{single["defaultUrl"]}"' in config
+    assert single["cpu"]["limit"] and single["memory"]["limit"].endswith("G")
+    assert single["storage"]["type"] == "dynamic"  # a volume per learner: nobody else mounts it
+    assert f"ENV HOME=/home/jovyan SOFTMAX_LAB_COURSE={course}" in (DEPLOY / "Dockerfile").read_text()
+    assert single["storage"]["homeMountPath"] == "/home/jovyan"
+
+
 def _screenshots(hub, learners):
     """Each learner's JupyterLab after logging in through the hub's page (test-output/hub/LEARNER.png)."""
     import chromium
