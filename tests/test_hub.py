@@ -422,7 +422,8 @@ def test_the_kubernetes_values_make_the_same_choices_as_the_config():
 
 
 def _screenshots(hub, learners):
-    """Each learner's JupyterLab after logging in through the hub's page (test-output/hub/LEARNER.png)."""
+    """Each learner's JupyterLab after logging in through the hub's login page, and the hub's page with their name
+    (test-output/hub/learner-N-lab.png, learner-N-hub.png)."""
     import chromium
 
     if chromium.install():
@@ -440,6 +441,8 @@ def _screenshots(hub, learners):
             page.click("#login_submit")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
             page.wait_for_timeout(1500)
-            page.screenshot(path=str(OUT / f"learner-{n + 1}.png"))
+            page.screenshot(path=str(OUT / f"learner-{n + 1}-lab.png"))
+            page.goto(f"{hub['url']}/hub/home")  # the hub's page, with the learner's name
+            page.screenshot(path=str(OUT / f"learner-{n + 1}-hub.png"))
             page.close()
         browser.close()

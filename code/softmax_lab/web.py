@@ -15,6 +15,7 @@ or build path appears anywhere.
 from __future__ import annotations
 
 import argparse
+import copy
 import html
 import importlib.util
 import io
@@ -74,7 +75,7 @@ def web_notebook(nb, learner_name: str):
         keep_outputs = (cell.cell_type == "code" and source_cell is not None
                         and fmt.tag_value(cell, fmt.EXERCISE) is None and not fmt.has_solution(source_cell.source))
         if keep_outputs:
-            cell.outputs = [_scrub_output(_static(o)) for o in source_cell.get("outputs", [])]
+            cell.outputs = [_scrub_output(_static(copy.deepcopy(o))) for o in source_cell.get("outputs", [])]
             cell.execution_count = source_cell.get("execution_count")
         cells.append(cell)
     meta = nb.metadata.get("softmax_lab", {})
