@@ -190,8 +190,11 @@ def test_the_book_in_chromium_math_navigation_search_offline(browser, served):
     page.wait_for_url(f"{served}/02_masks_and_padding.html")
     assert page.locator("h1").first.inner_text().startswith("2 · Masks and padding")
 
-    # Search, offline: the theme's search page over Sphinx's own index.
-    page.goto(f"{served}/search.html?q=online+softmax")
+    # Search, offline, as a reader does: the search box, then Sphinx's own index on the search page.
+    page.click(".search-button__button:visible")
+    page.keyboard.type("online softmax")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{served}/search.html?q=online+softmax*")
     page.wait_for_selector("#search-results li a", timeout=30_000)
     hits = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.getAttribute('href'))")
     assert any(h.startswith("05_online_softmax.html") for h in hits), hits
