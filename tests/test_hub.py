@@ -344,14 +344,15 @@ def test_two_learners_work_and_check_in_their_own_workspaces(hub):
     printed, kernel = ann.run_in_kernel("import shutil, sys; print(shutil.which('softmax-lab')); print(sys.prefix)")
     assert kernel == "softmax-lab" and f"{venv_bin}/softmax-lab" in printed, printed
 
-    # The limits: ann's server (and what it starts) sits in her own cgroup with the hub's memory cap.
-    mem = None
+    # The limits: ann's server (and what it starts) sits in her own cgroup(s) with the hub's memory and CPU caps.
+    limits = {}
     for group in _groups(ann.name):
-        limit = group / ("memory.max" if (group / "memory.max").exists() else "memory.limit_in_bytes")
-        if limit.exists():
-            assert int(limit.read_text()) == MEM_LIMIT, (limit, limit.read_text())
-            mem = limit
-    assert mem is not None, "no memory cgroup for the learner's server"
+        for name in ("memory.max", "memory.limit_in_bytes", "cpu.max", "cpu.cfs_quota_us", "pids.max"):
+            if (group / name).exists():
+                limits[name] = (group / name).read_text().split()[0]
+    assert int(limits.get("memory.max", limits.get("memory.limit_in_bytes", 0))) == MEM_LIMIT, limits
+    assert int(limits.get("cpu.max", limits.get("cpu.cfs_quota_us", 0))) == 150_000, limits  # 1.5 CPUs of 100 ms
+    assert int(limits["pids.max"]) > 0, limits
 
     # `softmax-lab check` in each learner's terminal: Ann's answer passes, Bob's blank exercise does not.
     t1 = time.monotonic()
