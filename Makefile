@@ -63,9 +63,9 @@ test-gpu:
 notebooks: $(LAB_STAMP)
 	$(BIN)/softmax-lab build
 
-# The web edition: solutions/ with stored outputs and no answers, as static HTML in site/ (tests/test_web.py
-# builds and checks it in `make test`).
-site: $(LAB_STAMP)
+# The web edition: solutions/ with stored outputs and no answers, as a static book in site/ (Sphinx + MyST-NB, which
+# come with the test tools; tests/test_web.py builds it and reads it in Chromium in `make test`).
+site: $(TEST_STAMP)
 	$(BIN)/softmax-lab site
 
 # Authors: re-resolve the lock files from pyproject.toml against PyPI alone (Linux x86-64, Python 3.11+).

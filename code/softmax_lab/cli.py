@@ -48,6 +48,8 @@ COMMANDS = {
                      "grade learners' notebooks into a gradebook (instructors)"),
     "similarity": Command("softmax_lab.grading.similarity", "add_arguments", "run",
                           "flag copied code: each graded function against the package, solutions, classmates"),
+    "collect": Command("softmax_lab.grading.collect", "add_arguments", "run",
+                       "copy the chapters from the hub's learners' workspaces into a folder to grade (instructors)"),
     # performance
     "bench": Command("softmax_lab.cli", "add_bench_arguments", "run_bench",
                      "time every kernel and torch.softmax against copy bandwidth (GPU)"),

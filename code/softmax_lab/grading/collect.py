@@ -1,0 +1,282 @@
+"""`softmax-lab collect` (instructors): copy the chapters from the hub's learners' workspaces into a folder to grade.
+
+    softmax-lab collect --out submissions/                        # every /home/*/softmax-lab/workspace
+    softmax-lab collect --out submissions/ --roster roster.csv --chapter 02
+    softmax-lab collect --out submissions/ --update               # later: bring in what changed since
+    softmax-lab grade submissions/ --out grades/gradebook.csv     # then grade them
+
+It writes one folder per learner, ``OUT/<learner>/<chapter>.ipynb``: the layout `softmax-lab grade` reads. Only the
+class edition's chapter notebooks are taken (not the ``.new-*`` copies or the learner's own extra notebooks), byte
+for byte; links are refused, never followed (the collector runs as root and could be pointed at anyone's file). A
+folder holds one collection: a second one into it needs ``--update``, which replaces the notebooks that changed and
+keeps each replaced copy under ``OUT/.replaced/`` (hidden, so it is never graded twice). docs/hub.md explains why this
+and not nbgrader's exchange.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import socket
+import stat
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .submissions import read_roster
+
+WORKSPACES = "/home/{learner}/softmax-lab/workspace"  # where deploy/start-learner puts each learner's workspace
+MANIFEST = ".collected.json"
+LOCK = ".collect.lock"
+REPLACED = ".replaced"
+MAX_BYTES = 64 * 1024 * 1024  # a chapter notebook with its outputs is far smaller; anything bigger is not one
+
+
+class CollectError(Exception):
+    """The whole collection cannot go on (the message says why); nothing was written."""
+
+
+@dataclass
+class Report:
+    copied: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line each: a learner or notebook not collected
+
+
+def find_workspaces(patterns: list[str], roster: list[str]) -> tuple[dict[str, tuple[Path, Path]], list[str]]:
+    """Each learner's workspace from the ``{learner}`` patterns (every match, or the roster's learners).
+
+    Returns ({learner: (workspace, the learner's own folder)}, problems): a learner with no workspace (deleted, or
+    never logged in), two workspaces, or a name that cannot be a folder of the collection is a problem line, and is
+    not collected."""
+    found: dict[str, list[tuple[Path, Path]]] = {}
+    missing: dict[str, list[str]] = {}
+    for pattern in patterns:
+        if pattern.count("{learner}") != 1:
+            raise CollectError(f"--workspaces {pattern!r} must contain {{learner}} once (e.g. {WORKSPACES})")
+        prefix, suffix = pattern.split("{learner}")
+        if roster:
+            names = roster
+        else:  # everyone with a learner's folder there (e.g. /home/*/softmax-lab), so a deleted workspace is named
+            marker = glob.escape(prefix) + "*" + glob.escape(os.path.dirname(suffix))  # /home/*/softmax-lab
+            names = sorted({m[len(prefix):].split("/")[0] for m in glob.glob(marker)})
+        for learner in names:
+            if not learner or "/" in learner:
+                continue
+            path = Path(pattern.replace("{learner}", learner))
+            if os.path.lexists(path):
+                found.setdefault(learner, []).append((path, Path(prefix + learner)))
+            else:
+                missing.setdefault(learner, []).append(str(path))
+    problems, workspaces = [], {}
+    for learner, places in sorted(missing.items()):
+        if learner not in found:
+            problems.append(f"{learner}: no workspace at {' or '.join(places)} (deleted, or never logged in): "
+                            "nothing collected")
+    by_folder: dict[str, list[str]] = {}
+    for learner in found:
+        by_folder.setdefault(learner.casefold(), []).append(learner)
+    for learner, places in sorted(found.items()):
+        same = sorted(n for n in by_folder[learner.casefold()] if n != learner)
+        if len(places) > 1:
+            problems.append(f"{learner}: two workspaces ({', '.join(str(p) for p, _ in places)}): collected neither; "
+                            "collect each hub into its own folder")
+        elif same:
+            problems.append(f"{learner}: same name as {', '.join(same)} but for upper/lower case (one folder on many "
+                            "file systems): collected neither; collect them into separate folders")
+        elif learner.startswith("."):
+            problems.append(f"{learner}: a name `softmax-lab grade` would skip as hidden: not collected")
+        else:
+            workspaces[learner] = places[0]
+    return workspaces, problems
+
+
+def _no_links(path: Path, below: Path) -> str:
+    """'' when no folder from ``below`` down to ``path`` is a symbolic link, else the first that is."""
+    parts = path.relative_to(below).parts if path != below else ()
+    current = below
+    for part in ("",) + parts:
+        current = current / part if part else current
+        if os.path.islink(current):
+            return str(current)
+    return ""
+
+
+def read_notebook(path: Path) -> bytes:
+    """The bytes of a learner's notebook, refusing links, odd files and anything too big to be a chapter."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise OSError(f"{path}: {info.st_size // 2**20} MB, too big for a chapter notebook")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class _Lock:
+    """OUT/.collect.lock: one collection writes into a folder at a time (two instructors, two terminals)."""
+
+    def __init__(self, out: Path):
+        self.path = out / LOCK
+
+    def __enter__(self):
+        me = f"{os.getpid()} {socket.gethostname()} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                pid, host, *since = (self.path.read_text(errors="replace").split() + ["?", "?"])[:4]
+                if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+                    self.path.unlink(missing_ok=True)  # left by a collection that was killed
+                    continue
+                raise CollectError(f"another collection (process {pid} on {host}, since {' '.join(since)}) is "
+                                   f"writing into {self.path.parent}: wait for it to finish, or remove {self.path} "
+                                   "if it is gone") from None
+            with os.fdopen(fd, "w") as f:
+                f.write(me + "\n")
+            return self
+        raise CollectError(f"cannot take {self.path}")
+
+    def __exit__(self, *exc):
+        self.path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def collect(patterns: list[str], out: Path, chapters: list[str], roster: list[str], update: bool) -> Report:
+    """Copy each learner's chapter notebooks into ``out/<learner>/`` (see the module's opening)."""
+    out.mkdir(parents=True, exist_ok=True)
+    report = Report()
+    with _Lock(out):
+        manifest_path = out / MANIFEST
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else None
+        except ValueError:
+            raise CollectError(f"{manifest_path} is damaged: collect into a new folder") from None
+        if manifest is None and any(not p.name.startswith(".") for p in out.iterdir()):
+            raise CollectError(f"{out} already holds files that no collection wrote: collect into a new (or empty) "
+                               "folder, so that nothing of yours is mixed in or replaced")
+        if manifest is not None and not update:
+            last = manifest["collections"][-1]["time"] if manifest.get("collections") else "?"
+            raise CollectError(f"{out} already holds a collection (made {last}): collect into a new folder, or add "
+                               f"--update to bring in what changed since (replaced copies are kept in {out / REPLACED})")
+        manifest = manifest or {"collections": [], "files": {}}
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        workspaces, report.problems = find_workspaces(patterns, roster)
+        for learner, (workspace, own) in sorted(workspaces.items()):
+            link = _no_links(workspace, own)
+            if link:
+                report.problems.append(f"{learner}: {link} is a link: not followed, nothing collected")
+                continue
+            if not workspace.is_dir():
+                report.problems.append(f"{learner}: {workspace} is not a folder: nothing collected")
+                continue
+            for name in chapters:
+                src = workspace / name
+                if not os.path.lexists(src):
+                    continue
+                rel = f"{learner}/{name}"
+                try:
+                    data = read_notebook(src)
+                except OSError as err:
+                    reason = "a link: not followed" if os.path.islink(src) else (err.strerror or str(err))
+                    report.problems.append(f"{rel}: not collected ({src}: {reason})")
+                    continue
+                dst = out / learner / name
+                if dst.exists():
+                    if _sha(dst.read_bytes()) == _sha(data):
+                        report.unchanged.append(rel)
+                        continue
+                    keep = out / REPLACED / stamp / learner / name
+                    keep.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(dst, keep)
+                    report.replaced.append(rel)
+                else:
+                    report.copied.append(rel)
+                _write_atomically(dst, data)
+                manifest["files"][rel] = {"sha256": _sha(data), "from": str(src), "collected": stamp}
+        manifest["collections"].append({"time": time.strftime("%Y-%m-%d %H:%M:%S %z"), "workspaces": patterns,
+                                        "copied": len(report.copied), "replaced": len(report.replaced),
+                                        "unchanged": len(report.unchanged), "problems": report.problems})
+        _write_atomically(manifest_path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+    return report
+
+
+def class_chapters(course: Path | None, chapter: str | None) -> list[str]:
+    """The chapter notebooks' names of the class edition (one with ``chapter``)."""
+    from ..course.notebook import BuildError, repo_root
+
+    try:
+        root = course or repo_root()
+    except BuildError as err:
+        raise CollectError(str(err)) from None
+    names = sorted(p.name for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if not names:
+        raise CollectError(f"{root / 'notebooks'} holds no chapter notebooks: name the class edition with --course")
+    if chapter is not None:
+        picked = [n for n in names if n.split("_")[0] == chapter.zfill(2)]
+        if not picked:
+            raise CollectError(f"no chapter {chapter} in {root / 'notebooks'} (chapters: "
+                               f"{', '.join(n.split('_')[0] for n in names)})")
+        return picked
+    return names
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--out", type=Path, required=True, help="the folder to collect into (OUT/<learner>/<chapter>)")
+    ap.add_argument("--workspaces", action="append", default=None, metavar="PATTERN",
+                    help=f"where the learners' workspaces are, with {{learner}} for the name (default {WORKSPACES}; "
+                         "repeat for several hubs)")
+    ap.add_argument("--roster", type=Path, default=None,
+                    help="roster CSV: collect these learners only, and name the ones without a workspace")
+    ap.add_argument("--chapter", default=None, help="collect one chapter only, e.g. 02")
+    ap.add_argument("--update", action="store_true",
+                    help="OUT already holds a collection: bring in what changed (replaced copies kept in OUT/.replaced)")
+    ap.add_argument("--course", type=Path, default=None,
+                    help="the class edition, a course checkout (default: found from cwd)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        roster = read_roster(args.roster) if args.roster else []
+        chapters = class_chapters(args.course, args.chapter)
+        report = collect(args.workspaces or [WORKSPACES], args.out, chapters, roster, args.update)
+    except (CollectError, OSError, ValueError) as err:
+        print(f"softmax-lab collect: {err}", file=sys.stderr)
+        return 2
+    for line in report.problems:
+        print(f"softmax-lab collect: {line}", file=sys.stderr)
+    learners = {r.split("/")[0] for r in report.copied + report.replaced + report.unchanged}
+    print(f"collected {len(report.copied) + len(report.replaced)} notebooks of {len(learners)} learners into "
+          f"{args.out} ({len(report.copied)} new, {len(report.replaced)} changed, {len(report.unchanged)} unchanged"
+          + (f"; previous copies in {args.out / REPLACED}" if report.replaced else "") + ")")
+    print(f"next: softmax-lab grade {args.out} --out grades/gradebook.csv"
+          + (f" --chapter {args.chapter}" if args.chapter else "") + (f" --roster {args.roster}" if args.roster else ""))
+    return 1 if report.problems else 0

@@ -1,0 +1,151 @@
+"""`softmax-lab collect`: the hub's learners' workspaces into the layout `softmax-lab grade` reads, run as an
+instructor runs it (the CLI in a subprocess); every bad input is one line, and nothing is lost or graded twice."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from softmax_lab.grading.submissions import discover
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+
+
+def collect(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "code"))
+    r = subprocess.run([sys.executable, "-m", "softmax_lab.cli", "collect", "--course", str(ROOT), *args],
+                       capture_output=True, text=True, env=env, cwd=cwd, timeout=60)
+    return r.returncode, r.stdout, r.stderr
+
+
+def workspace(home: Path, learner: str, chapters=CHAPTERS[:2], edit="") -> Path:
+    ws = home / learner / "softmax-lab" / "workspace"
+    ws.mkdir(parents=True)
+    for name in chapters:
+        (ws / name).write_text((ROOT / "notebooks" / name).read_text() + edit)
+    return ws
+
+
+@pytest.fixture
+def hub_homes(tmp_path):
+    home = tmp_path / "home"
+    workspace(home, "ann", edit="\n")  # an answer saved (any byte changed)
+    workspace(home, "bob", chapters=CHAPTERS[:1])
+    ws = home / "ann" / "softmax-lab" / "workspace"
+    (ws / f"{Path(CHAPTERS[0]).stem}.new-1234abcd.ipynb").write_text("{}")  # a course update beside hers
+    (ws / "scratch.ipynb").write_text("{}")  # her own notebook: not a submission
+    return home, str(home / "{learner}" / "softmax-lab" / "workspace")
+
+
+def test_collects_each_learners_chapters_into_the_graders_layout(hub_homes, tmp_path):
+    home, pattern = hub_homes
+    out = tmp_path / "submissions"
+    rc, stdout, stderr = collect("--out", str(out), "--workspaces", pattern)
+    assert rc == 0 and stderr == "", stderr
+    assert "collected 3 notebooks of 2 learners" in stdout and f"softmax-lab grade {out}" in stdout
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.ipynb")) == \
+        sorted([f"ann/{CHAPTERS[0]}", f"ann/{CHAPTERS[1]}", f"bob/{CHAPTERS[0]}"])
+    assert (out / "ann" / CHAPTERS[0]).read_bytes() == (home / "ann/softmax-lab/workspace" / CHAPTERS[0]).read_bytes()
+    subs, refused = discover([out], [])
+    assert sorted((s.learner, Path(s.name).name) for s in subs) == \
+        [("ann", CHAPTERS[0]), ("ann", CHAPTERS[1]), ("bob", CHAPTERS[0])] and refused == []
+
+    rc, _, stderr = collect("--out", str(out), "--workspaces", pattern, "--chapter", "01")
+    assert rc == 2 and stderr.count("\n") == 1 and "already holds a collection" in stderr and "--update" in stderr
+
+
+def test_a_deleted_workspace_and_a_missing_learner_are_named(hub_homes, tmp_path):
+    home, pattern = hub_homes
+    (home / "carol" / "softmax-lab").mkdir(parents=True)  # carol deleted her workspace
+    roster = tmp_path / "roster.csv"
+    roster.write_text("learner\nann\nbob\ndave\n")
+    rc, stdout, stderr = collect("--out", str(tmp_path / "a"), "--workspaces", pattern)
+    assert rc == 1 and stderr.splitlines() == [
+        f"softmax-lab collect: carol: no workspace at {home}/carol/softmax-lab/workspace (deleted, or never logged "
+        "in): nothing collected"]
+    assert "of 2 learners" in stdout
+    rc, stdout, stderr = collect("--out", str(tmp_path / "b"), "--workspaces", pattern, "--roster", str(roster))
+    assert rc == 1 and len(stderr.splitlines()) == 1 and "dave: no workspace" in stderr  # carol: not on the roster
+    assert sorted(p.name for p in (tmp_path / "b").iterdir() if not p.name.startswith(".")) == ["ann", "bob"]
+
+
+def test_update_replaces_only_what_changed_and_keeps_the_old_copy_out_of_grading(hub_homes, tmp_path):
+    home, pattern = hub_homes
+    out = tmp_path / "submissions"
+    assert collect("--out", str(out), "--workspaces", pattern)[0] == 0
+    first = (out / "ann" / CHAPTERS[0]).read_bytes()
+    mine = home / "ann/softmax-lab/workspace" / CHAPTERS[0]
+    mine.write_text(mine.read_text() + "\n\n")  # ann works on
+    rc, stdout, stderr = collect("--out", str(out), "--workspaces", pattern, "--update")
+    assert rc == 0 and "1 changed, 2 unchanged" in stdout and ".replaced" in stdout, stdout + stderr
+    assert (out / "ann" / CHAPTERS[0]).read_bytes() == mine.read_bytes()
+    kept = list((out / ".replaced").rglob(CHAPTERS[0]))
+    assert len(kept) == 1 and kept[0].read_bytes() == first  # nothing lost
+    subs, _ = discover([out], [])
+    assert len(subs) == 3  # the replaced copy is hidden from the grader: never graded twice
+    manifest = json.loads((out / ".collected.json").read_text())
+    assert len(manifest["collections"]) == 2 and manifest["files"][f"ann/{CHAPTERS[0]}"]["from"] == str(mine)
+
+
+def test_name_clashes_are_refused_and_named(hub_homes, tmp_path):
+    home, pattern = hub_homes
+    other = tmp_path / "hub2"
+    workspace(other, "ann")  # ann on a second hub too
+    workspace(home, "Bob")  # Bob and bob: one folder on a case-insensitive file system
+    rc, stdout, stderr = collect("--out", str(tmp_path / "s"), "--workspaces", pattern,
+                                 "--workspaces", str(other / "{learner}" / "softmax-lab" / "workspace"))
+    lines = stderr.splitlines()
+    assert rc == 1 and len(lines) == 3, stderr
+    assert any(line.startswith("softmax-lab collect: ann: two workspaces") for line in lines)
+    assert any("Bob: same name as bob but for upper/lower case" in line for line in lines)
+    assert any("bob: same name as Bob" in line for line in lines)
+    assert not [p for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")]  # nothing half-collected
+    assert "collected 0 notebooks of 0 learners" in stdout
+
+
+def test_links_are_refused_never_followed(hub_homes, tmp_path):
+    home, pattern = hub_homes
+    secret = tmp_path / "secret.ipynb"
+    secret.write_text("not yours")
+    os.symlink(secret, home / "bob/softmax-lab/workspace" / CHAPTERS[1])  # bob's chapter 1 points elsewhere
+    eve = home / "eve" / "softmax-lab"
+    eve.mkdir(parents=True)
+    os.symlink(home / "ann/softmax-lab/workspace", eve / "workspace")  # eve's workspace is ann's
+    out = tmp_path / "s"
+    rc, stdout, stderr = collect("--out", str(out), "--workspaces", pattern)
+    assert rc == 1
+    assert f"bob/{CHAPTERS[1]}: not collected" in stderr and "a link: not followed" in stderr
+    assert f"eve: {eve / 'workspace'} is a link: not followed" in stderr
+    assert not (out / "eve").exists() and not (out / "bob" / CHAPTERS[1]).exists()
+    assert "not yours" not in "".join(p.read_text() for p in out.rglob("*.ipynb"))
+
+
+def test_two_collections_at_once_and_a_folder_of_other_files(hub_homes, tmp_path):
+    home, pattern = hub_homes
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / ".collect.lock").write_text(f"{os.getpid()} {os.uname().nodename} 2026-01-01 10:00:00\n")
+    rc, _, stderr = collect("--out", str(out), "--workspaces", pattern)
+    assert rc == 2 and stderr.count("\n") == 1 and f"another collection (process {os.getpid()}" in stderr
+    assert sorted(p.name for p in out.iterdir()) == [".collect.lock"]
+    (out / ".collect.lock").write_text(f"999999999 {os.uname().nodename} 2026-01-01 10:00:00\n")  # it died
+    assert collect("--out", str(out), "--workspaces", pattern)[0] == 0 and not (out / ".collect.lock").exists()
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the instructor's own file")
+    rc, _, stderr = collect("--out", str(mine), "--workspaces", pattern)
+    assert rc == 2 and "already holds files that no collection wrote" in stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+def test_a_pattern_without_the_learner_and_an_unknown_chapter(tmp_path):
+    rc, _, stderr = collect("--out", str(tmp_path / "s"), "--workspaces", "/home/workspace")
+    assert rc == 2 and "must contain {learner} once" in stderr
+    rc, _, stderr = collect("--out", str(tmp_path / "s"), "--chapter", "42")
+    assert rc == 2 and "no chapter 42" in stderr
