@@ -23,6 +23,9 @@ from numba import cuda, float32
 from softmax_lab.checks._pitfalls import softmax_problem
 from softmax_lab.device import DEVICE
 
+# the course's own kernels stand in for learners' code here (correct ones and known mutants)
+pytestmark = pytest.mark.usefixtures("allow_package_code")
+
 
 def run(check, *args, capsys):
     ok = check(*args)
