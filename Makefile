@@ -38,9 +38,10 @@ test: test-unit test-notebooks test-ui
 test-unit: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope --ignore=tests/ui --durations=12
 
-# nbval over the solution notebooks on this machine (CPU interpreter without a GPU).
+# nbval over the solution notebooks in Triton's interpreter, with the README's switch SOFTMAX_LAB_DEVICE=cpu set,
+# so every chapter is run as a learner comparing with the CPU runs it (make test-gpu runs them on a GPU).
 test-notebooks: $(TEST_STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
+	SOFTMAX_LAB_DEVICE=cpu $(BIN)/python -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
 	  --nbval-sanitize-with code/softmax_lab/course/data/nbval_sanitize.cfg --nbval-cell-timeout 300 \
 	  -n $(JOBS) --dist loadscope solutions/
 

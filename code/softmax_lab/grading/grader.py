@@ -300,7 +300,7 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
     # points away from what nbval's run gave (a check that passed in the notebook proves nothing by itself).
     from . import judge
 
-    table = judge.judges() if opts.judge else {}
+    table = judge.judges(chapter.chapter) if opts.judge else {}
     wanted = {ex.id: g.nb.cells[ex.cell].source for ex in chapter.exercises if ex.id in table
               and (decided[ex.id][0] == "passed" or (opts.partial and decided[ex.id][0] == "failed"))}
     seed = opts.seed if opts.seed is not None else judge.new_seed()
