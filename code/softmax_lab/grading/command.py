@@ -429,6 +429,7 @@ def add_check_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK",
                     help="your saved notebook, e.g. 02_masks_and_padding.ipynb: looked for where you are, then in "
                          "the course's workspace/")
+    ap.usage = "softmax-lab check [-h] NOTEBOOK [NOTEBOOK ...] [instructor options]"
     ap.epilog = "Save the notebook first (Ctrl+S): the saved file is what is checked."
     add_common_arguments(ap.add_argument_group(
         "instructor options", "for instructors and course authors; learners never need them"))
