@@ -140,13 +140,15 @@ def jupyter_command(root: Path, port: int, open_browser: bool) -> list[str]:
     return cmd
 
 
-def lab_environment() -> dict:
+def lab_environment(workspace: Path | None = None) -> dict:
     """The server's environment: this venv's commands first on PATH, so `!softmax-lab`, `!pip` and the
-    JupyterLab terminal use the course's environment."""
+    JupyterLab terminal use the course's environment; ``PWD``: the folder the server starts in (``workspace``)."""
     env = dict(os.environ)
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
     env["VIRTUAL_ENV"] = str(Path(sys.executable).parent.parent)
+    if workspace is not None:
+        env["PWD"] = str(workspace)
     return env
 
 
@@ -213,5 +215,8 @@ def run_lab(args: argparse.Namespace) -> int:
     cmd = jupyter_command(root, args.port, open_browser=has_display() and not args.no_browser)
     cmd += [a for a in args.jupyter_args if a != "--"]
     sys.stdout.flush()
-    os.execvpe(cmd[0], cmd, lab_environment())
+    # The server starts in workspace/: a new JupyterLab terminal opens where the server runs, so
+    # `softmax-lab check 02_masks_and_padding.ipynb` there finds the notebook the file browser shows.
+    os.chdir(root / "workspace")
+    os.execvpe(cmd[0], cmd, lab_environment(root / "workspace"))
     return 0  # not reached
