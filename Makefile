@@ -42,7 +42,7 @@ test-unit: $(TEST_STAMP)
 # so every chapter is run as a learner comparing with the CPU runs it (make test-gpu runs them on a GPU).
 test-notebooks: $(TEST_STAMP)
 	SOFTMAX_LAB_DEVICE=cpu $(BIN)/python -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
-	  --nbval-sanitize-with code/softmax_lab/course/data/nbval_sanitize.cfg --nbval-cell-timeout 300 \
+	  --nbval-sanitize-with code/softmax_lab/data/nbval_sanitize.cfg --nbval-cell-timeout 300 \
 	  -n $(JOBS) --dist loadscope solutions/
 
 # JupyterLab + Chromium end to end (tests/ui): chapters 1, 2, 5 run in the browser, steppers clicked, one exercise
@@ -57,7 +57,7 @@ test-gpu:
 	PYTHONPATH=$(CURDIR)/code:$$PYTHONPATH $(GPU_PYTHON) -m pytest -p no:cacheprovider tests --ignore=tests/ui \
 	  -m "gpu or not gpu" -n 8 --dist loadscope
 	PYTHONPATH=$(CURDIR)/code:$$PYTHONPATH $(GPU_PYTHON) -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
-	  --nbval-sanitize-with code/softmax_lab/course/data/nbval_sanitize.cfg -n 8 --dist loadscope solutions/
+	  --nbval-sanitize-with code/softmax_lab/data/nbval_sanitize.cfg -n 8 --dist loadscope solutions/
 
 # Authors: regenerate notebooks/ (the learner versions, tracked) from solutions/. Never touches workspace/, and
 # refuses to overwrite a notebook in notebooks/ that someone edited by hand (names it; --force to overwrite).

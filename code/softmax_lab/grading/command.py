@@ -48,7 +48,7 @@ def add_common_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--memory-mb", type=int, default=8192,
                     help="memory cap per submission in MB, 0 for none (default 8192)")
     ap.add_argument("--sanitize-with", type=Path, default=None,
-                    help="nbval sanitize config (default: the package's course/data/nbval_sanitize.cfg)")
+                    help="nbval sanitize config (default: the package's data/nbval_sanitize.cfg)")
     ap.add_argument("--answer-hint-cap", type=_fraction, default=None,
                     help="share of an exercise's points kept when the learner was shown its complete answer "
                          f"(hint level 4), 0..1 (default: the course config, else {DEFAULT_ANSWER_HINT_CAP})")

@@ -28,7 +28,7 @@ _SUMMARY = re.compile(r"^(?P<id>\S+): (PASSED|FAILED) \((?P<k>\d+)/(?P<n>\d+) ch
 @dataclass
 class Options:
     limits: Limits = field(default_factory=Limits)
-    sanitize: str = field(default_factory=sanitize_config)  # nbval's sanitizer (course/data/nbval_sanitize.cfg)
+    sanitize: str = field(default_factory=sanitize_config)  # nbval's sanitizer (softmax_lab/data/nbval_sanitize.cfg)
     expected_chapter: str | None = None  # --chapter: a notebook of another chapter scores 'missing'
     partial: bool = False                # award points * k/n of the grader's own checks for a failed exercise
     judge: bool = True                   # launch the learner's code on fresh inputs outside nbval (judge.py)
