@@ -55,6 +55,12 @@ def made_lab(tmp_path_factory):
         _stop(proc)
         pytest.fail(f"`softmax-lab lab` did not serve JupyterLab:\n{server.log_tail()}", pytrace=False)
     server.course = root
+    deadline = time.monotonic() + 30  # the address comes in a box, after everything the server printed
+    while "Softmax Lab is ready" not in server.log_tail(20000) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    printed = server.log_tail(20000).rstrip().splitlines()
+    assert f"| http://localhost:{port}/lab?token={token}" in "\n".join(printed[-5:]), "\n".join(printed[-30:])
+    assert set(printed[-1]) == {"+", "-"}, "the box is the last thing `softmax-lab lab` prints"
     try:
         yield server
     finally:
