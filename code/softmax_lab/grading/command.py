@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import difflib
 import hashlib
 import sys
 import traceback
@@ -447,7 +448,10 @@ def find_notebook(given: Path, cwd: Path | None = None) -> tuple[Path | None, st
     try:
         root = repo_root(cwd)
     except BuildError:
-        root = None
+        try:
+            root = repo_root()  # the checkout this package is installed from (make lab's editable install)
+        except BuildError:
+            root = None
     workspace = root / "workspace" if root else None
     if path.is_dir():
         inside = sorted(path.glob("*.ipynb")) or (sorted(workspace.glob("*.ipynb")) if workspace else [])
@@ -466,14 +470,14 @@ def find_notebook(given: Path, cwd: Path | None = None) -> tuple[Path | None, st
                       "`softmax-lab workspace` copies the chapters there")
     folders = [cwd] + ([workspace] if workspace is not None and workspace.resolve() != cwd.resolve() else [])
     names = sorted({p.name for f in folders for p in f.glob("*.ipynb")})
-    import difflib
-
     near = difflib.get_close_matches(given.name, names, n=1, cutoff=0.5)
-    where = " or ".join(str(f) for f in folders)
-    return None, (f"no notebook {given} in {where}"
-                  + (f": did you mean {near[0]}?" if near else (f" (its notebooks: {', '.join(names[:4])}"
-                                                                 f"{' ...' if len(names) > 4 else ''})" if names else
-                                                                 ": name the path of your saved notebook")))
+    if near:
+        fix = f"did you mean {near[0]}?"
+    elif names:
+        fix = f"the notebooks there: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
+    else:
+        fix = "name the path of your saved notebook"
+    return None, f"no notebook {given} in {' or '.join(map(str, folders))}: {fix}"
 
 
 def _shown(path: Path, cwd: Path) -> str:
