@@ -117,7 +117,8 @@ def _fatal_words(fatal: dict, where: str, limits: Limits) -> tuple[str, str]:
     if kind == "memory":
         return "error", f"out of memory: {where} {fatal['message']}; the grader stopped it"
     if kind == "died" and fatal["message"].startswith("the grading process"):
-        return "error", f"{fatal['message']} while running {where} (does your code kill processes?)"
+        cap = f", or is the memory cap of {limits.memory_mb} MB (--memory-mb) too low" if limits.memory_mb else ""
+        return "error", f"{fatal['message']} while running {where} (does your code kill processes{cap}?)"
     if kind == "died":
         return "error", (f"the Python kernel died while running {where} "
                          "(os._exit/exit(), a crash such as a segfault in native code, or out of memory)")
