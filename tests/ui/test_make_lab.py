@@ -155,7 +155,7 @@ def test_chapter_2_solved_and_saved_gets_full_marks_in_a_cell_and_in_the_termina
         nb.check(f"checking {workspace / CHAPTER_2}" in shown, f"the cell does not say which file it checked: {shown!r}")
 
         with nb.step("opening JupyterLab's terminal"):
-            page.evaluate("() => window.jupyterapp.commands.execute('terminal:create-new')")
+            page.evaluate("() => window.jupyterapp.commands.execute('terminal:create-new').then(() => true)")
             page.wait_for_selector(".jp-Terminal .xterm", timeout=60_000)
             page.locator(".jp-Terminal .xterm").last.click()
             time.sleep(2)  # bash reads its start-up file
