@@ -38,10 +38,11 @@ test: test-unit test-notebooks test-ui
 test-unit: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope --ignore=tests/ui --durations=12
 
-# nbval over the solution notebooks on this machine (CPU interpreter without a GPU).
+# nbval over the solution notebooks in Triton's interpreter, with the README's switch SOFTMAX_LAB_DEVICE=cpu set,
+# so every chapter is run as a learner comparing with the CPU runs it (make test-gpu runs them on a GPU).
 test-notebooks: $(TEST_STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
-	  --nbval-sanitize-with code/softmax_lab/course/data/nbval_sanitize.cfg --nbval-cell-timeout 300 \
+	SOFTMAX_LAB_DEVICE=cpu $(BIN)/python -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
+	  --nbval-sanitize-with code/softmax_lab/data/nbval_sanitize.cfg --nbval-cell-timeout 300 \
 	  -n $(JOBS) --dist loadscope solutions/
 
 # JupyterLab + Chromium end to end (tests/ui): chapters 1, 2, 5 run in the browser, steppers clicked, one exercise
@@ -56,7 +57,7 @@ test-gpu:
 	PYTHONPATH=$(CURDIR)/code:$$PYTHONPATH $(GPU_PYTHON) -m pytest -p no:cacheprovider tests --ignore=tests/ui \
 	  -m "gpu or not gpu" -n 8 --dist loadscope
 	PYTHONPATH=$(CURDIR)/code:$$PYTHONPATH $(GPU_PYTHON) -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env \
-	  --nbval-sanitize-with code/softmax_lab/course/data/nbval_sanitize.cfg -n 8 --dist loadscope solutions/
+	  --nbval-sanitize-with code/softmax_lab/data/nbval_sanitize.cfg -n 8 --dist loadscope solutions/
 
 # Authors: regenerate notebooks/ (the learner versions, tracked) from solutions/. Never touches workspace/, and
 # refuses to overwrite a notebook in notebooks/ that someone edited by hand (names it; --force to overwrite).

@@ -118,6 +118,20 @@ def test_blank_exercise_still_defines_its_names_and_raises_not_implemented():
 # ---------------------------------------------------------------------------------------------- notebooks
 
 
+def test_bootstrap_cell_sits_under_the_title_collapsed_and_narrow():
+    """The first screen of every chapter: its title, then one collapsed line (the hosted-notebook installer)."""
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        nb = nbformat.read(str(path), as_version=4)
+        assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# "), path.name
+        cell = nb.cells[1]
+        assert cell.id == build.BOOTSTRAP_ID and cell.metadata["jupyter"] == {"source_hidden": True}, path.name
+        lines = cell.source.splitlines()
+        assert len(lines[0]) <= 90 and "make lab" in lines[0], lines[0]
+        assert max(map(len, lines)) <= build.BOOTSTRAP_WIDTH, "the cell must not scroll sideways"
+    untitled = build.learner_notebook(exercise_nb())  # no title: the installer is the first cell
+    assert untitled.cells[0].id == build.BOOTSTRAP_ID
+
+
 def test_learner_notebook_drops_rubric_clears_outputs_keeps_ids_tags_metadata():
     sol = exercise_nb()
     before = copy.deepcopy(sol)

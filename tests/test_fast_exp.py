@@ -68,8 +68,11 @@ def test_counting_interpreter_runs_kernels_that_use_fast_exp():
         fast_exp.PTX = saved
 
 
-def test_machine_code_counts_what_chapter_10_shows():
+def test_machine_code_counts_what_chapter_10_shows(monkeypatch):
     from softmax_lab.machine_code import instruction_counts
+
+    # The README's switch to compare with the interpreter: the fresh compiling process must not inherit it.
+    monkeypatch.setenv("SOFTMAX_LAB_DEVICE", "cpu")
 
     first, now = instruction_counts().values()
     assert first["ptx div"] == 32 and first["ptx ex2 (keeps denormals)"] == 32 and first["ptx ex2.ftz"] == 0

@@ -108,6 +108,7 @@ def test_doctor_passes_here(capsys):
     assert softmax_lab.doctor() is True
     out = capsys.readouterr().out
     assert "a tiny Triton kernel ran" in out and "All checks passed." in out
+    assert "`softmax-lab check` graded a tiny notebook: 1/1 points" in out  # the learner's command, run for real
 
 
 def test_doctor_names_the_numpy_fix(monkeypatch):

@@ -54,7 +54,10 @@ def test_pyproject_environment_yml_and_locks_agree():
         assert test.get(name) == version, f"requirements/test.txt has {name}=={test.get(name)}, pyproject {version}: make lock"
     # The course's runtime is the same in both locks; the test lock only adds the test tools.
     assert {n: v for n, v in test.items() if n in lab} == lab
-    for tool in ("pytest", "playwright", "hypothesis", "pytest-xdist", "nbval"):
+    # `softmax-lab check` runs notebooks under pytest + nbval: the learner's install has them (issue 24).
+    for tool in ("pytest", "nbval"):
+        assert lab.get(tool) == runtime[tool], f"`softmax-lab check` needs {tool}: requirements/lab.txt lacks it"
+    for tool in ("playwright", "hypothesis", "pytest-xdist"):
         assert tool not in lab, f"{tool} is a test tool: learners' requirements/lab.txt should not install it"
 
 

@@ -73,6 +73,12 @@ def test_declared_package_data_exists_and_ships_in_the_wheel(tmp_path):
     for pattern in patterns:
         assert list(PACKAGE.glob(pattern)), f"package-data declares {pattern}, which matches nothing"
     assert {f"course/exercises/{p.name}" for p in (PACKAGE / "course" / "exercises").glob("*.toml")} <= declared
+    # Every file the package reads at run time (everything but Python source) is declared, so the wheel has it.
+    shipped = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*") if p.is_file()
+               and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts}
+    assert shipped <= declared, f"package files no package-data pattern declares: {sorted(shipped - declared)}"
+    assert {p.parent.relative_to(PACKAGE).parts[0] for p in map(PACKAGE.joinpath, shipped)
+            if "exercises" not in p.parts} == {"data"}, "the package data lives in one folder, softmax_lab/data/"
     # Built from a copy of what the wheel needs, so that setuptools' build/ folder does not land in the checkout.
     src = tmp_path / "src"
     shutil.copytree(PACKAGE, src / "code" / "softmax_lab", ignore=shutil.ignore_patterns("__pycache__"))

@@ -110,6 +110,29 @@ def test_jupyter_command_serves_workspace_on_chapter_0_with_the_course_kernel_on
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
 
 
+def test_lab_starts_jupyterlab_in_workspace_so_its_terminal_opens_there(tmp_path, monkeypatch):
+    # JupyterLab's terminal opens in the folder the server runs in (also when the launcher asks for the root, "").
+    root = course(tmp_path)
+    monkeypatch.chdir(root)  # `make lab` runs from the checkout root; put back after the test
+    started = {}
+    monkeypatch.setattr(lab.os, "execvpe", lambda exe, cmd, env: started.update(cwd=Path.cwd(), env=env, cmd=cmd))
+    monkeypatch.setattr(lab, "announce_when_serving", lambda url, port: started.update(url=url))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert cli.main(["lab", "--port", str(port), "--no-browser"]) == 0
+    assert started["cwd"] == root / "workspace" and started["env"]["PWD"] == str(root / "workspace")
+    assert f"--ServerApp.root_dir={root / 'workspace'}" in started["cmd"]
+    assert started["url"] == f"http://localhost:{port}/lab?token={started['env']['JUPYTER_TOKEN']}"
+
+
+def test_the_address_is_printed_last_in_a_box():
+    box = lab.address_box("http://localhost:8888/lab?token=abc").splitlines()
+    assert box[0] == box[-1] and set(box[0]) == {"+", "-"}
+    assert all(ln.startswith("| ") and ln.endswith(" |") and len(ln) == len(box[0]) for ln in box[1:-1])
+    assert any("http://localhost:8888/lab?token=abc" in ln for ln in box)
+
+
 def test_the_terminal_finds_the_course_command_first(tmp_path):
     cmd = lab.jupyter_command(Path("/tmp"), 8899, open_browser=False)
     setting = next(a for a in cmd if a.startswith("--ServerApp.terminado_settings="))

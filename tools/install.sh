@@ -40,27 +40,34 @@ if ! ls -d "$VENV"/lib/python3*/site-packages/torch >/dev/null 2>&1 && [ "$have_
   die "only ${have_gb} GB free where $VENV lives; the first install needs about ${NEED_GB} GB (PyTorch with its CUDA libraries): free some space and run the command again"
 fi
 
-# --- the locked packages, with a progress line ------------------------------------------------------
+# --- the locked packages, with a progress line that keeps moving ---------------------------------------
+# pip downloads into its own temporary folder (here: $VENV/.pip-tmp), so the megabytes there show a long download
+# going on; the package counter alone would sit still for minutes on PyTorch's large wheels.
 log="$VENV/install.log"
+tmp="$VENV/.pip-tmp"
+rm -rf "$tmp" && mkdir -p "$tmp"
 echo "softmax-lab: installing $(grep -c '==' "$LOCK") pinned packages from $LOCK into $VENV"
 echo "             (the first time downloads about 3 GB: PyTorch with its CUDA libraries; later runs take seconds)"
-"$VENV/bin/python" -m pip install --disable-pip-version-check --require-hashes -r "$LOCK" >"$log" 2>&1 &
+TMPDIR="$tmp" "$VENV/bin/python" -m pip install --disable-pip-version-check --require-hashes -r "$LOCK" >"$log" 2>&1 &
 pip_pid=$!
 start=$SECONDS
+last=0
 total=$(grep -c '==' "$LOCK")
 while kill -0 "$pip_pid" 2>/dev/null; do
-  sleep 2
+  sleep 1
   got=$(grep -c '^Collecting' "$log")
   if grep -q '^Installing collected packages' "$log"; then
-    what="unpacking into $VENV: $(du -sm "$VENV" 2>/dev/null | cut -f1) MB"
+    what="unpacking into $VENV: $(du -sm --exclude=.pip-tmp "$VENV" 2>/dev/null | cut -f1) MB"
   else
-    what=$(grep -E '^ *Downloading ' "$log" | tail -n 1 | sed -E 's/^ *//')
+    file=$(grep -E '^ *Downloading ' "$log" | tail -n 1 | sed -E 's/^ *Downloading //; s/^.*\///')
+    what="${file:+$(du -sm "$tmp" 2>/dev/null | cut -f1) MB downloaded, now $file}"
   fi
-  line=$(printf '  [%3d/%d packages] %-70.70s %4d s' "$got" "$total" "${what:-resolving}" $((SECONDS - start)))
-  if [ -t 1 ]; then printf '\r%s' "$line"; elif [ $(( (SECONDS - start) % 30 )) -lt 2 ]; then echo "$line"; fi
+  line=$(printf '  [%3d/%d packages] %-72.72s %4d s' "$got" "$total" "${what:-resolving the lock file}" $((SECONDS - start)))
+  if [ -t 1 ]; then printf '\r%s' "$line"; elif [ $((SECONDS - last)) -ge 10 ]; then echo "$line"; last=$SECONDS; fi
 done
 wait "$pip_pid"; rc=$?
 [ -t 1 ] && printf '\n'
+rm -rf "$tmp"
 if [ "$rc" -ne 0 ]; then
   if grep -qiE 'No space left on device' "$log"; then
     die "the disk filled up during the install: free some space and run the command again (log: $log)"
@@ -74,10 +81,14 @@ if [ "$rc" -ne 0 ]; then
 fi
 echo "  done in $((SECONDS - start)) s"
 
-# --- this package (editable) and the course's Jupyter kernel and settings ----------------------------
+# --- this package (editable) and the course's Jupyter kernel and settings: one line per step ------------
+echo "  installing the softmax-lab package (editable: your checkout's code/) ..."
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e . >>"$log" 2>&1 \
   || { tail -n 15 "$log" >&2; die "installing the softmax-lab package failed (log: $log)"; }
+echo "  registering the Jupyter kernel 'softmax-lab' ..."
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name softmax-lab --display-name "Softmax Lab (Python 3)" >>"$log" 2>&1 \
   || die "registering the Jupyter kernel failed (log: $log)"
 # No news pop-up on every page (JupyterLab asks whether to fetch news; this switches the plugin off).
+echo "  switching off JupyterLab's news pop-up ..."
 "$VENV/bin/jupyter" labextension disable --level=sys_prefix "@jupyterlab/apputils-extension:announcements" >>"$log" 2>&1 || true
+echo "  installed in $((SECONDS - start)) s"

@@ -54,7 +54,10 @@ def check(*notebooks: str) -> bool:
         raise TypeError('name the notebook to check, e.g. softmax_lab.check("01_scores_to_probabilities.ipynb")')
     from .cli import main
 
-    return main(["check", *[str(n) for n in notebooks]]) == 0
+    try:
+        return main(["check", *[str(n) for n in notebooks]]) == 0
+    except SystemExit:  # a usage error, already printed: a False here, not an exception in the notebook
+        return False
 
 
 def __getattr__(name):

@@ -3,26 +3,29 @@
 The module itself is callable: ``softmax_lab.doctor()`` is ``run_doctor()`` (and stays so after
 ``import softmax_lab.doctor``, which makes the package attribute this module).
 
-Each check prints one line: ``ok``, ``info`` or ``FAIL`` with what to do. The last check launches a tiny real
-Triton kernel (a masked row max and a store) and checks its result, which catches the interpreter's quiet
-failures: storing nothing, returning zeros, or filling masked lanes with 0.
+Each check prints one line: ``ok``, ``info`` or ``FAIL`` with what to do. The learner's commands are proven by
+running them: ``softmax-lab check`` grades a tiny one-exercise notebook (in a fresh process, started first so that
+it runs while the other checks do), ``softmax_lab.hint`` reads a hint, and a tiny real Triton kernel (a masked row
+max and a store) is launched and its result checked, which catches the interpreter's quiet failures: storing
+nothing, returning zeros, or filling masked lanes with 0.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
+import tempfile
+import time
 import types
 from dataclasses import dataclass
 from importlib import metadata
-
-import torch
-
-from .device import DEVICE, ON_GPU, describe
-import triton  # noqa: E402  (after .device, which switches the interpreter on when needed)
-import triton.language as tl  # noqa: E402
+from importlib.util import find_spec
+from pathlib import Path
 
 NUMPY_FIX = 'pip install "numpy<2.4"   (Triton 3.6.0\'s interpreter breaks on numpy 2.4)'
+INSTALL_FIX = "make lab (it installs requirements/lab.txt), or: pip install -r requirements/lab.txt"
 
 
 @dataclass
@@ -36,16 +39,42 @@ class Finding:
         return f"{text}\n       fix: {self.fix}" if self.fix else text
 
 
-@triton.jit
-def _row_max_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
-    # One program, one row of n_cols < BLOCK values: padding lanes must be -inf, not 0.
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n_cols, other=float("-inf"))
-    tl.store(out_ptr + offs, x, mask=offs < n_cols)
-    tl.store(out_ptr + n_cols, tl.max(x, axis=0))
+def _define_row_max_kernel():
+    """The tiny kernel, defined on first use: torch and triton load only when the doctor runs (after .device,
+    which switches the interpreter on when needed)."""
+    from . import device  # noqa: F401  (picks the device before triton is imported)
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _row_max_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+        # One program, one row of n_cols < BLOCK values: padding lanes must be -inf, not 0.
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n_cols, other=float("-inf"))
+        tl.store(out_ptr + offs, x, mask=offs < n_cols)
+        tl.store(out_ptr + n_cols, tl.max(x, axis=0))
+
+    return _row_max_kernel
+
+
+def __getattr__(name):
+    if name == "_row_max_kernel":
+        globals()[name] = _define_row_max_kernel()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _on_gpu() -> bool:
+    from .device import ON_GPU
+
+    return ON_GPU
 
 
 def check_versions() -> list[Finding]:
+    from . import device  # noqa: F401  (before triton: it switches the interpreter on when needed)
+    import torch
+    import triton
+
     found = [Finding("info", f"python {sys.version.split()[0]}, torch {torch.__version__}, triton {triton.__version__}")]
     try:
         wanted = [r for r in (metadata.requires("torch") or []) if r.replace(" ", "").startswith("triton==")]
@@ -65,7 +94,7 @@ def check_versions() -> list[Finding]:
     major_minor = tuple(int(p) for p in numpy.__version__.split(".")[:2])
     if major_minor < (2, 4):
         found.append(Finding("ok", f"numpy {numpy.__version__} works with the interpreter"))
-    elif ON_GPU:  # kernels compile; only the load/store counting of chapters 3 and 7 uses the interpreter
+    elif _on_gpu():  # kernels compile; only the load/store counting of chapters 3 and 7 uses the interpreter
         found.append(Finding("info", f"numpy {numpy.__version__}: counting loads/stores (chapters 3, 7) needs numpy<2.4",
                              NUMPY_FIX))
     else:
@@ -74,6 +103,8 @@ def check_versions() -> list[Finding]:
 
 
 def check_device() -> list[Finding]:
+    from .device import ON_GPU, describe
+
     found = [Finding("info" if not ON_GPU else "ok", f"kernels run on: {describe()}")]
     if not ON_GPU:
         found.append(Finding("info", "no CUDA GPU: every kernel runs in Triton's interpreter (slow, but the same code); "
@@ -97,10 +128,15 @@ def check_kernel_registered() -> list[Finding]:
 
 
 def check_tiny_kernel() -> list[Finding]:
+    import torch
+
+    from .device import DEVICE
+
+    kernel = sys.modules[__name__]._row_max_kernel  # (tests put a broken one here)
     row = torch.tensor([-1002.0, -1001.0, -1000.0], device=DEVICE)
     out = torch.full((4,), float("nan"), device=DEVICE)  # poisoned: NaN means "never stored"
     try:
-        _row_max_kernel[(1,)](row, out, 3, BLOCK=4)
+        kernel[(1,)](row, out, 3, BLOCK=4)
     except TypeError as err:
         if "0-dimensional" in str(err):
             return [Finding("FAIL", f"the interpreter failed: {err}", NUMPY_FIX)]
@@ -169,18 +205,154 @@ def check_cuda_layer() -> list[Finding]:
                         'pip install "numba-cuda==0.30.4"')]
 
 
+# --------------------------------------------------------------------------- the learner's own commands
+
+TINY_ID = "doctor-add-one"
+TINY_TIMEOUT = 120  # seconds; a healthy machine needs a few
+
+
+def _notebook(cells: list[dict]) -> dict:
+    return {"nbformat": 4, "nbformat_minor": 5, "cells": cells, "metadata": {
+        "kernelspec": {"display_name": "Softmax Lab (Python 3)", "language": "python", "name": "softmax-lab"},
+        "language_info": {"name": "python"}, "softmax_lab": {"chapter": "99", "title": "the doctor's tiny chapter"}}}
+
+
+def _cell(ident: str, source: str, tags: list[str], output: str = "") -> dict:
+    if ident == "title":
+        return {"cell_type": "markdown", "id": ident, "metadata": {}, "source": source}
+    outputs = [{"name": "stdout", "output_type": "stream", "text": output}] if output else []
+    return {"cell_type": "code", "id": ident, "metadata": {"tags": tags}, "source": source,
+            "execution_count": 1 if output else None, "outputs": outputs}
+
+
+def tiny_course(folder: Path) -> Path:
+    """A one-exercise course in ``folder`` (solutions/99_doctor.ipynb, exercises/ch99.toml) and a learner's
+    solved copy of its notebook, whose path is returned. Pure Python: no kernel, no torch, so it is quick."""
+    check = ('print("PASS  add_one(1) == 2" if add_one(1) == 2 else "FAIL  add_one(1) is not 2")\n'
+             f'print("{TINY_ID}: PASSED (1/1 checks passed)")')
+    expected = f"PASS  add_one(1) == 2\n{TINY_ID}: PASSED (1/1 checks passed)\n"
+    cells = [_cell("title", "# The doctor's tiny chapter", []),
+             _cell("exercise", "def add_one(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION",
+                   [f"exercise:{TINY_ID}"]),
+             _cell("check", check, [f"check:{TINY_ID}", "nbval-check-output"], expected)]
+    for sub in ("solutions", "exercises", "learner"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    (folder / "solutions" / "99_doctor.ipynb").write_text(json.dumps(_notebook(cells)), encoding="utf-8")
+    (folder / "exercises" / "ch99.toml").write_text(f'[[exercise]]\nid = "{TINY_ID}"\npoints = 1\ncheck = "add_one"\n',
+                                                    encoding="utf-8")
+    cells[1]["source"] = "def add_one(x):\n    return x + 1"  # what a learner wrote
+    cells[2]["outputs"], cells[2]["execution_count"] = [], None
+    learner = folder / "learner" / "99_doctor.ipynb"
+    learner.write_text(json.dumps(_notebook(cells)), encoding="utf-8")
+    return learner
+
+
+def _course_command() -> list[str]:
+    """`softmax-lab` of this environment (the console script), else the same through this Python."""
+    script = Path(sys.executable).parent / "softmax-lab"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "softmax_lab.cli"]
+
+
+class TinyCheck:
+    """`softmax-lab check` of the tiny notebook, in its own process: start() it, do other things, finish()."""
+
+    def __init__(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="softmax-lab-doctor-")
+        folder = Path(self.tmp.name)
+        learner = tiny_course(folder)
+        self.command = [*_course_command(), "check", str(learner), "--solutions", str(folder / "solutions"),
+                        "--registry", str(folder / "exercises"), "--timeout", "60", "--setup-timeout", "60",
+                        "--notebook-timeout", str(TINY_TIMEOUT)]
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     cwd=folder, stdin=subprocess.DEVNULL)
+
+    def finish(self) -> list[Finding]:
+        try:
+            out, _ = self.proc.communicate(timeout=TINY_TIMEOUT + 30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            return [Finding("FAIL", f"`softmax-lab check` of a one-line notebook ran past {TINY_TIMEOUT + 30} s",
+                            "is the machine overloaded? `softmax-lab check --keep-scratch NOTEBOOK` keeps its log")]
+        finally:
+            self.tmp.cleanup()
+        seconds = time.monotonic() - self.started
+        if self.proc.returncode == 0 and "1/1 points" in out:
+            sandbox = "without a sandbox" if "no sandbox" in out else "in the bubblewrap sandbox"
+            return [Finding("ok", f"`softmax-lab check` graded a tiny notebook: 1/1 points ({sandbox}, {seconds:.1f} s)")]
+        lines = [ln.strip() for ln in out.splitlines() if ln.strip() and not ln.startswith("checking ")]
+        missing = next((m for m in ("pytest", "nbval", "ipykernel", "nbformat") if f"No module named {m}" in out
+                        or f"No module named '{m}'" in out), None)
+        if missing:
+            return [Finding("FAIL", f"`softmax-lab check` cannot run notebooks: {missing} is not installed",
+                            INSTALL_FIX)]
+        detail = "; ".join(lines[-3:])[:400] or f"exit status {self.proc.returncode}, no output"
+        return [Finding("FAIL", f"`softmax-lab check` failed on a tiny notebook that is correct: {detail}",
+                        "make lab (reinstalls the course's packages); if it still fails, show these lines to your "
+                        "instructor")]
+
+
+def check_learner_tools() -> list[Finding]:
+    """What the learner's commands load: JupyterLab (`make lab`), pytest and nbval (`softmax-lab check`)."""
+    found = []
+    for module, package, used_by in (("jupyterlab", "jupyterlab", "make lab"), ("pytest", "pytest", "softmax-lab check"),
+                                     ("nbval", "nbval", "softmax-lab check")):
+        if find_spec(module) is None:
+            found.append(Finding("FAIL", f"{package} is not installed; `{used_by}` needs it", INSTALL_FIX))
+    if not found:
+        found.append(Finding("ok", "jupyterlab, pytest and nbval are installed (make lab, softmax-lab check)"))
+    return found
+
+
+def check_sandbox() -> list[Finding]:
+    """`softmax-lab check` runs notebooks in bubblewrap when it works here, else without it (one line says so)."""
+    from .grading import sandbox
+
+    try:
+        sandbox.check_works()
+    except sandbox.SandboxMissing:
+        return [Finding("info", "no bubblewrap sandbox here: `softmax-lab check` runs your own notebook without one "
+                                "(instructors grading others' work need it)",
+                        f"optional, Debian/Ubuntu: sudo apt-get install -y {sandbox.APT_PACKAGE}")]
+    return [Finding("ok", "the grader's bubblewrap sandbox works here")]
+
+
+def check_hints() -> list[Finding]:
+    """`softmax_lab.hint(...)`: the ladder of the first exercise reads at level 1 (sources or packaged data)."""
+    try:
+        from . import hints
+
+        first = sorted(hints.table())[0]
+        text = hints.level_text(first, 1)
+    except Exception as err:  # noqa: BLE001 - the doctor reports, it does not crash
+        return [Finding("FAIL", f"softmax_lab.hint() cannot read the hints: {type(err).__name__}: {str(err)[:200]}",
+                        "reinstall the course: pip install --force-reinstall --no-deps softmax-lab (or make lab)")]
+    return [Finding("ok", f"softmax_lab.hint() reads the hints ({len(hints.table())} exercises)")] if text else []
+
+
 def findings() -> list[Finding]:
-    return (check_versions() + check_device() + check_kernel_registered() + check_course_command()
-            + check_workspace() + check_cuda_layer() + check_tiny_kernel())
+    tiny = TinyCheck()  # runs while the checks below do
+    try:
+        found = (check_versions() + check_device() + check_kernel_registered() + check_course_command()
+                 + check_learner_tools() + check_sandbox() + check_hints() + check_workspace() + check_cuda_layer()
+                 + check_tiny_kernel())
+    except BaseException:
+        tiny.proc.kill()
+        tiny.finish()
+        raise
+    return found + tiny.finish()
 
 
 def run_doctor(verbose: bool = True) -> bool:
+    started = time.monotonic()
     found = findings()
     if verbose:
         for f in found:
             print(f.line())
         bad = sum(f.level == "FAIL" for f in found)
-        print("All checks passed." if not bad else f"{bad} problem(s) found: see the fixes above.")
+        took = f" ({time.monotonic() - started:.1f} s)"
+        print(("All checks passed." if not bad else f"{bad} problem(s) found: see the fixes above.") + took)
     return all(f.level != "FAIL" for f in found)
 
 

@@ -15,10 +15,12 @@ import argparse
 import hashlib
 import json
 import os
+import secrets
 import shlex
 import shutil
 import socket
 import sys
+import time
 from pathlib import Path
 
 STATE = ".softmax-lab.json"
@@ -148,6 +150,7 @@ def jupyter_command(root: Path, port: int, open_browser: bool) -> list[str]:
     cmd = [sys.executable, "-m", "jupyterlab", *terminal, f"--ServerApp.root_dir={root / 'workspace'}",
            "--LabApp.default_url=/lab/tree/00_setup.ipynb", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0",
+           "--ServerApp.log_level=WARN", "--LabApp.log_level=WARN",  # quiet: the address, boxed, comes last
            "--KernelSpecManager.ensure_native_kernel=False", "--KernelSpecManager.allowed_kernelspecs=softmax-lab",
            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
            # every save keeps the hint levels a learner has seen in the notebook's metadata (softmax_lab.hints)
@@ -159,14 +162,58 @@ def jupyter_command(root: Path, port: int, open_browser: bool) -> list[str]:
     return cmd
 
 
-def lab_environment() -> dict:
+def lab_environment(workspace: Path | None = None) -> dict:
     """The server's environment: this venv's commands first on PATH, so `!softmax-lab`, `!pip` and the
-    JupyterLab terminal use the course's environment."""
+    JupyterLab terminal use the course's environment; ``PWD``: the folder the server starts in (``workspace``);
+    ``JUPYTER_TOKEN``: the learner's own, else a new one (the address `make lab` prints carries it)."""
     env = dict(os.environ)
+    env.setdefault("JUPYTER_TOKEN", secrets.token_hex(24))
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
     env["VIRTUAL_ENV"] = str(Path(sys.executable).parent.parent)
+    if workspace is not None:
+        env["PWD"] = str(workspace)
     return env
+
+
+def address_box(url: str) -> str:
+    """The address, boxed, with what to do with it: the last thing `make lab` prints."""
+    lines = ["Softmax Lab is ready. Open this address in your browser:", "", url, "",
+             "Your notebooks are in workspace/. Ctrl+C here stops JupyterLab (your saved work stays)."]
+    width = max(map(len, lines))
+    return "\n".join(["+" + "-" * (width + 2) + "+", *(f"| {ln:<{width}} |" for ln in lines),
+                      "+" + "-" * (width + 2) + "+"])
+
+
+def announce_when_serving(url: str, port: int, timeout: float = 300) -> None:
+    """Print ``address_box(url)`` once the server on ``port`` answers, from a detached process, so that this one
+    can become JupyterLab itself (Ctrl+C and signals then reach it directly). Quiet if the server never answers
+    or this process ends first."""
+    server = os.getpid()
+    if os.fork():
+        os.wait()  # the first child only forks the announcer and exits: nothing is left to reap later
+        return
+    if os.fork():
+        os._exit(0)
+    try:
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(server, 0)
+            except OSError:  # JupyterLab exited (a port taken after all, a bad option): it said why
+                break
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=2):
+                    pass
+            except OSError:
+                time.sleep(0.3)
+                continue
+            print("\n" + address_box(url), flush=True)
+            break
+    finally:
+        os._exit(0)
 
 
 def has_display() -> bool:
@@ -236,6 +283,11 @@ def run_lab(args: argparse.Namespace) -> int:
               file=sys.stderr)
     cmd = jupyter_command(root, args.port, open_browser=has_display() and not args.no_browser)
     cmd += [a for a in args.jupyter_args if a != "--"]
-    sys.stdout.flush()
-    os.execvpe(cmd[0], cmd, lab_environment())
+    env = lab_environment(root / "workspace")
+    print(f"softmax-lab lab: starting JupyterLab on port {args.port} (the address follows in a box) ...", flush=True)
+    announce_when_serving(f"http://localhost:{args.port}/lab?token={env['JUPYTER_TOKEN']}", args.port)
+    # The server starts in workspace/: a new JupyterLab terminal opens where the server runs, so
+    # `softmax-lab check 02_masks_and_padding.ipynb` there finds the notebook the file browser shows.
+    os.chdir(root / "workspace")
+    os.execvpe(cmd[0], cmd, env)
     return 0  # not reached

@@ -16,6 +16,7 @@ per thread) twice: as first written (``tl.exp``, a division per element) and as 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -37,10 +38,16 @@ def _in_fresh_process(args: list, timeout: float) -> dict:
     """``python -m softmax_lab.machine_code *args`` (which compiles as for a GPU: the device is picked when
     softmax_lab is imported, so not in this process), its JSON output."""
     run = subprocess.run([sys.executable, "-m", "softmax_lab.machine_code", *args], capture_output=True, text=True,
-                         timeout=timeout)
+                         timeout=timeout, env=_compile_environment())
     if run.returncode != 0:
         raise RuntimeError(f"compiling for sm_90 failed:\n{run.stderr[-2000:]}")
     return json.loads(run.stdout)
+
+
+def _compile_environment() -> dict:
+    """This process's environment without the switches that force the interpreter (``SOFTMAX_LAB_DEVICE=cpu``,
+    ``TRITON_INTERPRET=1``): the fresh process compiles for the GPU whatever this one runs on."""
+    return {k: v for k, v in os.environ.items() if k not in ("SOFTMAX_LAB_DEVICE", "TRITON_INTERPRET")}
 
 
 WIDTH_KERNELS = ("fused", "multirow", "backward")

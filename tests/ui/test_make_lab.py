@@ -55,6 +55,12 @@ def made_lab(tmp_path_factory):
         _stop(proc)
         pytest.fail(f"`softmax-lab lab` did not serve JupyterLab:\n{server.log_tail()}", pytrace=False)
     server.course = root
+    deadline = time.monotonic() + 30  # the address comes in a box, after everything the server printed
+    while "Softmax Lab is ready" not in server.log_tail(20000) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    printed = server.log_tail(20000).rstrip().splitlines()
+    assert f"| http://localhost:{port}/lab?token={token}" in "\n".join(printed[-5:]), "\n".join(printed[-30:])
+    assert set(printed[-1]) == {"+", "-"}, "the box is the last thing `softmax-lab lab` prints"
     try:
         yield server
     finally:
@@ -111,3 +117,67 @@ def test_first_screen_saved_answer_survives_rebuild(browser, made_lab):
     assert build.build(lab.course / "solutions", lab.course / "notebooks", check=True, log=lambda *_: None) == []
     assert (workspace / SETUP).read_text() == saved
     assert nbformat.reads(saved, as_version=4).cells[k].source.startswith("!softmax-lab --version")
+
+
+CHAPTER_2 = "02_masks_and_padding.ipynb"
+
+
+def test_chapter_2_solved_and_saved_gets_full_marks_in_a_cell_and_in_the_terminal(browser, made_lab):
+    """The issue's 'done when': after `make lab`, chapter 2 solved and saved in Chromium, then
+    `!softmax-lab check 02_masks_and_padding.ipynb` in a cell and the same command in JupyterLab's terminal (which
+    opens in workspace/) both give full marks."""
+    lab = made_lab
+    workspace = lab.course / "workspace"
+    learner = nbformat.read(str(workspace / CHAPTER_2), as_version=4)
+    solution = nbformat.read(str(ROOT / "solutions" / CHAPTER_2), as_version=4)
+    answers = {t: c.source for c in solution.cells for t in c.metadata.get("tags", []) if t.startswith("exercise:")}
+    exercise_cells = {k: answers[t] for k, c in enumerate(learner.cells) for t in c.metadata.get("tags", [])
+                      if t in answers}
+    assert len(exercise_cells) == 2, exercise_cells.keys()
+    last = max(k for k, c in enumerate(learner.cells) if c.cell_type == "code")
+
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, service_workers="block")
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=lab.base)
+    page = context.new_page()
+    try:
+        nb = Notebook(page, lab, CHAPTER_2, OUT, "check-ch02")
+        nb.open()
+        for k, source in exercise_cells.items():
+            nb.replace_source(k, source)
+        nb.replace_source(last, f"!softmax-lab check {CHAPTER_2}")
+        with nb.step("saving with Ctrl+S"):
+            page.keyboard.press("ControlOrMeta+s")
+        nb.wait_for("""() => !window.jupyterapp.shell.currentWidget.context.model.dirty""", "the save", 30)
+        nb.run_cells(last, 1, 600)
+        shown = nb.cells()[last]["shown"]
+        nb.screenshot("check-ch02-in-a-cell")
+        nb.check(_full_marks(shown), f"`!softmax-lab check {CHAPTER_2}` in a cell shows: {shown!r}")
+        nb.check(f"checking {workspace / CHAPTER_2}" in shown, f"the cell does not say which file it checked: {shown!r}")
+
+        with nb.step("opening JupyterLab's terminal"):
+            page.evaluate("() => window.jupyterapp.commands.execute('terminal:create-new').then(() => true)")
+            page.wait_for_selector(".jp-Terminal .xterm", timeout=60_000)
+            page.locator(".jp-Terminal .xterm").last.click()
+            time.sleep(2)  # bash reads its start-up file
+            page.keyboard.type(f"pwd; softmax-lab check {CHAPTER_2}\n", delay=20)
+        # What the terminal shows, read from its xterm.js buffer (it may draw on a canvas).
+        screen = nb.wait_for(r"""() => { const w = window.jupyterapp.shell.currentWidget;
+                                      const t = w && w.content && w.content._term;
+                                      if (!t) return '';
+                                      const b = t.buffer.active, rows = [];
+                                      for (let i = 0; i < b.length; i++) rows.push(b.getLine(i).translateToString(true));
+                                      const text = rows.join('\n');
+                                      return /\d+\/\d+ points/.test(text) ? text : ''; }""",
+                             "the terminal's `softmax-lab check` to finish", 600)
+        nb.screenshot("check-ch02-in-the-terminal")
+        nb.check(str(workspace) in screen, f"the terminal does not open in workspace/: {screen!r}")
+        nb.check(_full_marks(screen), f"`softmax-lab check {CHAPTER_2}` in the terminal shows: {screen!r}")
+    finally:
+        context.close()
+
+
+def _full_marks(text: str) -> bool:
+    import re
+
+    found = re.search(r"(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) points", text)
+    return bool(found) and float(found.group(1)) == float(found.group(2)) > 0

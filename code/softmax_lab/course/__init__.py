@@ -5,7 +5,7 @@
 * ``build``     learner notebooks from solutions/ (a pipeline of nbconvert preprocessors; ``softmax-lab build``)
 * ``execute``   re-running solutions in place with reproducible outputs (``softmax-lab build --execute``)
 * ``nbgrader``  solution notebooks -> nbgrader source notebooks (``softmax-lab nbgrader``)
-* ``data/``     package data read at run time: ``nbval_sanitize.cfg`` (grading and ``make test-notebooks``)
+* ``../data/``  the package data read at run time, ``nbval_sanitize.cfg`` among it (grading, ``make test-notebooks``)
 
 Everything here needs the standard library, nbformat and nbconvert only: never torch. The author's guide is
 docs/authoring.md.
@@ -42,8 +42,8 @@ def exercise(ident: str) -> Exercise:
 
 
 def data_file(name: str) -> Path:
-    """A file of the package data in ``softmax_lab/course/data/`` (installed with the wheel)."""
-    path = Path(str(resources.files(__name__).joinpath("data", name)))
+    """A file of the package's one data folder, ``softmax_lab/data/`` (installed with the wheel)."""
+    path = Path(str(resources.files(__name__.rpartition(".")[0]).joinpath("data", name)))
     if not path.is_file():
         raise FileNotFoundError(f"package data {name} is missing from {path.parent}")
     return path

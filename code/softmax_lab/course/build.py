@@ -15,7 +15,8 @@ preprocessors (docs/authoring.md has the conventions):
 * nbconvert's ``ClearOutputPreprocessor``: outputs, execution counts and transient cell metadata cleared (cell
   ids, tags, other metadata and notebook metadata are kept);
 * ``DropWidgetState``: saved widget state belongs to the executed solutions only;
-* ``AddBootstrap``: a first cell installs the course when ``softmax_lab`` is missing (hosted notebooks);
+* ``AddBootstrap``: a cell under the title, collapsed, installs the course when ``softmax_lab`` is missing (hosted
+  notebooks);
 * ``Fingerprint``: ``softmax_lab.learner_sha`` fingerprints the generated cells, so the build can tell a notebook it
   wrote from one somebody edited: it never overwrites an edited one without ``--force``.
 
@@ -37,17 +38,21 @@ from .notebook import (EXERCISE, RUBRIC, TRANSIENT_METADATA, BuildError, dumps, 
                        has_solution, read, repo_root, solution_paths, sources_sha, strip_solutions, tag_value,
                        validate)
 
-# The first cell of every learner notebook. Under `make lab` softmax_lab is installed and the cell does nothing;
-# on a hosted notebook service (Colab, Kaggle, ...) it installs the course beside the service's own torch.
+# The cell under the title of every learner notebook, collapsed to its first line. Under `make lab` softmax_lab
+# is installed and the cell does nothing; on a hosted notebook service (Colab, Kaggle, ...) it installs the course
+# beside the service's own torch.
 BOOTSTRAP_ID = "softmax-lab-bootstrap"
 BOOTSTRAP = """\
-# Running on a hosted notebook (Colab, Kaggle, ...)? This cell installs the course there; with `make lab` it does
-# nothing. SOFTMAX_LAB_SOURCE: where to install it from (a git URL or a folder); the service's torch is kept.
+# Installs the course on a hosted notebook (Colab, Kaggle); does nothing under `make lab`.
+# SOFTMAX_LAB_SOURCE: where to install from (a git URL or a folder); the service's torch is kept.
 import importlib.util, os, subprocess, sys
 if importlib.util.find_spec("softmax_lab") is None:
-    source = os.environ.get("SOFTMAX_LAB_SOURCE", "{source}")
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps", source])
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", {pins}])"""
+    source = os.environ.get("SOFTMAX_LAB_SOURCE",
+                            "{source}")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.check_call(pip + ["--no-deps", source])
+    subprocess.check_call(pip + [{pins}])"""
+BOOTSTRAP_WIDTH = 100  # no line wider than this: the cell never scrolls sideways
 # The course's public source; override per class with SOFTMAX_LAB_SOURCE (docs/authoring.md, "Hosted notebooks").
 COURSE_SOURCE = "git+https://github.com/softmax-lab/softmax-lab.git"
 # What a hosted service lacks: everything pinned except torch (kept) and the JupyterLab application itself.
@@ -64,10 +69,18 @@ def hosted_pins(pyproject: Path | None = None) -> list[str]:
 
 
 def bootstrap_cell():
-    pins = ", ".join(repr(p) for p in hosted_pins())
+    """The install cell: collapsed (JupyterLab shows its first line), its pins wrapped to BOOTSTRAP_WIDTH."""
+    lines, line, indent = [], "", " " * len("    subprocess.check_call(pip + [")
+    for pin in (repr(p) for p in hosted_pins()):
+        if line and len(indent) + len(line) + len(pin) + 4 > BOOTSTRAP_WIDTH:
+            lines.append(line + ",")
+            line = ""
+        line = f"{line}, {pin}" if line else pin
+    pins = ("\n" + indent).join(lines + [line])
     cell = nbformat.v4.new_code_cell(BOOTSTRAP.format(source=COURSE_SOURCE, pins=pins))
     cell.id = BOOTSTRAP_ID
     cell.metadata["tags"] = ["bootstrap"]
+    cell.metadata["jupyter"] = {"source_hidden": True}
     return cell
 
 
@@ -100,10 +113,11 @@ class DropWidgetState(Preprocessor):
 
 
 class AddBootstrap(Preprocessor):
-    """The first cell installs the course on a hosted notebook service (a no-op under ``make lab``)."""
+    """The cell under the title installs the course on a hosted notebook service (a no-op under ``make lab``)."""
 
     def preprocess(self, nb, resources):
-        nb.cells = [bootstrap_cell(), *nb.cells]
+        titled = bool(nb.cells) and nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+        nb.cells.insert(1 if titled else 0, bootstrap_cell())
         return nb, resources
 
 

@@ -16,8 +16,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import nbformat
-
 from .registry import Registry
 
 BEGIN = "### BEGIN SOLUTION"
@@ -199,6 +197,8 @@ def sources_sha(nb) -> str:
 
 def edited_by_hand(text: str) -> bool:
     """True when a learner notebook's cells are not the ones the build wrote (or it does not parse)."""
+    import nbformat  # here, not at the top: it takes a second to load (check --help must not wait)
+
     try:
         nb = nbformat.reads(text, as_version=NB_VERSION)
     except Exception:  # noqa: BLE001  (a notebook that does not parse may be somebody's broken work: keep it)
@@ -209,11 +209,15 @@ def edited_by_hand(text: str) -> bool:
 
 def dumps(nb) -> str:
     """The exact text written for a notebook (stable: nbformat's sorted keys and indent, final newline)."""
+    import nbformat
+
     text = nbformat.writes(nb, version=NB_VERSION)
     return text if text.endswith("\n") else text + "\n"
 
 
 def read(path: Path):
+    import nbformat
+
     return nbformat.read(str(path), as_version=NB_VERSION)
 
 

@@ -14,3 +14,10 @@
 Nothing here imports torch (tests/test_layout.py checks it); the judge's harness runs in its own sandbox. The
 instructor's guide is docs/grading.md.
 """
+import sys
+
+# nbformat validates with jsonschema, which imports rfc3987-syntax when it is installed (Jupyter's own packages
+# pull it in); that module builds a grammar for web addresses at import, a second or more of every grading
+# process (here and nbval's, whose plugin is loaded after ours). No notebook schema checks web addresses: a None
+# entry makes that import fail, which jsonschema expects and handles by skipping those formats.
+sys.modules.setdefault("rfc3987_syntax", None)

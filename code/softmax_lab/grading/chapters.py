@@ -16,11 +16,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import nbformat
+from typing import TYPE_CHECKING
 
 from ..course import registry as _registry
 from ..course.notebook import has_solution, strip_solutions, tag_value
+
+if TYPE_CHECKING:
+    import nbformat
 
 CHECK_OUTPUT = "nbval-check-output"
 # nbval obeys these comments in a cell's source; a learner's exercise cell must not switch checking off.
@@ -72,6 +74,8 @@ def _points(registry: _registry.Registry, ident: str, path: Path) -> int:
 
 
 def load_chapter(path: Path, registry: _registry.Registry | None = None) -> Chapter:
+    import nbformat  # here, not at the top: it takes a second to load (check --help must not wait)
+
     registry = registry or _registry.load()
     nb = nbformat.read(str(path), as_version=4)
     meta = nb.metadata.get("softmax_lab", {})
@@ -140,6 +144,8 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
         raise InvalidNotebook("valid JSON, but not a Jupyter notebook (no list of cells)")
     if len(data["cells"]) > MAX_CELLS:
         raise InvalidNotebook(f"the notebook has {len(data['cells'])} cells, more than the grader's limit of {MAX_CELLS}")
+    import nbformat
+
     try:
         return nbformat.reads(text, as_version=4)
     except Exception as err:  # noqa: BLE001 - any nbformat failure is a broken submission

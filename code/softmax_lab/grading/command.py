@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import difflib
 import hashlib
 import sys
 import traceback
@@ -48,7 +49,7 @@ def add_common_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--memory-mb", type=int, default=8192,
                     help="memory cap per submission in MB, 0 for none (default 8192)")
     ap.add_argument("--sanitize-with", type=Path, default=None,
-                    help="nbval sanitize config (default: the package's course/data/nbval_sanitize.cfg)")
+                    help="nbval sanitize config (default: the package's data/nbval_sanitize.cfg)")
     ap.add_argument("--answer-hint-cap", type=_fraction, default=None,
                     help="share of an exercise's points kept when the learner was shown its complete answer "
                          f"(hint level 4), 0..1 (default: the course config, else {DEFAULT_ANSWER_HINT_CAP})")
@@ -124,7 +125,8 @@ def _prepare_sandbox(args, learner: bool) -> None:
             print(f"softmax-lab check: no sandbox ({err}); checking without one", file=sys.stderr)
             args.unsafe_no_sandbox = True
     sandbox.clean_stale_scratch()  # left behind by a grader killed with kill -9
-    judge.judges()  # load the chapters' judges once, before worker threads start
+    if not learner:  # `check` grades one notebook at a time and loads only what its chapter needs
+        judge.judges()  # load the chapters' judges once, before worker threads start
 
 
 def options(args, learner: bool = False) -> tuple[Options, dict[str, Chapter]]:
@@ -425,8 +427,96 @@ def run_grade(args: argparse.Namespace) -> int:
 
 
 def add_check_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("notebooks", nargs="+", type=Path, help="your notebook(s)")
-    add_common_arguments(ap)
+    ap.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK",
+                    help="your saved notebook, e.g. 02_masks_and_padding.ipynb: looked for where you are, then in "
+                         "the course's workspace/")
+    ap.usage = "softmax-lab check [-h] NOTEBOOK [NOTEBOOK ...] [instructor options]"
+    ap.epilog = "Save the notebook first (Ctrl+S): the saved file is what is checked."
+    add_common_arguments(ap.add_argument_group(
+        "instructor options", "for instructors and course authors; learners never need them"))
+
+
+def find_notebook(given: Path, cwd: Path | None = None) -> tuple[Path | None, str]:
+    """The notebook `softmax-lab check NAME` grades, and '' (or None and one line naming the fix).
+
+    NAME as given, else ``workspace/NAME`` of the course checkout found from ``cwd``: learners work in
+    workspace/ (``softmax_lab.lab``), and notebooks/ holds the course's blank copies, never their work."""
+    from ..course.notebook import BuildError, repo_root
+
+    cwd = Path.cwd() if cwd is None else cwd
+    path = given if given.is_absolute() else cwd / given
+    try:
+        root = repo_root(cwd)
+    except BuildError:
+        try:
+            root = repo_root()  # the checkout this package is installed from (make lab's editable install)
+        except BuildError:
+            root = None
+    workspace = root / "workspace" if root else None
+    if path.is_dir():
+        inside = sorted(path.glob("*.ipynb")) or (sorted(workspace.glob("*.ipynb")) if workspace else [])
+        example = _shown(inside[0], cwd) if inside else "02_masks_and_padding.ipynb"
+        return None, f"{given} is a folder: name the notebook, e.g. softmax-lab check {example}"
+    if path.is_file():
+        mine = workspace / path.name if workspace else None
+        if root and path.resolve().parent == (root / "notebooks").resolve() and mine and mine.is_file():
+            return None, (f"{given} is the course's blank copy, not your work: yours is {_shown(mine, cwd)} "
+                          f"(softmax-lab check {_shown(mine, cwd)})")
+        return path, ""
+    if workspace is not None and not given.is_absolute() and (workspace / given).is_file():
+        return workspace / given, ""
+    if workspace is not None and not workspace.is_dir():
+        return None, (f"no notebook {given} here, and no {workspace} (deleted? or `make lab` never ran): "
+                      "`softmax-lab workspace` copies the chapters there")
+    folders = [cwd] + ([workspace] if workspace is not None and workspace.resolve() != cwd.resolve() else [])
+    names = sorted({p.name for f in folders for p in f.glob("*.ipynb")})
+    near = difflib.get_close_matches(given.name, names, n=1, cutoff=0.5)
+    if near:
+        fix = f"did you mean {near[0]}?"
+    elif names:
+        fix = f"the notebooks there: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
+    else:
+        fix = "name the path of your saved notebook"
+    return None, f"no notebook {given} in {' or '.join(map(str, folders))}: {fix}"
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    """``path`` relative to ``cwd`` when inside it (what a learner would type), else absolute."""
+    try:
+        return str(path.resolve().relative_to(cwd.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _saved_when(path: Path) -> str:
+    import time
+
+    age = max(0, int(time.time() - path.stat().st_mtime))
+    ago = f"{age} s" if age < 120 else f"{age // 60} min" if age < 7200 else f"{age // 3600} h"
+    return f"saved {time.strftime('%H:%M:%S', time.localtime(path.stat().st_mtime))}, {ago} ago"
+
+
+def readable_problem(path: Path, chapters: dict[str, Chapter]) -> str:
+    """One line naming the fix when ``path`` cannot be checked at all (not a notebook, not of this course, no
+    exercise cells), else ''. Reading it never changes it."""
+    from .chapters import _tagged
+
+    try:
+        nb = read_submission(path)
+    except InvalidNotebook as err:
+        saved = path.parent / ".ipynb_checkpoints" / f"{path.stem}-checkpoint.ipynb"
+        fix = (f"JupyterLab's last checkpoint of it is {saved}" if saved.is_file() else
+               "move it aside and `softmax-lab workspace` copies a fresh one")
+        return f"{path.name} is not a readable notebook ({err}); {fix}"
+    chapter, note = match_chapter(nb, path, chapters)
+    if chapter is None:
+        return f"{path.name} is not a notebook of this course ({note}): check one of the NN_*.ipynb chapters"
+    if chapter.exercises and not _tagged(nb, "exercise:"):
+        return (f"{path.name} has no exercise cells ({chapter.label()}'s cells tagged exercise:...; deleted, or "
+                f"their tags removed?): copy them back from notebooks/{chapter.path.name}")
+    if not chapter.exercises:
+        return f"{chapter.label()} has no exercises to check; its questions are graded by your instructor"
+    return ""
 
 
 def print_check(path: Path, res: SubmissionResult) -> None:
@@ -448,14 +538,29 @@ def print_check(path: Path, res: SubmissionResult) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    found = []
+    for given in args.notebooks:  # before the solutions are read: a wrong name is answered at once
+        path, problem = find_notebook(given)
+        if problem:
+            print(f"softmax-lab check: {problem}", file=sys.stderr)
+        else:
+            found.append(path)
+    if not found:
+        return 1
+    if args.solutions is None and _default_solutions() is None:
+        print("softmax-lab check: the course's solutions/ are not here (installed without the course checkout): "
+              "run each exercise's check cell in the notebook, or pass --solutions DIR", file=sys.stderr)
+        return 2
     opts, chapters = options(args, learner=True)
-    all_ok = True
-    for path in args.notebooks:
-        if not path.exists():
-            print(f"{path}: no such file", file=sys.stderr)
+    all_ok = len(found) == len(args.notebooks)
+    for path in found:
+        problem = readable_problem(path, chapters)
+        if problem:
+            print(f"softmax-lab check: {problem}", file=sys.stderr)
             all_ok = False
             continue
-        print(f"checking {path} (a fresh kernel runs it with the course's own checks) ...", flush=True)
+        print(f"checking {path} ({_saved_when(path)}): a fresh kernel runs it with the course's own checks ...",
+              flush=True)
         res = grade_notebook(path, path.name, chapters, opts)
         print_check(path, res)
         all_ok &= all(r["status"] == "passed" for r in res.rows)

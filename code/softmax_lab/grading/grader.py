@@ -28,7 +28,7 @@ _SUMMARY = re.compile(r"^(?P<id>\S+): (PASSED|FAILED) \((?P<k>\d+)/(?P<n>\d+) ch
 @dataclass
 class Options:
     limits: Limits = field(default_factory=Limits)
-    sanitize: str = field(default_factory=sanitize_config)  # nbval's sanitizer (course/data/nbval_sanitize.cfg)
+    sanitize: str = field(default_factory=sanitize_config)  # nbval's sanitizer (softmax_lab/data/nbval_sanitize.cfg)
     expected_chapter: str | None = None  # --chapter: a notebook of another chapter scores 'missing'
     partial: bool = False                # award points * k/n of the grader's own checks for a failed exercise
     judge: bool = True                   # launch the learner's code on fresh inputs outside nbval (judge.py)
@@ -117,7 +117,8 @@ def _fatal_words(fatal: dict, where: str, limits: Limits) -> tuple[str, str]:
     if kind == "memory":
         return "error", f"out of memory: {where} {fatal['message']}; the grader stopped it"
     if kind == "died" and fatal["message"].startswith("the grading process"):
-        return "error", f"{fatal['message']} while running {where} (does your code kill processes?)"
+        cap = f", or is the memory cap of {limits.memory_mb} MB (--memory-mb) too low" if limits.memory_mb else ""
+        return "error", f"{fatal['message']} while running {where} (does your code kill processes{cap}?)"
     if kind == "died":
         return "error", (f"the Python kernel died while running {where} "
                          "(os._exit/exit(), a crash such as a segfault in native code, or out of memory)")
@@ -300,7 +301,7 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
     # points away from what nbval's run gave (a check that passed in the notebook proves nothing by itself).
     from . import judge
 
-    table = judge.judges() if opts.judge else {}
+    table = judge.judges(chapter.chapter) if opts.judge else {}
     wanted = {ex.id: g.nb.cells[ex.cell].source for ex in chapter.exercises if ex.id in table
               and (decided[ex.id][0] == "passed" or (opts.partial and decided[ex.id][0] == "failed"))}
     seed = opts.seed if opts.seed is not None else judge.new_seed()

@@ -12,6 +12,7 @@ For every exercise with a judge (``JUDGES`` in ``softmax_lab.checks.chNN``, see 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import math
 import os
@@ -32,9 +33,12 @@ _LOADED = False
 MAX_RESULTS_BYTES = 2 * 2**20
 
 
-def judges() -> dict[str, object]:
-    """Every judge declared by the chapter check modules (``JUDGES`` dicts), plus REGISTRY."""
+def judges(chapter: str | None = None) -> dict[str, object]:
+    """Every judge declared by the chapter check modules (``JUDGES`` dicts), plus REGISTRY. With ``chapter``, a
+    chapter that has no check module (``checks/chNN.py``) loads none of them: importing them imports torch."""
     global _LOADED
+    if chapter is not None and not _LOADED and not _has_check_module(chapter):
+        return REGISTRY
     if not _LOADED:
         from .. import checks
 
@@ -45,6 +49,11 @@ def judges() -> dict[str, object]:
                     REGISTRY.setdefault(k, v)
         _LOADED = True
     return REGISTRY
+
+
+def _has_check_module(chapter: str) -> bool:
+    spec = importlib.util.find_spec(f"{__package__.rpartition('.')[0]}.checks")  # finds it, imports nothing
+    return any((Path(d) / f"ch{chapter}.py").is_file() for d in spec.submodule_search_locations or [])
 
 
 @dataclass

@@ -27,8 +27,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
 try:  # psutil comes with IPython; without it we fall back to process groups and no RSS watchdog
     import psutil
 except ImportError:  # pragma: no cover
@@ -214,6 +212,8 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     grader_dir = scratch / "in"
     grader_dir.mkdir()
     # Lone surrogates (valid in JSON, not in UTF-8) become "?": the sandbox reads the notebook back as UTF-8.
+    import nbformat  # here, not at the top: it takes a second to load (check --help must not wait)
+
     (grader_dir / "submission.ipynb").write_bytes(nbformat.writes(nb).encode("utf-8", "replace"))
     _write_config(grader_dir, sanitize_config() if sanitize is None else sanitize)
     log_path = scratch / "pytest.log"
@@ -226,7 +226,7 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
         child_env = sandbox.base_env({"SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
                                       "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
         child_env.update(env or {})
-        inner = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin", "-p", PLUGIN,
+        inner = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "nbval.plugin",
                  "-p", "no:cacheprovider", "-c", "/grader/pytest.ini", "--rootdir", "/tmp",
                  "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", "/grader/nbval_sanitize.cfg",
                  "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",
@@ -258,7 +258,7 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
             "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(real_home / ".triton" / "cache")),
             "MPLCONFIGDIR": os.environ.get("MPLCONFIGDIR", str(real_home / ".config" / "matplotlib")),
         })
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "nbval.plugin", "-p", PLUGIN,
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "nbval.plugin",
                "-p", "no:cacheprovider", "-c", str(grader_dir / "pytest.ini"), "--rootdir", str(scratch),
                "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", str(grader_dir / "nbval_sanitize.cfg"),
                "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",
