@@ -203,7 +203,7 @@ def test_a_finished_chapter_passes_nbval_in_the_edition(edition, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(edition / "code")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax",
                            "--nbval-current-env", "--nbval-sanitize-with",
-                           str(edition / "code/softmax_lab/course/data/nbval_sanitize.cfg"), str(path)],
+                           str(edition / "code/softmax_lab/data/nbval_sanitize.cfg"), str(path)],
                           capture_output=True, text=True, cwd=edition, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:]
 
