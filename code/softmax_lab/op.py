@@ -23,11 +23,14 @@ operators; ``torch.compile``/``torch.export``/``torch.jit.trace`` see the operat
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.autograd.forward_ad as forward_ad
 from torch import Tensor
 
 from .dispatch import choose, plan_2d, softmax_2d
+from .kernels import double
 from .kernels._launch import check_mask, check_tensor
 from .kernels.backward import softmax_backward as backward_2d
 from .kernels.masked import masked_softmax as masked_kernel
@@ -60,34 +63,49 @@ def _softmax_rows(x: Tensor, dim: int) -> Tensor:
         return _softmax_rows(x.reshape(1), 0).reshape(())
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    return _from_rows(softmax_2d(_as_rows(x, dim)), x.shape, dim)
+    rows = double.softmax if x.dtype == torch.float64 else softmax_2d  # float64 computes in float64
+    return _from_rows(rows(_as_rows(x, dim)), x.shape, dim)
 
 
 def _softmax_impl(x: Tensor, dim: int) -> Tensor:
-    """Softmax of a checked ``x`` along a non-negative ``dim``, through the plan for its kind of input (what the
-    operator and the autograd Functions run; plain eager calls look their plan up in ``softmax`` directly)."""
+    """Softmax of a checked ``x`` along ``dim``, through the plan for its kind of input (what the operator and the
+    autograd Functions run; plain eager calls look their plan up in ``softmax`` directly)."""
+    x = x.resolve_neg()  # a negative-bit view (torch._neg_view) keeps x in memory and means -x: the kernels read memory
+    dim = _dim(dim, x.dim())
+    if x.dtype == torch.float64:
+        return _softmax_rows(x, dim)
     ptr = x.data_ptr()
     key = (x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15, dim)
     plan = _PLANS.get(key)
     if plan is None:
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        plan = _PLANS[key] = _plan(x, dim)
+        with _PLANS_LOCK:  # threads may create and evict plans at the same time
+            if len(_PLANS) >= MAX_PLANS:
+                _PLANS.clear()
+            plan = _PLANS[key] = _plan(x, dim)
     return plan(x, ptr)
 
 
 def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
+    y, dy = y.resolve_neg(), dy.resolve_neg()
+    dim = _dim(dim, y.dim())
     if y.dim() == 0:
         return _backward_impl(y.reshape(1), dy.reshape(1), 0).reshape(())
     if y.numel() == 0:
         return torch.empty(y.shape, dtype=y.dtype, device=y.device)
-    return _from_rows(backward_2d(_as_rows(y, dim), _as_rows(dy.to(y.dtype), dim)), y.shape, dim)
+    rows = double.softmax_backward if y.dtype == torch.float64 else backward_2d
+    return _from_rows(rows(_as_rows(y, dim), _as_rows(dy.to(y.dtype), dim)), y.shape, dim)
 
 
 def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
+    x, mask = x.resolve_neg(), mask.resolve_neg()
+    dim = _dim(dim, x.dim())
     if x.dim() == 0:
         return _masked_impl(x.reshape(1), mask.reshape(1), 0).reshape(())
     mask = mask.expand(x.shape)  # stride 0 along broadcast dims, no copy
+    if x.dtype == torch.float64:
+        if x.numel() == 0:
+            return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        return _from_rows(double.softmax(_as_rows(x, dim), _as_rows(mask, dim)), x.shape, dim)
     last = x.dim() - 1
     if dim == last:
         return masked_kernel(x, mask)
@@ -99,14 +117,20 @@ def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
 
 def _refuse_tangents(op: str, *tensors: Tensor) -> None:
     """Called directly under forward-mode AD, a custom op would drop the tangents without a word: refuse."""
-    if any(forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+    if forward_ad._current_level < 0:
+        return
+    try:
+        dual = any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+    except RuntimeError:  # traced (make_fx of a jvp, linearize): the tangents are the tracer's business, not ours
+        return
+    if dual:
         raise RuntimeError(f"torch.ops.softmax_lab.{op} does not carry forward-mode AD tangents; call "
                            "softmax_lab.softmax(...) instead, which implements the jvp y·(ẋ - Σ y·ẋ)")
 
 
 @torch.library.custom_op("softmax_lab::softmax", mutates_args=())
 def softmax_op(x: Tensor, dim: int) -> Tensor:
-    """Softmax of ``x`` along ``dim`` (0 <= dim < x.dim(), or 0 for a 0-d x); a new contiguous tensor."""
+    """Softmax of ``x`` along ``dim`` (negative counts from the end, as in torch); a new contiguous tensor."""
     _refuse_tangents("softmax", x)
     return _softmax_impl(x, dim)
 
@@ -144,25 +168,47 @@ def _batch_first(t: Tensor, bdim: int | None, size: int) -> Tensor:
     return t.movedim(bdim, 0) if bdim is not None else t.unsqueeze(0).expand(size, *t.shape)
 
 
+def _sample_dim(t: Tensor, bdim: int | None, dim: int) -> int:
+    """``dim`` of one vmapped sample (negative counts from the sample's end), made non-negative."""
+    return _dim(dim, t.dim() - (bdim is not None))
+
+
+# The vmap rules: a row-wise op, so the vmapped dim becomes one more leading dim, and the sample's `dim` moves one to
+# the right. Samples that are 0-d (vmap over a 1-D tensor) get a dim of length 1 for the call.
+
 @softmax_op.register_vmap
 def _(info, in_dims, x, dim):
-    # A row-wise op: the vmapped dim becomes one more leading dim, and `dim` moves one to the right.
-    return softmax_op(_batch_first(x, in_dims[0], info.batch_size), dim + 1), 0
+    scalar = x.dim() - (in_dims[0] is not None) == 0
+    dim = _sample_dim(x, in_dims[0], dim)
+    x = _batch_first(x, in_dims[0], info.batch_size)
+    if scalar:
+        return softmax_op(x.unsqueeze(-1), 1).squeeze(-1), 0
+    return softmax_op(x, dim + 1), 0
 
 
 @softmax_backward_op.register_vmap
 def _(info, in_dims, y, dy, dim):
     n = info.batch_size
-    return softmax_backward_op(_batch_first(y, in_dims[0], n), _batch_first(dy, in_dims[1], n), dim + 1), 0
+    scalar = y.dim() - (in_dims[0] is not None) == 0
+    dim = _sample_dim(y, in_dims[0], dim)
+    y, dy = _batch_first(y, in_dims[0], n), _batch_first(dy, in_dims[1], n)
+    if scalar:
+        return softmax_backward_op(y.unsqueeze(-1), dy.unsqueeze(-1), 1).squeeze(-1), 0
+    return softmax_backward_op(y, dy, dim + 1), 0
 
 
 @masked_softmax_op.register_vmap
 def _(info, in_dims, x, mask, dim):
+    scalar = x.dim() - (in_dims[0] is not None) == 0
+    dim = _sample_dim(x, in_dims[0], dim)
     x = _batch_first(x, in_dims[0], info.batch_size)
+    if scalar:
+        x = x.unsqueeze(-1)
     if in_dims[1] is not None:  # line the mask's batch dim up with x's (masks broadcast from the right)
         mask = mask.movedim(in_dims[1], 0)
         mask = mask.reshape(mask.shape[0], *[1] * (x.dim() - mask.dim()), *mask.shape[1:])
-    return masked_softmax_op(x, mask, dim + 1), 0
+    y = masked_softmax_op(x, mask, 1 if scalar else dim + 1)
+    return (y.squeeze(-1) if scalar else y), 0
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -172,31 +218,39 @@ PLAIN, FUNCTION, FUNCTORCH, OP = 0, 1, 2, 3
 
 def _route(a: Tensor, b: Tensor | None = None) -> int:
     """OP when a tracer must see the operator (torch.compile, export, jit.trace, a dispatch or function mode,
-    a tensor subclass such as FakeTensor); FUNCTORCH under a torch.func transform and FUNCTION for autograd or
+    a tensor subclass such as FakeTensor, a legacy batched tensor of ``gradcheck(check_batched_grad=True)``), or
+    under ``torch.func.functionalize`` alone; FUNCTORCH under other torch.func transforms (also inside
+    torch.compile: compiled ``grad`` and ``vmap(grad)`` trace the autograd.Function), FUNCTION for autograd or
     forward AD (the autograd.Functions below); PLAIN for a plain eager call: launch the kernels directly.
     (Written out for one or two tensors: this runs on every call.)"""
+    if torch._C._are_functorch_transforms_active():
+        top = torch._C._functorch.peek_interpreter_stack()
+        return OP if top is not None and top.key() == _FUNCTIONALIZE else FUNCTORCH
     if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
         return OP
-    if torch._C._are_functorch_transforms_active():
-        return FUNCTORCH
     if forward_ad._current_level >= 0 or (torch.is_grad_enabled() and (
             a.requires_grad or (b is not None and b.requires_grad))):
         return FUNCTION
     if (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
-            or type(a) is not Tensor or (b is not None and type(b) is not Tensor)):
+            or type(a) is not Tensor or (b is not None and type(b) is not Tensor)
+            or _legacy_batched(a) or (b is not None and _legacy_batched(b))):
         return OP
     return PLAIN
 
 
+_FUNCTIONALIZE = torch._C._functorch.TransformType.Functionalize
+_legacy_batched = torch._C._functorch.is_legacy_batchedtensor  # torch._vmap_internals (gradcheck's batched grads)
+
+
 def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
     """Differentiable ``dx = y·(dy - Σ dy·y)`` along ``dim`` (y: a softmax output, dy: its gradient)."""
-    dim = _dim(dim, y.dim())
+    d = _dim(dim, y.dim())
     route = _route(y, dy)
     if route == PLAIN:
-        return _backward_impl(y, dy, dim)
+        return _backward_impl(y, dy, d)
     if route == OP:
         return softmax_backward_op(y, dy, dim)
-    return (_Backward if route == FUNCTION else _BackwardForFunc).apply(y, dy, dim)
+    return (_Backward if route == FUNCTION else _BackwardForFunc).apply(y, dy, d)
 
 
 def _dot(a: Tensor, b: Tensor, dim: int) -> Tensor:
@@ -378,7 +432,14 @@ def _dim(dim, ndim: int) -> int:
 
 
 def _check(x, mask, dtype) -> None:
-    check_tensor(x, "input", dtype)  # the checks every entry point shares (kernels/_launch.py)
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"softmax(): argument 'dtype' must be a torch.dtype or None, got {type(dtype).__name__}")
+        raise TypeError(f"softmax(): dtype={dtype} is not a floating-point dtype; softmax returns probabilities: "
+                        "pass torch.float16, torch.bfloat16, torch.float32, torch.float64 or None")
+    want = x.dtype if dtype is None and isinstance(x, Tensor) else dtype
+    # the checks every entry point shares (kernels/_launch.py); float64 runs on its own kernels (kernels/double.py)
+    check_tensor(x, "input", torch.float32 if want == torch.float64 else dtype)
     if mask is not None:
         check_mask(mask, x)
 
@@ -386,6 +447,7 @@ def _check(x, mask, dtype) -> None:
 # The fast path of plain eager calls: one plan per kind of input (shape, strides, dtype, device, pointer
 # alignment, dim), made on the first call. A plan only allocates the output and launches the compiled kernel.
 _PLANS: dict = {}
+_PLANS_LOCK = threading.Lock()
 MAX_PLANS = 256
 
 
@@ -413,15 +475,16 @@ def _plan(x: Tensor, dim: int):
 def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, mask: Tensor | None = None) -> Tensor:
     """Softmax of ``input`` along ``dim``, like ``torch.softmax``, on the fastest kernel for its shape.
 
-    ``dtype``: cast the input to it first (e.g. float16 in, float32 out); the kernels take float16, bfloat16
-    and float32 and always compute in float32. The result is a new contiguous tensor. NaN and ±inf follow
+    ``dtype``: cast the input to it first, as torch does (e.g. float16 in, float32 out; float32 in,
+    ``dtype=torch.float64``: computed and returned in float64). float16, bfloat16 and float32 compute in
+    float32, float64 in float64 (``kernels/double.py``). The result is a new contiguous tensor. NaN and ±inf follow
     ``torch.softmax`` (a row with NaN or +inf gives NaN; an all -inf row gives NaN), except with ``mask``
     (SDPA convention: bool True = takes part, float = added; broadcast to ``input``): rows where everything
     is masked give zeros. Differentiable to any order, in reverse and forward mode, under ``torch.func``,
     ``torch.compile(fullgraph=True)`` and ``torch.export``; a float mask gets a gradient too.
     """
     if (mask is None and dtype is None and type(input) is Tensor and type(dim) is int
-            and input.layout is torch.strided and _route(input) == PLAIN):
+            and input.layout is torch.strided and _route(input) == PLAIN and not input.is_neg()):
         # The fast path: a plain eager call of a kind seen before (see _plan): no checks, no choices.
         ptr = input.data_ptr()
         d = dim + input.dim() if dim < 0 else dim
@@ -430,20 +493,20 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
             return plan(input, ptr)
     _check(input, mask, dtype)
     x = input if dtype is None or input.dtype == dtype else input.to(dtype)
-    dim = _dim(dim, x.dim())
+    d = _dim(dim, x.dim())  # checked here, with torch's errors; tracers get `dim` as given (a trace keeps -1)
     if mask is None:
         route = _route(x)
         if route == PLAIN:
-            return _softmax_impl(x, dim)
+            return _softmax_impl(x, d)
         if route == OP:
             return softmax_op(x, dim)
-        return (_Softmax if route == FUNCTION else _SoftmaxForFunc).apply(x, dim)
+        return (_Softmax if route == FUNCTION else _SoftmaxForFunc).apply(x, d)
     route = _route(x, mask)
     if route == PLAIN:
-        return _masked_impl(x, mask, dim)
+        return _masked_impl(x, mask, d)
     if route == OP:
         return masked_softmax_op(x, mask, dim)
-    return (_Masked if route == FUNCTION else _MaskedForFunc).apply(x, mask, dim)
+    return (_Masked if route == FUNCTION else _MaskedForFunc).apply(x, mask, d)
 
 
 softmax.choose = choose  # softmax_lab.softmax.choose(n_rows, n_cols, dtype): what the dispatcher would run
