@@ -213,17 +213,21 @@ def _(info, in_dims, x, mask, dim):
 
 # ---------------------------------------------------------------------------------------------------------
 # Routing: the fastest correct path for each call.
-PLAIN, FUNCTION, FUNCTORCH, OP = 0, 1, 2, 3
+PLAIN, FUNCTION, FUNCTORCH, OP, COMPOSITE = 0, 1, 2, 3, 4
 
 
 def _route(a: Tensor, b: Tensor | None = None) -> int:
     """OP when a tracer must see the operator (torch.compile, export, jit.trace, a dispatch or function mode,
     a tensor subclass such as FakeTensor, a legacy batched tensor of ``gradcheck(check_batched_grad=True)``), or
-    under ``torch.func.functionalize`` alone; FUNCTORCH under other torch.func transforms (also inside
-    torch.compile: compiled ``grad`` and ``vmap(grad)`` trace the autograd.Function), FUNCTION for autograd or
+    under ``torch.func.functionalize`` alone; FUNCTORCH under other torch.func transforms, FUNCTION for autograd or
     forward AD (the autograd.Functions below); PLAIN for a plain eager call: launch the kernels directly.
+    COMPOSITE under torch.func transforms inside torch.compile (``compile(grad(f))``, ``compile(vmap(grad(f)))``):
+    Dynamo runs the transforms on the operator itself, whose autograd (``register_autograd``) functorch refuses,
+    and inlines autograd.Functions, so there PyTorch's own softmax is traced instead (``_composite``).
     (Written out for one or two tensors: this runs on every call.)"""
     if torch._C._are_functorch_transforms_active():
+        if torch.compiler.is_compiling():
+            return COMPOSITE
         top = torch._C._functorch.peek_interpreter_stack()
         return OP if top is not None and top.key() == _FUNCTIONALIZE else FUNCTORCH
     if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
@@ -239,6 +243,16 @@ def _route(a: Tensor, b: Tensor | None = None) -> int:
 
 
 _FUNCTIONALIZE = torch._C._functorch.TransformType.Functionalize
+
+
+def _composite(x: Tensor, mask: Tensor | None, dim: int) -> Tensor:
+    """The operator in PyTorch's own ops, same values and semantics (fully masked rows give zeros, as
+    ``aten._safe_softmax``): what torch.compile traces under torch.func transforms (see ``_route``)."""
+    if mask is None:
+        return torch.softmax(x, dim)
+    s = x.to(torch.promote_types(x.dtype, torch.float32))
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.to(s.dtype)
+    return torch.ops.aten._safe_softmax(s, dim).to(x.dtype)
 _legacy_batched = torch._C._functorch.is_legacy_batchedtensor  # torch._vmap_internals (gradcheck's batched grads)
 
 
@@ -250,6 +264,8 @@ def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
         return _backward_impl(y, dy, d)
     if route == OP:
         return softmax_backward_op(y, dy, dim)
+    if route == COMPOSITE:
+        return (y.float() * (dy.float() - _dot(dy, y, d))).to(y.dtype)
     return (_Backward if route == FUNCTION else _BackwardForFunc).apply(y, dy, d)
 
 
@@ -500,12 +516,16 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
             return _softmax_impl(x, d)
         if route == OP:
             return softmax_op(x, dim)
+        if route == COMPOSITE:
+            return _composite(x, None, d)
         return (_Softmax if route == FUNCTION else _SoftmaxForFunc).apply(x, d)
     route = _route(x, mask)
     if route == PLAIN:
         return _masked_impl(x, mask, d)
     if route == OP:
         return masked_softmax_op(x, mask, dim)
+    if route == COMPOSITE:
+        return _composite(x, mask, d)
     return (_Masked if route == FUNCTION else _MaskedForFunc).apply(x, mask, d)
 
 
