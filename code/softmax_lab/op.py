@@ -439,6 +439,8 @@ masked_softmax_op.register_autograd(_MaskedRules.backward, setup_context=_setup_
 
 def _dim(dim, ndim: int) -> int:
     """``dim`` made non-negative, with torch's errors."""
+    if isinstance(dim, torch.SymInt):  # (make_fx with symbolic shapes passes ints as SymInts: the dim is static)
+        dim = int(dim)
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"softmax(): argument 'dim' (position 2) must be int, not {type(dim).__name__}")
     span = max(ndim, 1)  # a 0-d tensor takes dim 0 or -1, like torch
