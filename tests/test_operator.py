@@ -710,3 +710,70 @@ def test_dtype_argument_follows_torch():
     xr = x.clone().requires_grad_()
     (g,) = torch.autograd.grad(sm(xr, -1, dtype=torch.float64).sum(), xr)
     assert g.dtype == torch.float32
+
+
+def test_long_masked_rows_are_computed_in_float64():
+    # Rows longer than the masked kernel takes (kernels/masked.py MAX_COLS) go to the float64 kernels.
+    x = randn((2, 70000), device=DEV, seed=69)
+    keep = x > -1
+    keep[1] = False
+    y = sm(x, -1, mask=keep)
+    close(y, torch.ops.aten._safe_softmax(x.double().masked_fill(~keep, float("-inf")), -1))
+    assert y.dtype == torch.float32 and (y[1] == 0).all()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 7. The GPU operators' triton_op bodies (traced.py): what torch.compile traces and Inductor launches on a GPU
+
+def test_triton_op_bodies_compute_the_operator(monkeypatch):
+    # On the CPU the kernels are interpreted functions, which wrap_triton refuses: launch them directly.
+    from softmax_lab import traced
+
+    monkeypatch.setattr(traced, "wrap_triton", lambda kernel: kernel)
+    x = randn((2, 3, 4, 5), device=DEV, seed=70)
+    for dim in (-1, 0, 2):
+        close(traced.softmax(x, dim), ref(x, dim))
+        close(traced.softmax(x.double(), dim), ref(x, dim), atol=1e-12, rtol=1e-10)
+        close(traced.softmax(torch._neg_view(x), dim), ref(-x, dim))
+    keep = torch.rand(4, 5, device=DEV) > 0.3
+    keep[:, 0] = True
+    keep[2] = False
+    want = torch.ops.aten._safe_softmax(x.double().masked_fill(~keep, float("-inf")), -1)
+    close(traced.masked_softmax(x, keep, -1), want)
+    close(traced.masked_softmax(x.double(), keep, -1), want, atol=1e-12, rtol=1e-10)
+    bias = randn((3, 1, 5), device=DEV, seed=71)
+    close(traced.masked_softmax(x, bias, 2), torch.softmax(x.double() + bias.double(), 2))
+    y, dy = ref(x, 1), randn(x.shape, device=DEV, seed=72)
+    dx = y * (dy.double() - (dy.double() * y).sum(1, keepdim=True))
+    close(traced.softmax_backward(y.float(), dy, 1), dx)
+    close(traced.softmax_backward(y, dy.double(), -3), dx, atol=1e-12, rtol=1e-10)
+    assert float(traced.softmax(torch.tensor(2.0, device=DEV), 0)) == 1.0
+    long = randn((2, 70000), device=DEV, seed=73)
+    close(traced.softmax(long, -1), ref(long))
+    wide = randn((3, 20000), device=DEV, seed=74)  # past the backward tile: the float64 kernel
+    yw = ref(wide)
+    close(traced.softmax_backward(yw.float(), wide, -1), yw * (wide.double() - (wide.double() * yw).sum(-1, keepdim=True)))
+
+
+@pytest.mark.gpu
+def test_inductor_launches_the_kernels_itself():
+    # triton_op: Inductor's code launches the Triton kernels (no call of the operator through the dispatcher)
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(75)
+    block = Attention(d=64, heads=4).to(DEV)
+    x = torch.randn(2, 128, 64, device=DEV, requires_grad=True)
+    causal = torch.ones(128, 128, dtype=torch.bool, device=DEV).tril()
+    compiled = torch.compile(block, fullgraph=True)
+
+    def step():
+        out = compiled(x, causal)
+        out.sum().backward()
+        return out
+
+    out, codes = run_and_get_code(step)
+    code = "\n".join(codes)
+    assert "masked_softmax_kernel" in code and "softmax_backward_kernel" in code, code[:3000]
+    assert "torch.ops.softmax_lab" not in code
+    torch.testing.assert_close(out, block(x, causal), atol=1e-5, rtol=1e-5)
+    torch._dynamo.reset()

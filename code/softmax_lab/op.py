@@ -8,9 +8,10 @@ Three custom operators are registered with ``torch.library`` (namespace ``softma
   takes part; float mask: added; fully masked rows give zeros).
 
 Each has a fake (meta) implementation, so FakeTensor, ``torch.compile(fullgraph=True)`` and ``torch.export``
-see one node per call (the Triton kernels stay opaque: ``custom_op``, not ``triton_op``, because on the CPU the
-kernels run in Triton's interpreter, which cannot be traced), a vmap rule (the vmapped dim is folded into
-the leading dims) and an autograd formula.
+see one node per call, a vmap rule (the vmapped dim is folded into the leading dims; negative dims count from
+the end of one sample) and an autograd formula. On the CPU they are opaque ``custom_op``s (Triton's interpreter
+cannot be traced); on a GPU they are ``triton_op``s whose bodies (``traced.py``) launch the kernels through
+``wrap_triton``, so Inductor sees and launches the kernels itself.
 
 Gradients are right to any order: the backward is itself a differentiable operator (its own backward and
 forward-mode rules are written below), so double backward, Hessian-vector products and Hessians are exact.
@@ -23,16 +24,19 @@ operators; ``torch.compile``/``torch.export``/``torch.jit.trace`` see the operat
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
 import torch.autograd.forward_ad as forward_ad
 from torch import Tensor
 
+from .device import ON_GPU
 from .dispatch import choose, plan_2d, softmax_2d
 from .kernels import double
 from .kernels._launch import check_mask, check_tensor
 from .kernels.backward import softmax_backward as backward_2d
+from .kernels.masked import MAX_COLS as MASKED_MAX_COLS
 from .kernels.masked import masked_softmax as masked_kernel
 
 
@@ -102,7 +106,7 @@ def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
     if x.dim() == 0:
         return _masked_impl(x.reshape(1), mask.reshape(1), 0).reshape(())
     mask = mask.expand(x.shape)  # stride 0 along broadcast dims, no copy
-    if x.dtype == torch.float64:
+    if x.dtype == torch.float64 or x.shape[dim] > MASKED_MAX_COLS:  # (longer rows: computed in float64 too)
         if x.numel() == 0:
             return torch.empty(x.shape, dtype=x.dtype, device=x.device)
         return _from_rows(double.softmax(_as_rows(x, dim), _as_rows(mask, dim)), x.shape, dim)
@@ -128,40 +132,41 @@ def _refuse_tangents(op: str, *tensors: Tensor) -> None:
                            "softmax_lab.softmax(...) instead, which implements the jvp y·(ẋ - Σ y·ẋ)")
 
 
-@torch.library.custom_op("softmax_lab::softmax", mutates_args=())
-def softmax_op(x: Tensor, dim: int) -> Tensor:
-    """Softmax of ``x`` along ``dim`` (negative counts from the end, as in torch); a new contiguous tensor."""
+def _softmax_eager(x: Tensor, dim: int) -> Tensor:
     _refuse_tangents("softmax", x)
     return _softmax_impl(x, dim)
 
 
-@torch.library.custom_op("softmax_lab::softmax_backward", mutates_args=())
-def softmax_backward_op(y: Tensor, dy: Tensor, dim: int) -> Tensor:
-    """dx = y·(dy - Σ dy·y) along ``dim``, for y = softmax(x) and the incoming gradient dy."""
+def _backward_eager(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     _refuse_tangents("softmax_backward", y, dy)
     return _backward_impl(y, dy, dim)
 
 
-@torch.library.custom_op("softmax_lab::masked_softmax", mutates_args=())
-def masked_softmax_op(x: Tensor, mask: Tensor, dim: int) -> Tensor:
-    """Softmax of ``x`` along ``dim`` under ``mask`` (bool: True takes part; float: added; broadcast to x)."""
+def _masked_eager(x: Tensor, mask: Tensor, dim: int) -> Tensor:
     _refuse_tangents("masked_softmax", x, mask)
     return _masked_impl(x, mask, dim)
 
 
-@softmax_op.register_fake
-def _(x, dim):
-    return x.new_empty(x.shape)
+# On the CPU the operators are opaque custom ops: the kernels run in Triton's interpreter, which no tracer can
+# follow. On a GPU they are triton_ops (``traced.py``): the same schemas, implemented with wrap_triton launches that
+# torch.compile sees, so Inductor launches the kernels itself instead of calling the operator through the
+# dispatcher on every step, and torch.export keeps one node per call. SOFTMAX_LAB_OPS=custom_op (read at import)
+# keeps the opaque ones on a GPU too, to compare (tools/bench_attention.py).
+if ON_GPU and os.environ.get("SOFTMAX_LAB_OPS", "").strip() != "custom_op":
+    from . import traced
 
-
-@softmax_backward_op.register_fake
-def _(y, dy, dim):
-    return y.new_empty(y.shape)
-
-
-@masked_softmax_op.register_fake
-def _(x, mask, dim):
-    return x.new_empty(x.shape)
+    softmax_op = torch.library.triton_op("softmax_lab::softmax", traced.softmax, mutates_args=())
+    softmax_backward_op = torch.library.triton_op("softmax_lab::softmax_backward", traced.softmax_backward,
+                                                  mutates_args=())
+    masked_softmax_op = torch.library.triton_op("softmax_lab::masked_softmax", traced.masked_softmax, mutates_args=())
+else:
+    softmax_op = torch.library.custom_op("softmax_lab::softmax", _softmax_eager, mutates_args=())
+    softmax_backward_op = torch.library.custom_op("softmax_lab::softmax_backward", _backward_eager, mutates_args=())
+    masked_softmax_op = torch.library.custom_op("softmax_lab::masked_softmax", _masked_eager, mutates_args=())
+    # The outputs: new contiguous tensors shaped like the input.
+    softmax_op.register_fake(lambda x, dim: x.new_empty(x.shape))
+    softmax_backward_op.register_fake(lambda y, dy, dim: y.new_empty(y.shape))
+    masked_softmax_op.register_fake(lambda x, mask, dim: x.new_empty(x.shape))
 
 
 def _batch_first(t: Tensor, bdim: int | None, size: int) -> Tensor:

@@ -1,7 +1,8 @@
 """Softmax in float64: forward (with an optional SDPA-style mask) and backward kernels that compute in double.
 
 The course's kernels read 16- and 32-bit floats and compute in float32; a float64 input deserves float64
-arithmetic, as ``torch.softmax`` gives it. These kernels take rows of any length, BLOCK elements at a time: each
+arithmetic, as ``torch.softmax`` gives it. (The operator also sends here what no float32 kernel takes: masked rows
+longer than ``masked.MAX_COLS``; any input dtype works, the output has the input's dtype.) These kernels take rows of any length, BLOCK elements at a time: each
 lane keeps its own running ``(m, l)`` (max and sum of exp) over the blocks, the lanes are combined once at the
 end, and a second pass writes ``exp(x - m) / l``. Two reads of x: float64 is about accuracy here, not speed.
 
@@ -52,7 +53,8 @@ def double_softmax_kernel(out_ptr, x_ptr, mask_ptr, x_row_stride, out_row_stride
     for start in range(0, n_cols, BLOCK):
         cols = start + offs
         s = _scores(x_ptr, mask_ptr, row, cols, cols < n_cols, x_row_stride, m_row_stride, m_col_stride, MASK_KIND)
-        tl.store(out_ptr + row * out_row_stride + cols, tl.exp(s - shift) / total, mask=cols < n_cols)
+        y = tl.exp(s - shift) / total
+        tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
 
 
 @triton.jit
@@ -64,15 +66,16 @@ def double_backward_kernel(dx_ptr, y_ptr, dy_ptr, y_row_stride, dy_row_stride, d
     acc = tl.zeros([BLOCK], tl.float64)
     for start in range(0, n_cols, BLOCK):
         cols = start + offs
-        y = tl.load(y_ptr + row * y_row_stride + cols, mask=cols < n_cols, other=0.0)
-        dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=cols < n_cols, other=0.0)
+        y = tl.load(y_ptr + row * y_row_stride + cols, mask=cols < n_cols, other=0.0).to(tl.float64)
+        dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=cols < n_cols, other=0.0).to(tl.float64)
         acc += y * dy
     dot = tl.sum(acc, axis=0)
     for start in range(0, n_cols, BLOCK):
         cols = start + offs
-        y = tl.load(y_ptr + row * y_row_stride + cols, mask=cols < n_cols, other=0.0)
-        dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=cols < n_cols, other=0.0)
-        tl.store(dx_ptr + row * dx_row_stride + cols, y * (dy - dot), mask=cols < n_cols)
+        y = tl.load(y_ptr + row * y_row_stride + cols, mask=cols < n_cols, other=0.0).to(tl.float64)
+        dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=cols < n_cols, other=0.0).to(tl.float64)
+        dx = y * (dy - dot)
+        tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=cols < n_cols)
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
@@ -80,12 +83,12 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
 
 
 def softmax(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Softmax over the last dim of a 2-D float64 ``x`` (on the kernels' device, no grad), under an optional
-    ``mask`` of x's shape (bool or float, any strides). Returns a new contiguous float64 tensor."""
-    if x.dtype != torch.float64:
-        raise TypeError(f"double.softmax takes float64, got {x.dtype}")
+    """Softmax over the last dim of a 2-D float ``x`` (on the kernels' device, no grad) computed in float64, under
+    an optional ``mask`` of x's shape (bool or float, any strides). Returns a new contiguous tensor of x's dtype."""
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"double.softmax takes a floating-point x, got {x.dtype}")
     x = _rows(x)
-    out = torch.empty(x.shape, dtype=torch.float64, device=x.device)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return out
@@ -101,11 +104,12 @@ def softmax(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
 
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    """dx = y·(dy - Σ dy·y) over the last dim of 2-D float64 ``y`` and ``dy`` (same shape)."""
-    if y.dtype != torch.float64 or dy.dtype != torch.float64:
-        raise TypeError(f"double.softmax_backward takes float64, got {y.dtype} and {dy.dtype}")
+    """dx = y·(dy - Σ dy·y) over the last dim of 2-D float ``y`` and ``dy`` (same shape), computed in float64;
+    dx has y's dtype."""
+    if not (y.dtype.is_floating_point and dy.dtype.is_floating_point):
+        raise TypeError(f"double.softmax_backward takes floating-point tensors, got {y.dtype} and {dy.dtype}")
     y, dy = _rows(y), _rows(dy)
-    dx = torch.empty(y.shape, dtype=torch.float64, device=y.device)
+    dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
     n_rows, n_cols = y.shape
     if y.numel() == 0:
         return dx
