@@ -19,10 +19,20 @@ from torch.library import wrap_triton
 from . import op as _op
 from .dispatch import BACKWARD_TILE, BACKWARD_TILE_COLS
 from .kernels import double
-from .kernels._launch import cdiv, default_num_warps, next_power_of_2
+from .kernels._launch import cdiv, default_num_warps
 from .kernels.backward import softmax_backward_kernel
 from .kernels.masked import MAX_COLS as MASKED_MAX_COLS
 from .kernels.masked import masked_softmax_kernel
+
+
+def _block(n, most: int | None = None) -> int:
+    """The next power of two >= ``n`` (at most ``most``). Written with comparisons, not ``bit_length``: under
+    torch.compile with dynamic shapes ``n`` is a SymInt, and comparisons guard a range of lengths (one compiled
+    graph for all rows of 513-1024 elements) where an ``int(n)`` would recompile for every length."""
+    block = 1
+    while block < n and (most is None or block < most):
+        block *= 2
+    return block
 
 
 def _as_4d(t: Tensor) -> Tensor:
@@ -43,7 +53,7 @@ def _forward(x: Tensor, mask: Tensor | None, dim: int) -> Tensor:
         return out if dim == last else out.movedim(last, dim).contiguous()
     ms = None if mask is None else mask.expand(x.shape)  # stride 0 along broadcast dims: never copied
     ms = ms if ms is None or dim == last else ms.movedim(dim, last)
-    n_cols = int(xs.shape[-1])
+    n_cols = xs.shape[-1]
     if x.dtype != torch.float64 and n_cols <= MASKED_MAX_COLS:
         s4 = _as_4d(xs)
         kind, m4, m_strides = 0, s4, (0, 0, 0, 0)  # (no mask: not read)
@@ -51,8 +61,8 @@ def _forward(x: Tensor, mask: Tensor | None, dim: int) -> Tensor:
             kind = 1 if ms.dtype == torch.bool else 2
             m4 = _as_4d(ms.view(torch.uint8) if kind == 1 else ms)
             m_strides = m4.stride()
-        b, h, q, k = (int(n) for n in s4.shape)
-        block = next_power_of_2(k)
+        b, h, q, k = s4.shape
+        block = _block(k)
         wrap_triton(masked_softmax_kernel)[(b * h * q,)](
             out, s4, m4, h, q, k, *s4.stride(), *m_strides, MASK_KIND=kind, BLOCK=block,
             num_warps=default_num_warps(block))
@@ -65,9 +75,9 @@ def _forward(x: Tensor, mask: Tensor | None, dim: int) -> Tensor:
             m = ms.reshape(-1, n_cols)
             m = m.view(torch.uint8) if kind == double.BOOL_MASK else m
             m_strides = m.stride()
-        wrap_triton(double.double_softmax_kernel)[(int(x2.shape[0]),)](
+        wrap_triton(double.double_softmax_kernel)[(x2.shape[0],)](
             out, x2, m, x2.stride(0), n_cols, *m_strides, n_cols, MASK_KIND=kind,
-            BLOCK=min(next_power_of_2(n_cols), double.MAX_BLOCK), num_warps=4)
+            BLOCK=_block(n_cols, double.MAX_BLOCK), num_warps=4)
     return out if dim == last else out.movedim(last, dim).contiguous()
 
 
@@ -94,15 +104,15 @@ def softmax_backward(y: Tensor, dy: Tensor, dim: int) -> Tensor:
         return torch.empty(y.shape, dtype=y.dtype, device=y.device)
     y2, dy2 = _op._as_rows(y, dim), _op._as_rows(dy.to(y.dtype), dim)
     dx2 = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
-    n_rows, n_cols = int(y2.shape[0]), int(y2.shape[1])
+    n_rows, n_cols = y2.shape
     strides = (y2.stride(0), dy2.stride(0), dx2.stride(0))
     if y.dtype != torch.float64 and n_cols <= BACKWARD_TILE_COLS:
-        block = next_power_of_2(n_cols)
+        block = _block(n_cols)
         rows = max(1, BACKWARD_TILE // block)
         wrap_triton(softmax_backward_kernel)[(cdiv(n_rows, rows),)](
             dx2, y2, dy2, *strides, n_rows, n_cols, ROWS=rows, BLOCK=block, VEC=1,
             num_warps=default_num_warps(rows * block))
     else:
         wrap_triton(double.double_backward_kernel)[(n_rows,)](
-            dx2, y2, dy2, *strides, n_cols, BLOCK=min(next_power_of_2(n_cols), double.MAX_BLOCK), num_warps=4)
+            dx2, y2, dy2, *strides, n_cols, BLOCK=_block(n_cols, double.MAX_BLOCK), num_warps=4)
     return _op._from_rows(dx2, y.shape, dim)
