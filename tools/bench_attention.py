@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -78,7 +79,7 @@ def run_one(args):
                 ops=args.kind if impl.startswith("softmax_lab") else "torch", impl=impl, dtype=str(dtype).split(".")[1],
                 block=f"B={B} S={S} D={D} H={H} causal", graph_breaks=breaks,
                 inductor_launches_kernel="masked_softmax_kernel" in code,
-                inductor_calls_operator="torch.ops.softmax_lab" in code,
+                inductor_calls_operator=bool(re.search(r"torch\.ops\.softmax_lab\.\w+\.default\(", code)),
                 eager_fwd_ms=round(eager_fwd, 4), compiled_fwd_ms=round(compiled_fwd, 4),
                 eager_fwd_bwd_ms=round(eager_fb, 4), compiled_fwd_bwd_ms=round(compiled_fb, 4),
                 max_abs_diff_compiled_vs_eager=float((y_c.float() - y_e.float()).abs().max())))
