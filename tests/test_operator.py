@@ -779,3 +779,33 @@ def test_inductor_launches_the_kernels_itself():
     assert not re.search(r"torch\.ops\.softmax_lab\.\w+\.default\(", code)  # no call of the operator itself
     torch.testing.assert_close(out, block(x, causal), atol=1e-5, rtol=1e-5)
     torch._dynamo.reset()
+
+
+def test_triton_op_bodies_trace_with_symbolic_shapes(monkeypatch):
+    # What torch.compile does with them on a GPU, minus the GPU: the bodies trace on FakeTensors with symbolic
+    # shapes (no addresses read, no size turned into an int): the grids stay symbolic, block sizes are guarded.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from softmax_lab import traced
+
+    launches = []
+
+    class Recorder:  # stands in for wrap_triton: records each launch instead of making a graph node
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launches.append((self.kernel.__name__, grid, kwargs["BLOCK"]))
+
+    monkeypatch.setattr(traced, "wrap_triton", Recorder)
+    x = torch.randn(2, 3, 7, 100, device=DEV)
+    keep = torch.rand(7, 100, device=DEV) > 0.5
+    y = torch.softmax(x, 1)
+    make_fx(lambda a, m: traced.masked_softmax(a, m, -1), tracing_mode="symbolic")(x, keep)
+    make_fx(lambda a: traced.softmax(a, 1), tracing_mode="symbolic")(x)
+    make_fx(lambda a, b: traced.softmax_backward(a, b, 1), tracing_mode="symbolic")(y, y)
+    make_fx(lambda a: traced.softmax(a, -1), tracing_mode="symbolic")(x.double())
+    names = [name for name, _, _ in launches]
+    assert names == ["masked_softmax_kernel", "masked_softmax_kernel", "softmax_backward_kernel", "double_softmax_kernel"]
+    assert all(not isinstance(grid[0], int) for _, grid, _ in launches)  # symbolic programs counts
+    assert [block for _, _, block in launches] == [128, 4, 4, 128]
