@@ -5,6 +5,7 @@ refusals (inputs that require grad, unsafe out=, bad knobs).
 Everything runs on the CPU (Triton's interpreter) with tiny shapes; the CUDA-graph test needs a GPU.
 """
 import math
+import textwrap
 import warnings
 
 import pytest
@@ -444,3 +445,367 @@ def test_direct_op_calls_refuse_forward_ad_instead_of_dropping_tangents():
             torch.ops.softmax_lab.softmax(dual, 1)
         y = softmax_lab.softmax(dual, 1)  # the public function carries the tangent
         assert fwAD.unpack_dual(y).tangent is not None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 5. Issue 27: the cases a review written the way PyTorch tests its operators found wrong (4 of them silently)
+
+def test_registered_ops_take_negative_dims_under_vmap():
+    # The vmap rules used to pass dim + 1, turning -1 into the batch dim (max error 0.8, no exception).
+    import softmax_lab.op  # noqa: F401  (registers the operators)
+
+    x = randn((4, 3, 6), device=DEV, seed=50)
+    dy = randn((4, 3, 6), device=DEV, seed=51)
+    m = randn((3, 6), device=DEV, seed=52)
+    y64 = ref(x)
+    for dim in (-1, -2, 1, 0):
+        close(torch.vmap(lambda t: ops().softmax(t, dim))(x), torch.softmax(x.double(), dim % 2 + 1))
+        close(torch.vmap(lambda t: ops().softmax(t, dim), in_dims=1)(x), torch.softmax(x.double(), [0, 2][dim % 2]).movedim(1, 0))
+    close(torch.vmap(lambda t, g: ops().softmax_backward(t, g, -1))(y64.float(), dy),
+          y64 * (dy.double() - (dy.double() * y64).sum(-1, keepdim=True)))
+    close(torch.vmap(lambda t: ops().masked_softmax(t, m, -1))(x), ref(x + m))
+    close(torch.vmap(lambda mm: ops().masked_softmax(x[0], mm, -2))(x), torch.softmax(x[0].double() + x.double(), -2))
+    # eager, out of range: torch's IndexError
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        ops().softmax(x, -4)
+
+
+def test_jit_trace_keeps_a_negative_dim():
+    traced = torch.jit.trace(lambda t: sm(t, -1), (randn((3, 4), device=DEV, seed=53),))
+    x3 = randn((2, 3, 5), device=DEV, seed=54)  # a higher rank than traced: -1 is still the last dim
+    close(traced(x3), ref(x3))
+    masked = torch.jit.trace(lambda t, mm: sm(t, -1, mask=mm), (randn((3, 4), device=DEV), torch.ones(4, dtype=torch.bool)))
+    keep = torch.rand(5, device=DEV) > 0.3
+    keep[0] = True
+    close(masked(x3, keep), ref(x3.masked_fill(~keep, float("-inf"))))
+
+
+def test_threads_share_the_interpreter_and_the_plan_cache(monkeypatch):
+    # Triton's interpreter keeps its state in globals: concurrent launches raised InterpreterError or were wrong.
+    import threading
+
+    from softmax_lab import op
+
+    monkeypatch.setattr(op, "MAX_PLANS", 3)  # plans created and evicted while other threads use them
+    failures = []
+
+    def work(seed):
+        for i in range(5):
+            x = randn((2 + i, 9 + seed), device=DEV, seed=100 * seed + i)
+            keep = torch.rand(9 + seed, device=DEV) > 0.3
+            keep[0] = True
+            try:
+                checks = [(sm(x, -1), ref(x)), (sm(x, 0), ref(x, 0)),
+                          (kernels.masked_softmax(x, keep), ref(x.masked_fill(~keep, float("-inf")))),
+                          (kernels.fused_softmax(x), ref(x))]
+                for got, want in checks:
+                    err = float((got.double() - want).abs().max())
+                    if err > 1e-5:
+                        failures.append(f"thread {seed}: error {err}")
+            except Exception as e:  # noqa: BLE001  (collected, reported below)
+                failures.append(f"thread {seed}: {e!r}"[:200])
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+
+
+def test_negative_bit_views_are_read_as_their_values():
+    # torch._neg_view(x) keeps x's memory and means -x (PyTorch's test_neg_view); the kernels read memory.
+    x = randn((3, 7), device=DEV, seed=55)
+    n = torch._neg_view(x)
+    assert n.is_neg()
+    close(sm(n, -1), ref(-x))
+    close(sm(n, 0), ref(-x, 0))
+    close(ops().softmax(n, 1), ref(-x))
+    m = randn((7,), device=DEV, seed=56)
+    close(sm(x, -1, mask=torch._neg_view(m)), ref(x - m))
+    close(sm(x.double(), -1, mask=torch._neg_view(m.double())), ref(x - m))
+    # autograd: the input, the incoming gradient and the mask as views
+    xr = x.clone().requires_grad_()
+    dy = randn((3, 7), device=DEV, seed=57)
+    (g,) = torch.autograd.grad(sm(torch._neg_view(xr), -1), xr, torch._neg_view(dy))
+    x64 = x.double().requires_grad_()
+    close(g, torch.autograd.grad(torch.softmax(-x64, -1), x64, -dy.double())[0])
+
+
+SUBPROCESS_CHECK = """
+import torch
+x = torch.randn(3, 5)
+y = softmax_lab.softmax(x, -1)
+torch.testing.assert_close(y, torch.softmax(x, -1))
+from softmax_lab.kernels import masked_softmax
+torch.testing.assert_close(masked_softmax(x, torch.tensor([True, False, True, True, True])),
+                           torch.softmax(x.masked_fill(torch.tensor([False, True, False, False, False]), float("-inf")), -1))
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("first", [
+    "import triton",
+    # Dynamo imports triton when it compiles anything, even with a CPU backend
+    "import torch\ntorch.compile(lambda t: t + 1, backend='aot_eager')(torch.ones(2))",
+    # a learner's own kernel, decorated before softmax_lab was imported
+    "import triton, triton.language as tl\n"
+    "@triton.jit\n"
+    "def copy(x_ptr, y_ptr, BLOCK: tl.constexpr):\n"
+    "    offs = tl.arange(0, BLOCK)\n"
+    "    tl.store(y_ptr + offs, tl.max(tl.load(x_ptr + offs)[None, :], axis=0))\n",
+])
+def test_import_order_does_not_matter(first, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    if softmax_lab.ON_GPU:
+        pytest.skip("the import order matters only for the CPU interpreter")
+    script = tmp_path / "order.py"
+    extra = ("x4 = torch.arange(4.0); y4 = torch.zeros(4); copy[(1,)](x4, y4, BLOCK=4); "
+             "assert y4.tolist() == [0, 1, 2, 3], y4\n") if "def copy" in first else ""
+    script.write_text(first + "\nimport softmax_lab\n" + SUBPROCESS_CHECK + extra)
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "SOFTMAX_LAB_DEVICE")}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_threads_after_torch_then_softmax_lab_then_triton(tmp_path):
+    # torch first, softmax_lab, triton last: the import hook must still put the interpreter's lock in place.
+    import os
+    import subprocess
+    import sys
+
+    if softmax_lab.ON_GPU:
+        pytest.skip("the interpreter's lock is a CPU matter")
+    script = tmp_path / "threads.py"
+    script.write_text(textwrap.dedent("""
+        import threading, torch, softmax_lab
+        from softmax_lab.kernels import fused_softmax
+        errors = []
+        def work(seed):
+            for i in range(6):
+                x = torch.randn(3, 9 + seed)
+                try:
+                    torch.testing.assert_close(fused_softmax(x), torch.softmax(x, -1))
+                except Exception as e:
+                    errors.append(repr(e)[:200])
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        print(errors or "ok")
+    """))
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "SOFTMAX_LAB_DEVICE")}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_gradcheck_with_batched_grads_and_legacy_vmap():
+    x = randn((3, 5), device=DEV, seed=58).double().requires_grad_()
+    m = randn((5,), device=DEV, seed=59).double().requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: sm(t, -1), (x,), check_batched_grad=True)
+    assert torch.autograd.gradcheck(lambda t, mm: sm(t, 0, mask=mm), (x, m), check_batched_grad=True)
+    assert torch.autograd.gradgradcheck(lambda t: sm(t, -1), (x,), check_batched_grad=True)
+    from torch._vmap_internals import _vmap
+
+    xs = randn((4, 3, 5), device=DEV, seed=60)
+    close(_vmap(lambda t: sm(t, -1))(xs), ref(xs))
+    close(_vmap(lambda t: sm(t, 0, mask=m.detach().float()))(xs), torch.softmax(xs.double() + m.detach(), 1))
+
+
+def test_compiled_grad_and_per_sample_grads():
+    w = randn((3, 5), device=DEV, seed=61)
+    f = lambda t: (sm(t, -1) * w).sum()  # noqa: E731
+    f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()  # noqa: E731
+    x = randn((3, 5), device=DEV, seed=62)
+    close(torch.compile(torch.func.grad(f), backend="aot_eager", fullgraph=True)(x), torch.func.grad(f64)(x.double()))
+    xs = randn((4, 3, 5), device=DEV, seed=63)
+    per_sample = torch.compile(torch.vmap(torch.func.grad(f)), backend="aot_eager", fullgraph=True)(xs)
+    close(per_sample, torch.vmap(torch.func.grad(f64))(xs.double()))
+    torch._dynamo.reset()
+
+
+def test_linearize_and_make_fx_of_jvp():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x, t = randn((3, 6), device=DEV, seed=64), randn((3, 6), device=DEV, seed=65)
+    jvp64 = torch.func.jvp(lambda a: torch.softmax(a, -1), (x.double(),), (t.double(),))[1]
+    y, jvp_fn = torch.func.linearize(lambda a: sm(a, -1), x)
+    close(y, ref(x))
+    close(jvp_fn(t), jvp64)
+    graph = make_fx(lambda a, b: torch.func.jvp(lambda u: sm(u, -1), (a,), (b,)))(x, t)
+    close(graph(x, t)[1], jvp64)
+
+
+def test_functionalize():
+    x = randn((3, 6), device=DEV, seed=66)
+    keep = torch.rand(6, device=DEV) > 0.3
+    keep[0] = True
+    close(torch.func.functionalize(lambda t: sm(t, -1))(x), ref(x))
+    close(torch.func.functionalize(lambda t: sm(t, 0, mask=keep))(x),
+          torch._safe_softmax(x.double().masked_fill(~keep, float("-inf")), 0))  # masked columns: zeros
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    graph = make_fx(torch.func.functionalize(lambda t: sm(t, -1)))(x)
+    close(graph(x), ref(x))
+
+
+def test_vmap_over_a_1d_tensor():
+    v = randn((4,), device=DEV, seed=67)
+    assert torch.equal(torch.vmap(lambda t: sm(t, 0))(v), torch.ones(4, device=DEV))
+    assert torch.equal(torch.vmap(lambda t: sm(t, -1, mask=torch.tensor(True)))(v), torch.ones(4, device=DEV))
+    assert torch.equal(torch.vmap(torch.func.grad(lambda t: sm(t, 0)))(v), torch.zeros(4, device=DEV))
+    assert torch.equal(torch.vmap(lambda t: ops().softmax(t, -1))(v), torch.ones(4, device=DEV))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 6. float64: computed in float64, with torch's dtype= semantics
+
+def test_float64_matches_torch_in_float64():
+    for shape, dim in [((3, 7), -1), ((2, 3, 5), 1), ((1, 3000), -1), ((5,), 0), ((), 0), ((0, 4), -1)]:
+        x = torch.randn(shape, dtype=torch.float64, device=DEV) * 5
+        torch.testing.assert_close(sm(x, dim), torch.softmax(x, dim), atol=1e-13, rtol=1e-12)
+    x = torch.randn(4, 6, dtype=torch.float64, device=DEV)
+    x[1] = float("-inf")  # an all -inf row: NaN, as torch
+    x[2, 3] = float("nan")
+    x[3, 0] = float("inf")
+    torch.testing.assert_close(sm(x, -1), torch.softmax(x, -1), equal_nan=True)
+
+
+def test_float64_masked_rows_and_gradients():
+    x = torch.randn(2, 4, 6, dtype=torch.float64, device=DEV)
+    keep = torch.rand(4, 6, device=DEV) > 0.4
+    keep[1] = False  # a fully masked row: zeros, like aten._safe_softmax
+    keep[2, 0] = True
+    y = sm(x, -1, mask=keep)
+    want = torch._safe_softmax(x.masked_fill(~keep, float("-inf")), -1)
+    torch.testing.assert_close(y, want, atol=1e-13, rtol=1e-12)
+    assert (y[:, 1] == 0).all()
+    bias = torch.randn(6, dtype=torch.float64, device=DEV)
+    torch.testing.assert_close(sm(x, 1, mask=bias), torch.softmax(x + bias, 1), atol=1e-13, rtol=1e-12)
+    # float64 gradients pass gradcheck at its default (float64) tolerances, to second order
+    xr = torch.randn(3, 5, dtype=torch.float64, device=DEV, requires_grad=True)
+    br = torch.randn(5, dtype=torch.float64, device=DEV, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: sm(t, 0), (xr,))
+    assert torch.autograd.gradgradcheck(lambda t: sm(t, -1), (xr,))
+    assert torch.autograd.gradcheck(lambda t, b: sm(t, -1, mask=b), (xr, br))
+
+
+def test_dtype_argument_follows_torch():
+    x = randn((3, 9), device=DEV, seed=68)
+    y = sm(x, -1, dtype=torch.float64)  # cast first, compute and return float64
+    assert y.dtype == torch.float64
+    torch.testing.assert_close(y, torch.softmax(x, -1, dtype=torch.float64), atol=1e-13, rtol=1e-12)
+    y = sm(x.double(), -1, dtype=torch.float32)
+    assert y.dtype == torch.float32
+    close(y, ref(x))
+    ints = torch.arange(6, device=DEV).view(2, 3)
+    torch.testing.assert_close(sm(ints, -1, dtype=torch.float64), torch.softmax(ints, -1, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"dtype=torch.int32 is not a floating-point dtype"):
+        sm(x, -1, dtype=torch.int32)
+    with pytest.raises(TypeError, match="must be a torch.dtype"):
+        sm(x, -1, dtype="float64")
+    # gradient flows back through the cast, in the input's dtype
+    xr = x.clone().requires_grad_()
+    (g,) = torch.autograd.grad(sm(xr, -1, dtype=torch.float64).sum(), xr)
+    assert g.dtype == torch.float32
+
+
+def test_long_masked_rows_are_computed_in_float64():
+    # Rows longer than the masked kernel takes (kernels/masked.py MAX_COLS) go to the float64 kernels.
+    x = randn((2, 70000), device=DEV, seed=69)
+    keep = x > -1
+    keep[1] = False
+    y = sm(x, -1, mask=keep)
+    close(y, torch.ops.aten._safe_softmax(x.double().masked_fill(~keep, float("-inf")), -1))
+    assert y.dtype == torch.float32 and (y[1] == 0).all()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 7. The GPU operators' triton_op bodies (traced.py): what torch.compile traces and Inductor launches on a GPU
+
+def test_triton_op_bodies_compute_the_operator(monkeypatch):
+    # On the CPU the kernels are interpreted functions, which wrap_triton refuses: launch them directly.
+    from softmax_lab import traced
+
+    monkeypatch.setattr(traced, "wrap_triton", lambda kernel: kernel)
+    x = randn((2, 3, 4, 5), device=DEV, seed=70)
+    for dim in (-1, 0, 2):
+        close(traced.softmax(x, dim), ref(x, dim))
+        close(traced.softmax(x.double(), dim), ref(x, dim), atol=1e-12, rtol=1e-10)
+        close(traced.softmax(torch._neg_view(x), dim), ref(-x, dim))
+    keep = torch.rand(4, 5, device=DEV) > 0.3
+    keep[:, 0] = True
+    keep[2] = False
+    want = torch.ops.aten._safe_softmax(x.double().masked_fill(~keep, float("-inf")), -1)
+    close(traced.masked_softmax(x, keep, -1), want)
+    close(traced.masked_softmax(x.double(), keep, -1), want, atol=1e-12, rtol=1e-10)
+    bias = randn((3, 1, 5), device=DEV, seed=71)
+    close(traced.masked_softmax(x, bias, 2), torch.softmax(x.double() + bias.double(), 2))
+    y, dy = ref(x, 1), randn(x.shape, device=DEV, seed=72)
+    dx = y * (dy.double() - (dy.double() * y).sum(1, keepdim=True))
+    close(traced.softmax_backward(y.float(), dy, 1), dx)
+    close(traced.softmax_backward(y, dy.double(), -3), dx, atol=1e-12, rtol=1e-10)
+    assert float(traced.softmax(torch.tensor(2.0, device=DEV), 0)) == 1.0
+    long = randn((2, 70000), device=DEV, seed=73)
+    close(traced.softmax(long, -1), ref(long))
+    wide = randn((3, 20000), device=DEV, seed=74)  # past the backward tile: the float64 kernel
+    yw = ref(wide)
+    close(traced.softmax_backward(yw.float(), wide, -1), yw * (wide.double() - (wide.double() * yw).sum(-1, keepdim=True)))
+
+
+@pytest.mark.gpu
+def test_inductor_launches_the_kernels_itself():
+    # triton_op: Inductor's code launches the Triton kernels (no call of the operator through the dispatcher)
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(75)
+    block = Attention(d=64, heads=4).to(DEV)
+    x = torch.randn(2, 128, 64, device=DEV, requires_grad=True)
+    causal = torch.ones(128, 128, dtype=torch.bool, device=DEV).tril()
+    compiled = torch.compile(block, fullgraph=True)
+
+    def step():
+        out = compiled(x, causal)
+        out.sum().backward()
+        return out
+
+    out, codes = run_and_get_code(step)
+    code = "\n".join(codes)
+    assert "masked_softmax_kernel" in code and "softmax_backward_kernel" in code, code[:3000]
+    import re
+
+    assert not re.search(r"torch\.ops\.softmax_lab\.\w+\.default\(", code)  # no call of the operator itself
+    torch.testing.assert_close(out, block(x, causal), atol=1e-5, rtol=1e-5)
+    torch._dynamo.reset()
+
+
+def test_triton_op_bodies_trace_with_symbolic_shapes(monkeypatch):
+    # What torch.compile does with them on a GPU, minus the GPU: the bodies trace on FakeTensors with symbolic
+    # shapes (no addresses read, no size turned into an int): the grids stay symbolic, block sizes are guarded.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from softmax_lab import traced
+
+    launches = []
+
+    class Recorder:  # stands in for wrap_triton: records each launch instead of making a graph node
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launches.append((self.kernel.__name__, grid, kwargs["BLOCK"]))
+
+    monkeypatch.setattr(traced, "wrap_triton", Recorder)
+    x = torch.randn(2, 3, 7, 100, device=DEV)
+    keep = torch.rand(7, 100, device=DEV) > 0.5
+    y = torch.softmax(x, 1)
+    make_fx(lambda a, m: traced.masked_softmax(a, m, -1), tracing_mode="symbolic")(x, keep)
+    make_fx(lambda a: traced.softmax(a, 1), tracing_mode="symbolic")(x)
+    make_fx(lambda a, b: traced.softmax_backward(a, b, 1), tracing_mode="symbolic")(y, y)
+    make_fx(lambda a: traced.softmax(a, -1), tracing_mode="symbolic")(x.double())
+    names = [name for name, _, _ in launches]
+    assert names == ["masked_softmax_kernel", "masked_softmax_kernel", "softmax_backward_kernel", "double_softmax_kernel"]
+    assert all(not isinstance(grid[0], int) for _, grid, _ in launches)  # symbolic programs counts
+    assert [block for _, _, block in launches] == [128, 4, 4, 128]

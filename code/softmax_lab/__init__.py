@@ -14,15 +14,41 @@ __version__ = "0.1.0"
 _DEVICE_NAMES = ("DEVICE", "ON_GPU", "WHERE", "describe")
 
 
-class _DeviceBeforeTriton:
-    """An import hook (on ``sys.meta_path``) that runs ``softmax_lab.device`` when ``triton`` is first imported,
-    then steps aside: the normal import of triton follows, with ``TRITON_INTERPRET`` already decided."""
+class _DeviceAroundTriton:
+    """An import hook (on ``sys.meta_path``) for the first ``import triton``: it runs ``softmax_lab.device`` before
+    (so ``TRITON_INTERPRET`` is decided when Triton decorates its own library) and ``device.guard_interpreter()``
+    after (the CPU interpreter's launch lock), then steps aside."""
 
     def find_spec(self, name, path=None, target=None):
-        if name == "triton" and self in _sys.meta_path:
-            _sys.meta_path.remove(self)
-            from . import device  # noqa: F401  (torch only; it does not import triton)
-        return None  # let the ordinary finders load triton
+        if name != "triton" or self not in _sys.meta_path:
+            return None
+        _sys.meta_path.remove(self)
+        from . import device  # (torch only; it does not import triton)
+
+        import importlib.util
+
+        spec = importlib.util.find_spec("triton")  # the ordinary finders' spec (this hook is off the list now)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _ThenGuard(spec.loader, device.guard_interpreter)
+        return spec
+
+
+class _ThenGuard:
+    """A loader that runs ``loader`` and then ``after()``, and puts ``loader`` back on the module."""
+
+    def __init__(self, loader, after):
+        self.loader, self.after = loader, after
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        self.after()
+
+    def __getattr__(self, name):  # anything else a loader offers (resource readers...)
+        return getattr(self.loader, name)
 
 
 if "IPython" in _sys.modules:  # in a notebook: record each cell's run, so a check knows what it was given
@@ -30,10 +56,12 @@ if "IPython" in _sys.modules:  # in a notebook: record each cell's run, so a che
 
     _cells.watch()
 
-if "torch" in _sys.modules or "triton" in _sys.modules:
-    from . import device as _device  # noqa: F401  (nothing to save: pick the device now)
+if "triton" in _sys.modules:
+    from . import device as _device  # noqa: F401  (pick the device now; it guards the interpreter too)
 else:
-    _sys.meta_path.insert(0, _DeviceBeforeTriton())
+    if "torch" in _sys.modules:
+        from . import device as _device  # noqa: F401  (nothing to save: pick the device now)
+    _sys.meta_path.insert(0, _DeviceAroundTriton())
 
 
 def draw(launcher, x, title: str = "", **kwargs):

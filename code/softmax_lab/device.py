@@ -9,8 +9,16 @@ it runs this module just before the first ``import triton`` (see ``softmax_lab/_
 torch or triton is already imported, or when you read ``softmax_lab.DEVICE`` / ``ON_GPU`` / ``WHERE``.
 
 Set ``SOFTMAX_LAB_DEVICE=cpu`` to force the interpreter on a GPU machine (handy to compare both).
+
+On the CPU two things cannot wait for decoration time, so ``guard_interpreter()`` runs as soon as triton is
+imported (before or after this module): a ``@triton.jit`` function decorated while ``TRITON_INTERPRET`` was unset
+(triton imported before softmax_lab, e.g. by ``torch.compile``; Triton's own ``tl.max`` and ``tl.sum`` are such
+functions) runs through the interpreter whenever ``TRITON_INTERPRET`` is set at call time; and launches run one at
+a time, because the interpreter keeps its state (grid, patched ``triton.language``) in globals.
 """
 import os
+import sys
+import threading
 
 import torch
 
@@ -44,3 +52,50 @@ def describe() -> str:
     if ON_GPU:
         return f"GPU: {torch.cuda.get_device_name()} (Triton {triton.__version__}, torch {torch.__version__})"
     return f"CPU via Triton interpreter (Triton {triton.__version__}, torch {torch.__version__})"
+
+
+_INTERPRETER_LOCK = threading.RLock()  # one interpreted launch at a time, in every thread
+
+
+def guard_interpreter() -> None:
+    """On the CPU, once triton is imported: interpreted launches take a lock, and ``@triton.jit`` functions made
+    before ``TRITON_INTERPRET`` was set run interpreted while it is set. Idempotent; nothing on a GPU."""
+    if ON_GPU or "triton" not in sys.modules:
+        return
+    from triton import knobs
+    from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction
+
+    if getattr(interpreter.GridExecutor, "_softmax_lab_guarded", False):
+        return
+    launch = interpreter.GridExecutor.__call__
+
+    def locked_launch(self, *args, **kwargs):
+        with _INTERPRETER_LOCK:
+            return launch(self, *args, **kwargs)
+
+    interpreter.GridExecutor.__call__ = locked_launch
+    interpreter.GridExecutor._softmax_lab_guarded = True
+
+    compiled_run, compiled_call = JITFunction.run, JITFunction.__call__
+
+    def interpreted(fn):
+        twin = fn.__dict__.get("_softmax_lab_interpreted")
+        if twin is None:
+            twin = fn.__dict__["_softmax_lab_interpreted"] = interpreter.InterpretedFunction(fn.fn)
+        return twin
+
+    def run(self, *args, grid, warmup, **kwargs):  # kernel[grid](...) and kernel.warmup(...)
+        if knobs.runtime.interpret:
+            return interpreted(self).run(*args, grid=grid, warmup=warmup, **kwargs)
+        return compiled_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    def call(self, *args, **kwargs):  # a @triton.jit helper called from a kernel (tl.max is one)
+        if knobs.runtime.interpret:
+            return interpreted(self)(*args, **kwargs)
+        return compiled_call(self, *args, **kwargs)
+
+    JITFunction.run, JITFunction.__call__ = run, call
+
+
+guard_interpreter()  # triton already imported; otherwise softmax_lab/__init__.py calls it right after `import triton`

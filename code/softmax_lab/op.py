@@ -8,9 +8,10 @@ Three custom operators are registered with ``torch.library`` (namespace ``softma
   takes part; float mask: added; fully masked rows give zeros).
 
 Each has a fake (meta) implementation, so FakeTensor, ``torch.compile(fullgraph=True)`` and ``torch.export``
-see one node per call (the Triton kernels stay opaque: ``custom_op``, not ``triton_op``, because on the CPU the
-kernels run in Triton's interpreter, which cannot be traced), a vmap rule (the vmapped dim is folded into
-the leading dims) and an autograd formula.
+see one node per call, a vmap rule (the vmapped dim is folded into the leading dims; negative dims count from
+the end of one sample) and an autograd formula. On the CPU they are opaque ``custom_op``s (Triton's interpreter
+cannot be traced); on a GPU they are ``triton_op``s whose bodies (``traced.py``) launch the kernels through
+``wrap_triton``, so Inductor sees and launches the kernels itself.
 
 Gradients are right to any order: the backward is itself a differentiable operator (its own backward and
 forward-mode rules are written below), so double backward, Hessian-vector products and Hessians are exact.
@@ -23,13 +24,19 @@ operators; ``torch.compile``/``torch.export``/``torch.jit.trace`` see the operat
 """
 from __future__ import annotations
 
+import os
+import threading
+
 import torch
 import torch.autograd.forward_ad as forward_ad
 from torch import Tensor
 
+from .device import ON_GPU
 from .dispatch import choose, plan_2d, softmax_2d
+from .kernels import double
 from .kernels._launch import check_mask, check_tensor
 from .kernels.backward import softmax_backward as backward_2d
+from .kernels.masked import MAX_COLS as MASKED_MAX_COLS
 from .kernels.masked import masked_softmax as masked_kernel
 
 
@@ -60,34 +67,49 @@ def _softmax_rows(x: Tensor, dim: int) -> Tensor:
         return _softmax_rows(x.reshape(1), 0).reshape(())
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    return _from_rows(softmax_2d(_as_rows(x, dim)), x.shape, dim)
+    rows = double.softmax if x.dtype == torch.float64 else softmax_2d  # float64 computes in float64
+    return _from_rows(rows(_as_rows(x, dim)), x.shape, dim)
 
 
 def _softmax_impl(x: Tensor, dim: int) -> Tensor:
-    """Softmax of a checked ``x`` along a non-negative ``dim``, through the plan for its kind of input (what the
-    operator and the autograd Functions run; plain eager calls look their plan up in ``softmax`` directly)."""
+    """Softmax of a checked ``x`` along ``dim``, through the plan for its kind of input (what the operator and the
+    autograd Functions run; plain eager calls look their plan up in ``softmax`` directly)."""
+    x = x.resolve_neg()  # a negative-bit view (torch._neg_view) keeps x in memory and means -x: the kernels read memory
+    dim = _dim(dim, x.dim())
+    if x.dtype == torch.float64:
+        return _softmax_rows(x, dim)
     ptr = x.data_ptr()
     key = (x.shape, x.stride(), x.dtype, x.get_device(), ptr & 15, dim)
     plan = _PLANS.get(key)
     if plan is None:
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        plan = _PLANS[key] = _plan(x, dim)
+        with _PLANS_LOCK:  # threads may create and evict plans at the same time
+            if len(_PLANS) >= MAX_PLANS:
+                _PLANS.clear()
+            plan = _PLANS[key] = _plan(x, dim)
     return plan(x, ptr)
 
 
 def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
+    y, dy = y.resolve_neg(), dy.resolve_neg()
+    dim = _dim(dim, y.dim())
     if y.dim() == 0:
         return _backward_impl(y.reshape(1), dy.reshape(1), 0).reshape(())
     if y.numel() == 0:
         return torch.empty(y.shape, dtype=y.dtype, device=y.device)
-    return _from_rows(backward_2d(_as_rows(y, dim), _as_rows(dy.to(y.dtype), dim)), y.shape, dim)
+    rows = double.softmax_backward if y.dtype == torch.float64 else backward_2d
+    return _from_rows(rows(_as_rows(y, dim), _as_rows(dy.to(y.dtype), dim)), y.shape, dim)
 
 
 def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
+    x, mask = x.resolve_neg(), mask.resolve_neg()
+    dim = _dim(dim, x.dim())
     if x.dim() == 0:
         return _masked_impl(x.reshape(1), mask.reshape(1), 0).reshape(())
     mask = mask.expand(x.shape)  # stride 0 along broadcast dims, no copy
+    if x.dtype == torch.float64 or x.shape[dim] > MASKED_MAX_COLS:  # (longer rows: computed in float64 too)
+        if x.numel() == 0:
+            return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        return _from_rows(double.softmax(_as_rows(x, dim), _as_rows(mask, dim)), x.shape, dim)
     last = x.dim() - 1
     if dim == last:
         return masked_kernel(x, mask)
@@ -99,104 +121,157 @@ def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
 
 def _refuse_tangents(op: str, *tensors: Tensor) -> None:
     """Called directly under forward-mode AD, a custom op would drop the tangents without a word: refuse."""
-    if any(forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+    if forward_ad._current_level < 0:
+        return
+    try:
+        dual = any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+    except RuntimeError:  # traced (make_fx of a jvp, linearize): the tangents are the tracer's business, not ours
+        return
+    if dual:
         raise RuntimeError(f"torch.ops.softmax_lab.{op} does not carry forward-mode AD tangents; call "
                            "softmax_lab.softmax(...) instead, which implements the jvp y·(ẋ - Σ y·ẋ)")
 
 
-@torch.library.custom_op("softmax_lab::softmax", mutates_args=())
-def softmax_op(x: Tensor, dim: int) -> Tensor:
-    """Softmax of ``x`` along ``dim`` (0 <= dim < x.dim(), or 0 for a 0-d x); a new contiguous tensor."""
+def _softmax_eager(x: Tensor, dim: int) -> Tensor:
     _refuse_tangents("softmax", x)
     return _softmax_impl(x, dim)
 
 
-@torch.library.custom_op("softmax_lab::softmax_backward", mutates_args=())
-def softmax_backward_op(y: Tensor, dy: Tensor, dim: int) -> Tensor:
-    """dx = y·(dy - Σ dy·y) along ``dim``, for y = softmax(x) and the incoming gradient dy."""
+def _backward_eager(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     _refuse_tangents("softmax_backward", y, dy)
     return _backward_impl(y, dy, dim)
 
 
-@torch.library.custom_op("softmax_lab::masked_softmax", mutates_args=())
-def masked_softmax_op(x: Tensor, mask: Tensor, dim: int) -> Tensor:
-    """Softmax of ``x`` along ``dim`` under ``mask`` (bool: True takes part; float: added; broadcast to x)."""
+def _masked_eager(x: Tensor, mask: Tensor, dim: int) -> Tensor:
     _refuse_tangents("masked_softmax", x, mask)
     return _masked_impl(x, mask, dim)
 
 
-@softmax_op.register_fake
-def _(x, dim):
-    return x.new_empty(x.shape)
+# On the CPU the operators are opaque custom ops: the kernels run in Triton's interpreter, which no tracer can
+# follow. On a GPU they are triton_ops (``traced.py``): the same schemas, implemented with wrap_triton launches that
+# torch.compile sees, so Inductor launches the kernels itself instead of calling the operator through the
+# dispatcher on every step, and torch.export keeps one node per call. SOFTMAX_LAB_OPS=custom_op (read at import)
+# keeps the opaque ones on a GPU too, to compare (tools/bench_attention.py).
+if ON_GPU and os.environ.get("SOFTMAX_LAB_OPS", "").strip() != "custom_op":
+    from . import traced
 
-
-@softmax_backward_op.register_fake
-def _(y, dy, dim):
-    return y.new_empty(y.shape)
-
-
-@masked_softmax_op.register_fake
-def _(x, mask, dim):
-    return x.new_empty(x.shape)
+    softmax_op = torch.library.triton_op("softmax_lab::softmax", traced.softmax, mutates_args=())
+    softmax_backward_op = torch.library.triton_op("softmax_lab::softmax_backward", traced.softmax_backward,
+                                                  mutates_args=())
+    masked_softmax_op = torch.library.triton_op("softmax_lab::masked_softmax", traced.masked_softmax, mutates_args=())
+else:
+    softmax_op = torch.library.custom_op("softmax_lab::softmax", _softmax_eager, mutates_args=())
+    softmax_backward_op = torch.library.custom_op("softmax_lab::softmax_backward", _backward_eager, mutates_args=())
+    masked_softmax_op = torch.library.custom_op("softmax_lab::masked_softmax", _masked_eager, mutates_args=())
+    # The outputs: new contiguous tensors shaped like the input.
+    softmax_op.register_fake(lambda x, dim: x.new_empty(x.shape))
+    softmax_backward_op.register_fake(lambda y, dy, dim: y.new_empty(y.shape))
+    masked_softmax_op.register_fake(lambda x, mask, dim: x.new_empty(x.shape))
 
 
 def _batch_first(t: Tensor, bdim: int | None, size: int) -> Tensor:
     return t.movedim(bdim, 0) if bdim is not None else t.unsqueeze(0).expand(size, *t.shape)
 
 
+def _sample_dim(t: Tensor, bdim: int | None, dim: int) -> int:
+    """``dim`` of one vmapped sample (negative counts from the sample's end), made non-negative."""
+    return _dim(dim, t.dim() - (bdim is not None))
+
+
+# The vmap rules: a row-wise op, so the vmapped dim becomes one more leading dim, and the sample's `dim` moves one to
+# the right. Samples that are 0-d (vmap over a 1-D tensor) get a dim of length 1 for the call.
+
 @softmax_op.register_vmap
 def _(info, in_dims, x, dim):
-    # A row-wise op: the vmapped dim becomes one more leading dim, and `dim` moves one to the right.
-    return softmax_op(_batch_first(x, in_dims[0], info.batch_size), dim + 1), 0
+    scalar = x.dim() - (in_dims[0] is not None) == 0
+    dim = _sample_dim(x, in_dims[0], dim)
+    x = _batch_first(x, in_dims[0], info.batch_size)
+    if scalar:
+        return softmax_op(x.unsqueeze(-1), 1).squeeze(-1), 0
+    return softmax_op(x, dim + 1), 0
 
 
 @softmax_backward_op.register_vmap
 def _(info, in_dims, y, dy, dim):
     n = info.batch_size
-    return softmax_backward_op(_batch_first(y, in_dims[0], n), _batch_first(dy, in_dims[1], n), dim + 1), 0
+    scalar = y.dim() - (in_dims[0] is not None) == 0
+    dim = _sample_dim(y, in_dims[0], dim)
+    y, dy = _batch_first(y, in_dims[0], n), _batch_first(dy, in_dims[1], n)
+    if scalar:
+        return softmax_backward_op(y.unsqueeze(-1), dy.unsqueeze(-1), 1).squeeze(-1), 0
+    return softmax_backward_op(y, dy, dim + 1), 0
 
 
 @masked_softmax_op.register_vmap
 def _(info, in_dims, x, mask, dim):
+    scalar = x.dim() - (in_dims[0] is not None) == 0
+    dim = _sample_dim(x, in_dims[0], dim)
     x = _batch_first(x, in_dims[0], info.batch_size)
+    if scalar:
+        x = x.unsqueeze(-1)
     if in_dims[1] is not None:  # line the mask's batch dim up with x's (masks broadcast from the right)
         mask = mask.movedim(in_dims[1], 0)
         mask = mask.reshape(mask.shape[0], *[1] * (x.dim() - mask.dim()), *mask.shape[1:])
-    return masked_softmax_op(x, mask, dim + 1), 0
+    y = masked_softmax_op(x, mask, 1 if scalar else dim + 1)
+    return (y.squeeze(-1) if scalar else y), 0
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Routing: the fastest correct path for each call.
-PLAIN, FUNCTION, FUNCTORCH, OP = 0, 1, 2, 3
+PLAIN, FUNCTION, FUNCTORCH, OP, COMPOSITE = 0, 1, 2, 3, 4
 
 
 def _route(a: Tensor, b: Tensor | None = None) -> int:
     """OP when a tracer must see the operator (torch.compile, export, jit.trace, a dispatch or function mode,
-    a tensor subclass such as FakeTensor); FUNCTORCH under a torch.func transform and FUNCTION for autograd or
+    a tensor subclass such as FakeTensor, a legacy batched tensor of ``gradcheck(check_batched_grad=True)``), or
+    under ``torch.func.functionalize`` alone; FUNCTORCH under other torch.func transforms, FUNCTION for autograd or
     forward AD (the autograd.Functions below); PLAIN for a plain eager call: launch the kernels directly.
+    COMPOSITE under torch.func transforms inside torch.compile (``compile(grad(f))``, ``compile(vmap(grad(f)))``):
+    Dynamo runs the transforms on the operator itself, whose autograd (``register_autograd``) functorch refuses,
+    and inlines autograd.Functions, so there PyTorch's own softmax is traced instead (``_composite``).
     (Written out for one or two tensors: this runs on every call.)"""
+    if torch._C._are_functorch_transforms_active():
+        if torch.compiler.is_compiling():
+            return COMPOSITE
+        top = torch._C._functorch.peek_interpreter_stack()
+        return OP if top is not None and top.key() == _FUNCTIONALIZE else FUNCTORCH
     if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
         return OP
-    if torch._C._are_functorch_transforms_active():
-        return FUNCTORCH
     if forward_ad._current_level >= 0 or (torch.is_grad_enabled() and (
             a.requires_grad or (b is not None and b.requires_grad))):
         return FUNCTION
     if (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
-            or type(a) is not Tensor or (b is not None and type(b) is not Tensor)):
+            or type(a) is not Tensor or (b is not None and type(b) is not Tensor)
+            or _legacy_batched(a) or (b is not None and _legacy_batched(b))):
         return OP
     return PLAIN
 
 
+_FUNCTIONALIZE = torch._C._functorch.TransformType.Functionalize
+
+
+def _composite(x: Tensor, mask: Tensor | None, dim: int) -> Tensor:
+    """The operator in PyTorch's own ops, same values and semantics (fully masked rows give zeros, as
+    ``aten._safe_softmax``): what torch.compile traces under torch.func transforms (see ``_route``)."""
+    if mask is None:
+        return torch.softmax(x, dim)
+    s = x.to(torch.promote_types(x.dtype, torch.float32))
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.to(s.dtype)
+    return torch.ops.aten._safe_softmax(s, dim).to(x.dtype)
+_legacy_batched = torch._C._functorch.is_legacy_batchedtensor  # torch._vmap_internals (gradcheck's batched grads)
+
+
 def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
     """Differentiable ``dx = y·(dy - Σ dy·y)`` along ``dim`` (y: a softmax output, dy: its gradient)."""
-    dim = _dim(dim, y.dim())
+    d = _dim(dim, y.dim())
     route = _route(y, dy)
     if route == PLAIN:
-        return _backward_impl(y, dy, dim)
+        return _backward_impl(y, dy, d)
     if route == OP:
         return softmax_backward_op(y, dy, dim)
-    return (_Backward if route == FUNCTION else _BackwardForFunc).apply(y, dy, dim)
+    if route == COMPOSITE:
+        return (y.float() * (dy.float() - _dot(dy, y, d))).to(y.dtype)
+    return (_Backward if route == FUNCTION else _BackwardForFunc).apply(y, dy, d)
 
 
 def _dot(a: Tensor, b: Tensor, dim: int) -> Tensor:
@@ -369,6 +444,8 @@ masked_softmax_op.register_autograd(_MaskedRules.backward, setup_context=_setup_
 
 def _dim(dim, ndim: int) -> int:
     """``dim`` made non-negative, with torch's errors."""
+    if isinstance(dim, torch.SymInt):  # (make_fx with symbolic shapes passes ints as SymInts: the dim is static)
+        dim = int(dim)
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"softmax(): argument 'dim' (position 2) must be int, not {type(dim).__name__}")
     span = max(ndim, 1)  # a 0-d tensor takes dim 0 or -1, like torch
@@ -378,7 +455,14 @@ def _dim(dim, ndim: int) -> int:
 
 
 def _check(x, mask, dtype) -> None:
-    check_tensor(x, "input", dtype)  # the checks every entry point shares (kernels/_launch.py)
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"softmax(): argument 'dtype' must be a torch.dtype or None, got {type(dtype).__name__}")
+        raise TypeError(f"softmax(): dtype={dtype} is not a floating-point dtype; softmax returns probabilities: "
+                        "pass torch.float16, torch.bfloat16, torch.float32, torch.float64 or None")
+    want = x.dtype if dtype is None and isinstance(x, Tensor) else dtype
+    # the checks every entry point shares (kernels/_launch.py); float64 runs on its own kernels (kernels/double.py)
+    check_tensor(x, "input", torch.float32 if want == torch.float64 else dtype)
     if mask is not None:
         check_mask(mask, x)
 
@@ -386,6 +470,7 @@ def _check(x, mask, dtype) -> None:
 # The fast path of plain eager calls: one plan per kind of input (shape, strides, dtype, device, pointer
 # alignment, dim), made on the first call. A plan only allocates the output and launches the compiled kernel.
 _PLANS: dict = {}
+_PLANS_LOCK = threading.Lock()
 MAX_PLANS = 256
 
 
@@ -413,15 +498,16 @@ def _plan(x: Tensor, dim: int):
 def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, mask: Tensor | None = None) -> Tensor:
     """Softmax of ``input`` along ``dim``, like ``torch.softmax``, on the fastest kernel for its shape.
 
-    ``dtype``: cast the input to it first (e.g. float16 in, float32 out); the kernels take float16, bfloat16
-    and float32 and always compute in float32. The result is a new contiguous tensor. NaN and ±inf follow
+    ``dtype``: cast the input to it first, as torch does (e.g. float16 in, float32 out; float32 in,
+    ``dtype=torch.float64``: computed and returned in float64). float16, bfloat16 and float32 compute in
+    float32, float64 in float64 (``kernels/double.py``). The result is a new contiguous tensor. NaN and ±inf follow
     ``torch.softmax`` (a row with NaN or +inf gives NaN; an all -inf row gives NaN), except with ``mask``
     (SDPA convention: bool True = takes part, float = added; broadcast to ``input``): rows where everything
     is masked give zeros. Differentiable to any order, in reverse and forward mode, under ``torch.func``,
     ``torch.compile(fullgraph=True)`` and ``torch.export``; a float mask gets a gradient too.
     """
     if (mask is None and dtype is None and type(input) is Tensor and type(dim) is int
-            and input.layout is torch.strided and _route(input) == PLAIN):
+            and input.layout is torch.strided and _route(input) == PLAIN and not input.is_neg()):
         # The fast path: a plain eager call of a kind seen before (see _plan): no checks, no choices.
         ptr = input.data_ptr()
         d = dim + input.dim() if dim < 0 else dim
@@ -430,20 +516,24 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
             return plan(input, ptr)
     _check(input, mask, dtype)
     x = input if dtype is None or input.dtype == dtype else input.to(dtype)
-    dim = _dim(dim, x.dim())
+    d = _dim(dim, x.dim())  # checked here, with torch's errors; tracers get `dim` as given (a trace keeps -1)
     if mask is None:
         route = _route(x)
         if route == PLAIN:
-            return _softmax_impl(x, dim)
+            return _softmax_impl(x, d)
         if route == OP:
             return softmax_op(x, dim)
-        return (_Softmax if route == FUNCTION else _SoftmaxForFunc).apply(x, dim)
+        if route == COMPOSITE:
+            return _composite(x, None, d)
+        return (_Softmax if route == FUNCTION else _SoftmaxForFunc).apply(x, d)
     route = _route(x, mask)
     if route == PLAIN:
-        return _masked_impl(x, mask, dim)
+        return _masked_impl(x, mask, d)
     if route == OP:
         return masked_softmax_op(x, mask, dim)
-    return (_Masked if route == FUNCTION else _MaskedForFunc).apply(x, mask, dim)
+    if route == COMPOSITE:
+        return _composite(x, mask, d)
+    return (_Masked if route == FUNCTION else _MaskedForFunc).apply(x, mask, d)
 
 
 softmax.choose = choose  # softmax_lab.softmax.choose(n_rows, n_cols, dtype): what the dispatcher would run
