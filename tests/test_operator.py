@@ -8,6 +8,8 @@ import math
 import textwrap
 import warnings
 
+import os
+
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -474,7 +476,7 @@ def test_jit_trace_keeps_a_negative_dim():
     traced = torch.jit.trace(lambda t: sm(t, -1), (randn((3, 4), device=DEV, seed=53),))
     x3 = randn((2, 3, 5), device=DEV, seed=54)  # a higher rank than traced: -1 is still the last dim
     close(traced(x3), ref(x3))
-    masked = torch.jit.trace(lambda t, mm: sm(t, -1, mask=mm), (randn((3, 4), device=DEV), torch.ones(4, dtype=torch.bool)))
+    masked = torch.jit.trace(lambda t, mm: sm(t, -1, mask=mm), (randn((3, 4), device=DEV), torch.ones(4, dtype=torch.bool, device=DEV)))
     keep = torch.rand(5, device=DEV) > 0.3
     keep[0] = True
     close(masked(x3, keep), ref(x3.masked_fill(~keep, float("-inf"))))
@@ -654,7 +656,7 @@ def test_functionalize():
 def test_vmap_over_a_1d_tensor():
     v = randn((4,), device=DEV, seed=67)
     assert torch.equal(torch.vmap(lambda t: sm(t, 0))(v), torch.ones(4, device=DEV))
-    assert torch.equal(torch.vmap(lambda t: sm(t, -1, mask=torch.tensor(True)))(v), torch.ones(4, device=DEV))
+    assert torch.equal(torch.vmap(lambda t: sm(t, -1, mask=torch.tensor(True, device=DEV)))(v), torch.ones(4, device=DEV))
     assert torch.equal(torch.vmap(torch.func.grad(lambda t: sm(t, 0)))(v), torch.zeros(4, device=DEV))
     assert torch.equal(torch.vmap(lambda t: ops().softmax(t, -1))(v), torch.ones(4, device=DEV))
 
@@ -756,6 +758,8 @@ def test_triton_op_bodies_compute_the_operator(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(os.environ.get("SOFTMAX_LAB_OPS") != "triton_op",
+                    reason="the triton_op route is opt-in (SOFTMAX_LAB_OPS=triton_op): docs/operator.md")
 def test_inductor_launches_the_kernels_itself():
     # triton_op: Inductor's code launches the Triton kernels (no call of the operator through the dispatcher)
     from torch._inductor.utils import run_and_get_code
