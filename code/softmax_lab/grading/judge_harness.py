@@ -31,9 +31,6 @@ import os
 import sys
 import traceback
 
-RESULTS_FD = os.dup(1)  # the grader's channel; fd 1 itself (print, C code) goes to /dev/null
-os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-sys.stdout = open(os.devnull, "w")
 
 GPU = (os.environ.get("SOFTMAX_LAB_DEVICE", "").lower() not in ("cpu", "interpreter")
        and any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/dxg")))
@@ -398,6 +395,9 @@ def run_python_exercise(ex: dict) -> dict:
 
 
 def main() -> int:
+    results_fd = os.dup(1)  # the grader's channel; fd 1 itself (print, C code) goes to /dev/null from now on
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    sys.stdout = open(os.devnull, "w")
     spec = json.load(open(os.path.join(IN, "judge.json"), encoding="utf-8"))
     out = {}
     for ex in spec["exercises"]:
@@ -408,7 +408,7 @@ def main() -> int:
                              "trace": traceback.format_exc()[-1500:]}
     header = json.dumps({"results": out, "files": [[k, len(v)] for k, v in FILES.items()]}, ensure_ascii=True,
                         default=str)
-    with os.fdopen(RESULTS_FD, "wb") as f:
+    with os.fdopen(results_fd, "wb") as f:
         f.write(header.encode("ascii") + b"\n")
         for v in FILES.values():
             f.write(v)

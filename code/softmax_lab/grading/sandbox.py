@@ -121,7 +121,12 @@ def _venv_binds() -> list[str]:
     if not any(exe.startswith(d.rstrip("/") + "/") for d in _python_dirs()) and not exe.startswith("/usr/"):
         args += ["--ro-bind", os.path.dirname(exe), os.path.dirname(exe)]
     venv_bin = os.path.dirname(os.path.abspath(sys.executable))
-    if not any(venv_bin.startswith(d.rstrip("/") + "/") for d in _python_dirs()) and not venv_bin.startswith("/usr/"):
+    venv = os.path.dirname(venv_bin)
+    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")) and os.path.realpath(venv) != venv:
+        # a venv reached through a symbolic link (CHECKOUT/.venv -> elsewhere): Python finds pyvenv.cfg, and so
+        # its site-packages, next to the path it was started by
+        args += ["--ro-bind", os.path.realpath(venv), venv]
+    elif not any(venv_bin.startswith(d.rstrip("/") + "/") for d in _python_dirs()) and not venv_bin.startswith("/usr/"):
         args += ["--ro-bind", venv_bin, venv_bin]
     return args
 
