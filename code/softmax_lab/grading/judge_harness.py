@@ -60,7 +60,9 @@ API_MODULES = ("triton.language", "triton.language.math", "triton.language.rando
 TRITON_TOP = {"cdiv", "next_power_of_2", "language"}  # triton.X a kernel may use
 # Attributes of values (tensors, dtypes, constexprs): Triton's public tensor API, nothing that leads out of it.
 VALUE_ATTRS = ({n for cls in (tl.tensor, tl.dtype, tl.constexpr, tl.pointer_type, tl.block_type) for n in dir(cls)
-                if not n.startswith("_")} | {"dtype", "shape", "type", "numel", "value", "T"}) - {"handle"}
+                if not n.startswith("_")}
+               | {"dtype", "shape", "type", "numel", "value", "T", "element_ty", "scalar", "name", "primitive_bitwidth",
+                  "int_bitwidth", "int_signedness", "fp_mantissa_width", "address_space"}) - {"handle"}
 
 
 class SourceRejected(Exception):
@@ -88,6 +90,18 @@ def _api_module(obj) -> bool:
     return obj is tl or any(obj.__name__ == m or obj.__name__.startswith(m + ".") for m in API_MODULES[1:])
 
 
+def _api_value(obj) -> bool:
+    """A function, type or constant of Triton's language (its @jit library functions included), or a number."""
+    if isinstance(obj, (bool, int, float)):
+        return True
+    homes = [getattr(obj, "__module__", None), getattr(getattr(obj, "fn", None), "__module__", None)]
+    if type(obj).__module__.startswith("triton.runtime") and isinstance(homes[1], str):
+        homes = homes[1:]  # a @triton.jit library function (tl.max, tl.sum ...): where its Python function lives
+    elif not isinstance(homes[0], str):
+        homes = [type(obj).__module__]
+    return all(isinstance(h, str) and (h.startswith("triton.language") or h.startswith("triton._C")) for h in homes[:1])
+
+
 def _check_api(fn: str, root: str, attrs: list[str]) -> None:
     """``tl.a.b`` / ``triton.a.b``: resolved here on the real modules; every step must stay in Triton's API."""
     text = ".".join([root, *attrs])
@@ -110,11 +124,10 @@ def _check_api(fn: str, root: str, attrs: list[str]) -> None:
         obj = getattr(obj, a, None)
         if obj is None:
             raise SourceRejected(f"{fn}: `{text}` does not exist")
-        home = getattr(obj, "__module__", None) or type(obj).__module__
         if inspect.ismodule(obj):
             if not _api_module(obj):
                 raise SourceRejected(f"{fn}: `{text}` leaves Triton's language API")
-        elif not (isinstance(home, str) and home.startswith("triton.language")):
+        elif not _api_value(obj):
             raise SourceRejected(f"{fn}: `{text}` leaves Triton's language API")
     if inspect.ismodule(obj):
         raise SourceRejected(f"{fn}: `{text}`: a module may not be used as a value")
