@@ -21,8 +21,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_grade as T  # noqa: E402
-from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, check_main, ensure_bwrap, grade_main,  # noqa: E402
-                        pasted, read_rows, save, set_exercise)
+from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, _sandbox_and_fixture_judges,  # noqa: E402,F401
+                        check_main, ensure_bwrap, grade_main, pasted, read_rows, save, set_exercise)
 
 NB = "90_grading_fixture.ipynb"
 IN_JUDGE = "if not os.path.exists('/opt/softmax-lab'):\n"  # the judge's sandbox has no softmax_lab package
@@ -61,16 +61,19 @@ ATTACKS = {
            "    print(f'FAIL  uid={os.getuid()} shadow={shadow} ssh={keys}')\n"
            "    return [2 * x for x in xs]\n",
     # 5. Floods: the host's log through /proc/1/fd/1 and the judge's stderr (the grader read both whole).
-    "flood": DOUBLE_OK + "\n\nimport os, sys\nblock = b'x' * 2**20\n"
-             f"for fd in ('/proc/1/fd/1', '/proc/1/fd/2'):\n"
+    "flood": "import os\nblock = b'x' * 2**20\n"
+             "for fd in ('/proc/1/fd/1', '/proc/1/fd/2'):\n"
              "    try:\n"
              "        with open(fd, 'wb') as f:\n"
              f"            for _ in range({FLOOD_MB}):\n"
              "                f.write(block)\n"
              "    except OSError:\n"
-             "        pass\n"
-             "print('FAIL  fd1=' + os.readlink('/proc/1/fd/1'))\n"
-             + IN_JUDGE + f"    for _ in range({FLOOD_MB}):\n        os.write(2, block)\n",
+             "        pass\n\n"
+             "def double(xs):\n"
+             "    print('FAIL  fd1=' + os.readlink('/proc/1/fd/1'))\n"
+             "    return [2 * x for x in xs]\n",
+    "floodjudge": DOUBLE_OK + "\n\nimport os\n" + IN_JUDGE + f"    for _ in range({FLOOD_MB}):\n"
+                  "        os.write(2, b'x' * 2**20)\n",
     # 6. /dev/shm without a size limit: 2 GB kept there grew the host's shared memory.
     "shm": DOUBLE_OK + "\n\nwith open('/dev/shm/hog', 'wb') as f:\n    for _ in range(1024):\n"
            "        f.write(b'x' * 2**20)\n",
@@ -162,7 +165,7 @@ def test_a_fifo_cannot_hang_the_grader(graded):
 def test_kernels_cannot_reach_python_builtins(graded):
     r = _rows(graded, "escape")["fx-kernel"]
     assert r["status"] == "failed" and r["points"] == "0", r  # before: torch.softmax via exec scored 2/2
-    assert "Triton language API" in r["message"], r
+    assert "leaves Triton's language API" in r["message"], r
 
 
 def test_rubric_and_model_answer_are_not_in_the_sandbox(graded):
@@ -182,6 +185,7 @@ def test_floods_stay_inside(graded):
     r = _rows(graded, "flood")
     assert "fd1=pipe:" in r["fx-double"]["message"], r  # before: /proc/1/fd/1 was the host's pytest.log
     assert r["fx-kernel"]["status"] == "passed"
+    assert _rows(graded, "floodjudge")["fx-double"]["status"] == "passed"  # only the end of its stderr was kept
     # The grader kept only capped tails: its memory did not grow by the floods (before: +1.1 GB each).
     assert graded["rss_growth_mb"] < FLOOD_MB, graded["rss_growth_mb"]
 
