@@ -133,19 +133,21 @@ def _depth(data) -> int:
 
 def read_submission(path: Path) -> nbformat.NotebookNode:
     """The submission as a notebook, or InvalidNotebook saying why (size and cell count are checked first)."""
+    from .streams import read_regular
+
     try:
-        size = Path(path).stat().st_size
+        size = Path(path).lstat().st_size
     except OSError as err:
         raise InvalidNotebook(f"cannot read the file: {err.strerror or err}") from None
     if size > MAX_NOTEBOOK_BYTES:
         raise InvalidNotebook(f"the notebook is {size / 2**20:.0f} MB, more than the grader's limit of "
                               f"{MAX_NOTEBOOK_BYTES // 2**20} MB (clear the outputs: Edit > Clear Outputs of All Cells)")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
+    try:  # a regular file only (no FIFO, device or link: they could block or change under the grader), capped
+        text = read_regular(path, MAX_NOTEBOOK_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidNotebook("not a notebook: the file is not UTF-8 text") from None
     except OSError as err:
-        raise InvalidNotebook(f"cannot read the file: {err.strerror or err}") from None
+        raise InvalidNotebook(f"cannot read the file: {err.strerror or err} (hand in the notebook file itself)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:

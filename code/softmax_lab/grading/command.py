@@ -196,7 +196,7 @@ def fingerprint(args, opts: Options, chapters: dict[str, Chapter]) -> dict[str, 
             "notebook_timeout": f"{args.notebook_timeout:g}", "memory_mb": str(args.memory_mb),
             "sanitize": hashlib.sha256(opts.sanitize.encode()).hexdigest()[:16], "solutions": sols.hexdigest()[:16],
             "sandbox": str(not args.unsafe_no_sandbox), "answer_hint_cap": f"{opts.answer_hint_cap:g}",
-            **({"cgroup": "False"} if args.unsafe_no_cgroup else {})}
+            **({"cgroup": "False"} if getattr(args, "unsafe_no_cgroup", False) else {})}
 
 
 # ----------------------------------------------------------------------------------------------- gradebook
@@ -451,7 +451,7 @@ def run_grade(args: argparse.Namespace) -> int:
         subs = [s for s in subs if not other_assignment(s, opts.expected_chapter, chapters)]
     book = Gradebook(args.out, args.feedback or args.out.parent / "feedback", chapters, roster, args.chapter,
                      args.unsafe_no_sandbox, fingerprint(args, opts, chapters), refused,
-                     no_cgroup=args.unsafe_no_cgroup)
+                     no_cgroup=getattr(args, "unsafe_no_cgroup", False))
     resume(book, args.force)
     for s in refused:
         print(f"{s.name}: refused (a symbolic link or not a regular file: it is not followed)", file=sys.stderr)

@@ -257,6 +257,13 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
                     culprit = ex.id
                     demo_blame[culprit] = index
                     break
+        if run.fatal["status"] == "wall" and result.runs > 1 and (culprit is None or culprit in blank):
+            # The budget ran out in a rerun, before any learner code that is still graded: earlier runs used it.
+            for ex in chapter.exercises:
+                if ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells):
+                    verdict[ex.id] = ("timeout", f"not graded: the runs of this notebook used up its time budget "
+                                                 f"({budget:g} s for all runs together)")
+            break
         if culprit is None or culprit in blank or culprit in g.missing:
             # Not the learner's code: the solution's own cells failed here (environment, limits too tight).
             _, msg = _fatal_words(run.fatal, where, limits)

@@ -355,7 +355,10 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     running = next((c for c in reversed(started) if c not in result.cells), None)
     broken = next((r for r in result.cells.values()
                    if r["status"] in ("died", "timeout", "grader-error", "setup-error")), None)
-    if killed:
+    if killed and killed[0] == "wall" and running is None and broken is not None:
+        # the budget ran out while nbval was stopping after a cell's own timeout: that cell is the cause
+        result.fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
+    elif killed:
         result.fatal = {"cell": running, "status": killed[0], "message": killed[1]}
     elif broken is not None:
         result.fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
