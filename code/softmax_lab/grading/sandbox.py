@@ -254,7 +254,14 @@ def command(inner: list[str], *, grader_dir: Path, env: dict[str, str], tmp_mb: 
     args += _system_binds()
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(shm_mb * 2**20), "--tmpfs", "/dev/shm"]
     args += ["--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp"]
-    args += _venv_binds()
+    venv = _venv_binds()
+    args += venv
+    # Any other copy of softmax_lab in Python's folders (a wheel in site-packages, another checkout's code/ on
+    # sys.path) is hidden: a judge run must have no check helper to call, a notebook run only the one below.
+    for src, dst in zip(venv[1::3], venv[2::3]):
+        other = os.path.join(src, "softmax_lab")
+        if os.path.isdir(other) and Path(other).resolve() != PACKAGE:
+            args += ["--tmpfs", os.path.join(dst, "softmax_lab")]
     if package:  # a judge run gets no softmax_lab: no check helper to call
         args += ["--ro-bind", str(PACKAGE), f"{INSIDE_PACKAGE_ROOT}/softmax_lab"]
     args += ["--ro-bind", str(grader_dir), "/grader"]
