@@ -56,7 +56,8 @@ class Limits:
     tmp_mb: int = 1024             # size of the sandbox's private /tmp (tmpfs)
     shm_mb: int = 256              # size of its /dev/shm (tmpfs)
     cgroup: bool = True            # a cgroup per run; False with --unsafe-no-cgroup or where none can be made
-    tasks: int = 512               # processes and threads per run (the cgroup's pids.max)
+    tasks: int = 4096              # processes and threads per run (the cgroup's pids.max; chapter 9's CUDA
+                                   # simulator runs one thread per simulated CUDA thread)
     cpus: float = 2.0              # CPU quota per run, in CPUs (the cgroup's cpu.max / cfs quota)
 
 
