@@ -7,6 +7,11 @@
 2. ``spinner``: three honest submissions and one that keeps 8 processes and its own cell spinning for
    ``--timeout`` seconds, graded with ``--jobs 4``: when each honest one finished, and their grades.
 
+3. ``share`` (``--share``): four sandboxes at once, as ``--jobs 4`` starts them; one keeps 32 processes spinning,
+   each in a session of its own (with autogrouping on, Linux schedules every session as a group of its own),
+   the other three each spin one process and report the CPU seconds it got in ``SECONDS`` of wall time, with
+   a cgroup per sandbox and without one (the grader before issue 30 had none).
+
 ``--code`` picks the grader (a checkout's ``code/`` folder: the tree before the change or after it). Results
 are appended to ``--out`` under ``--label``.
 """
@@ -68,6 +73,36 @@ def grade(code: Path, subs: Path, jobs: int, timeout: int) -> dict:
             "rows": sorted(out.read_text(encoding="utf-8").splitlines()[1:]) if out.exists() else []}
 
 
+SECONDS = 20
+HONEST_LOOP = ("import time\nt0 = time.monotonic()\nwhile time.monotonic() - t0 < %d:\n    pass\n"
+               "print(round(time.process_time(), 2))\n" % SECONDS)
+SPINNER = ("import subprocess, sys, time\n"
+           "ps = [subprocess.Popen([sys.executable, '-c', 'while True: pass'], start_new_session=True)\n"
+           "      for _ in range(31)]\n"
+           "t0 = time.monotonic()\nwhile time.monotonic() - t0 < %d:\n    pass\n" % (SECONDS + 5))
+
+
+def share(with_cgroup: bool) -> dict:
+    """CPU seconds each of three one-process sandboxes gets next to a sandbox that spins 32 processes."""
+    from softmax_lab.grading import cgroup, sandbox
+
+    groups, procs = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, code in enumerate([SPINNER, HONEST_LOOP, HONEST_LOOP, HONEST_LOOP]):
+            g = cgroup.create(8192, 4096, 2.0) if with_cgroup else None
+            groups.append(g)
+            cmd = sandbox.command([sys.executable, "-c", code], grader_dir=Path(tmp), env=sandbox.base_env())
+            procs.append(subprocess.Popen(cgroup.enter(g, cmd), stdout=subprocess.PIPE, text=True,
+                                          env={"PATH": "/usr/bin:/bin"}))
+        got = [p.communicate()[0].strip() for p in procs]
+        for g in groups:
+            if g is not None:
+                g.close()
+    cpu = [float(x) for x in got[1:] if x]
+    return {"cgroup": with_cgroup, "wall_seconds": SECONDS, "honest_cpu_seconds": cpu,
+            "honest_share_of_one_cpu": [round(c / SECONDS, 2) for c in cpu]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--code", type=Path, required=True)
@@ -75,7 +110,16 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "grading-cost.json")
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--skip-spinner", action="store_true")
+    ap.add_argument("--share", action="store_true", help="only the CPU-share measurement (with this tree)")
     args = ap.parse_args()
+    if args.share:
+        record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
+                  "loadavg_before": os.getloadavg(), "with_cgroups": share(True), "without_cgroups": share(False)}
+        data = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}
+        data[args.label] = record
+        args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps(record, indent=1))
+        return 0
     record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node(),
               "cpus": os.cpu_count(), "python": sys.version.split()[0], "code": str(args.code)}
     with tempfile.TemporaryDirectory() as tmp:
