@@ -9,7 +9,9 @@
 * ``hints``        the hint levels a learner used, and the cap after the complete answer
 * ``judge``        the learner's code relaunched on fresh inputs outside nbval (``judge_harness`` runs inside)
 * ``report``       gradebook CSV (atomic), resume state, feedback Markdown, manual-grading sheets
-* ``sandbox``      bubblewrap
+* ``sandbox``      bubblewrap: a fresh sandbox per run (synthetic /etc, uid 1000, size-capped tmpfs folders)
+* ``cgroup``       limits the kernel enforces per run: memory (tmpfs included), tasks, CPU; cgroup v2 or v1
+* ``streams``      bounded reads: pipes drained with caps, files opened only when they are regular files
 
 Nothing here imports torch (tests/test_layout.py checks it); the judge's harness runs in its own sandbox. The
 instructor's guide is docs/grading.md.

@@ -5,9 +5,10 @@ A chapter is read from its solution notebook (``solutions/NN_slug.ipynb``): its 
 the ``answer:<id>`` cell after it, and the ``rubric:<id>`` cell). Points come from the exercise registry
 (``softmax_lab.course.registry``), never from the notebook.
 
-Grafting: a copy of the solution notebook in which only the exercise cells' sources are replaced by the
-learner's. Every other cell (setup, demonstrations, and the checks with their stored outputs) stays the
-solution's, so a learner who edits or deletes a check cell changes nothing.
+Grafting: the notebook the sandbox runs, made of the solution notebook's code cells with the exercise cells'
+sources replaced by the learner's. Setup, demonstrations and the checks (with the outputs nbval compares) stay
+the solution's, so a learner who edits or deletes a check cell changes nothing. What the learner must not read
+is not in it: every markdown cell is emptied (prompts, model answers, rubrics) and only compared outputs are kept.
 """
 from __future__ import annotations
 
@@ -118,36 +119,60 @@ class InvalidNotebook(Exception):
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_CELLS = 2000
+MAX_DEPTH = 64  # nbformat validates recursively; a real notebook is about 8 levels deep
+
+
+def _depth(data) -> int:
+    """How deeply lists and objects nest in parsed JSON (without recursion)."""
+    deepest, todo = 0, [(data, 1)]
+    while todo:
+        value, d = todo.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, d)
+            if deepest > MAX_DEPTH:
+                return deepest
+            todo.extend((v, d + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
 
 
 def read_submission(path: Path) -> nbformat.NotebookNode:
     """The submission as a notebook, or InvalidNotebook saying why (size and cell count are checked first)."""
+    from .streams import read_regular
+
     try:
-        size = Path(path).stat().st_size
+        size = Path(path).lstat().st_size
     except OSError as err:
         raise InvalidNotebook(f"cannot read the file: {err.strerror or err}") from None
     if size > MAX_NOTEBOOK_BYTES:
         raise InvalidNotebook(f"the notebook is {size / 2**20:.0f} MB, more than the grader's limit of "
                               f"{MAX_NOTEBOOK_BYTES // 2**20} MB (clear the outputs: Edit > Clear Outputs of All Cells)")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
+    try:  # a regular file only (no FIFO, device or link: they could block or change under the grader), capped
+        text = read_regular(path, MAX_NOTEBOOK_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidNotebook("not a notebook: the file is not UTF-8 text") from None
     except OSError as err:
-        raise InvalidNotebook(f"cannot read the file: {err.strerror or err}") from None
+        raise InvalidNotebook(f"cannot read the file: {err.strerror or err} (hand in the notebook file itself)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise InvalidNotebook(f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg} "
                               "(the file is damaged: re-download it from Jupyter, File > Download)") from None
+    except RecursionError:
+        raise InvalidNotebook("not a notebook: its JSON is nested too deep (a notebook is a few levels deep; "
+                              "re-download it from Jupyter, File > Download)") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise InvalidNotebook("valid JSON, but not a Jupyter notebook (no list of cells)")
     if len(data["cells"]) > MAX_CELLS:
         raise InvalidNotebook(f"the notebook has {len(data['cells'])} cells, more than the grader's limit of {MAX_CELLS}")
+    if _depth(data) > MAX_DEPTH:
+        raise InvalidNotebook(f"not a notebook: its JSON is nested more than {MAX_DEPTH} levels deep (a notebook "
+                              "is a few levels deep; re-download it from Jupyter, File > Download)")
     import nbformat
 
     try:
         return nbformat.reads(text, as_version=4)
+    except RecursionError:
+        raise InvalidNotebook("not a notebook: its JSON is nested too deep") from None
     except Exception as err:  # noqa: BLE001 - any nbformat failure is a broken submission
         raise InvalidNotebook(f"not a readable notebook: {type(err).__name__}: {str(err)[:200]}") from None
 
@@ -231,6 +256,13 @@ def graft(chapter: Chapter, submission, blank: set[str] = frozenset()) -> Graft:
     version, so that later cells still find the names they define.
     """
     nb = copy.deepcopy(chapter.nb)
+    for cell in nb.cells:  # nothing the sandbox does not need: no prose, no model answers, no rubrics
+        if cell.cell_type != "code":
+            cell.source = ""
+            cell.metadata = nbformat.NotebookNode()
+            cell.pop("attachments", None)
+        elif CHECK_OUTPUT not in _cell_tags(cell):
+            cell.outputs = []
     theirs = _tagged(submission, "exercise:") if submission is not None else {}
     found: dict[str, str] = {}
     missing: list[str] = []
@@ -272,5 +304,7 @@ def answers(chapter: Chapter, submission) -> dict[str, str]:
             template = ""
         if text in ("", "YOUR ANSWER HERE", template):
             text = ""
-        out[q.id] = text
+        # kept as written, but no control or bidi characters: the answer goes into CSV and Markdown sheets
+        out[q.id] = "\n".join("".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in ln)
+                               for ln in text.splitlines())
     return out

@@ -24,7 +24,7 @@ from ..cli import UsageError
 from ..course import registry as _registry
 from ..course import sanitize_config
 from .chapters import Chapter, InvalidNotebook, answers, load_chapters, match_chapter, read_submission
-from .grader import GRADER_TROUBLE, Options, SubmissionResult, grade_notebook, make_row
+from .grader import GRADER_TROUBLE, Options, SubmissionResult, grade_notebook, make_row, safe_line
 from .hints import DEFAULT_ANSWER_HINT_CAP
 from .report import (atomic_write, feedback_markdown, feedback_name, file_hash, gradebook_text, manual_csv,
                      manual_markdown, read_gradebook, read_state, read_state_options, read_state_seeds, write_state)
@@ -57,6 +57,9 @@ def add_common_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--unsafe-no-sandbox", action="store_true",
                     help="run submissions WITHOUT the bubblewrap sandbox (trusted notebooks only; recorded in the "
                          "gradebook)")
+    ap.add_argument("--unsafe-no-cgroup", action="store_true",
+                    help="grade where no cgroup can be made: memory, tasks and CPU are then not capped by the kernel "
+                         "(recorded in the gradebook; docs/grading.md says which limits still hold)")
 
 
 def _fraction(text: str) -> float:
@@ -112,21 +115,59 @@ def _chapters(args) -> tuple[Path, dict[str, Chapter]]:
 
 
 def _prepare_sandbox(args, learner: bool) -> None:
-    from . import judge, sandbox
+    from . import cgroup, judge, sandbox
 
+    own = learner and _own_notebooks(args)
     if not args.unsafe_no_sandbox:
         try:
             sandbox.check_works()
         except sandbox.SandboxMissing as err:
-            if not learner:
-                raise UsageError(str(err)) from None
-            # `softmax-lab check` on a learner's own laptop (macOS has no bubblewrap): their own code, their
-            # machine - run it without the sandbox, and say so.
-            print(f"softmax-lab check: no sandbox ({err}); checking without one", file=sys.stderr)
+            if not own:
+                where = (" (`softmax-lab check` of a notebook outside your own workspace/ runs it in the same sandbox "
+                         "as `grade`)" if learner else "")
+                raise UsageError(f"{err}{where}") from None
+            # A learner checking their own notebook on their own laptop (macOS has no bubblewrap): their own code.
+            print("softmax-lab check: no bubblewrap here, so your notebook runs without a sandbox (fine for your own "
+                  "work in workspace/)", file=sys.stderr)
             args.unsafe_no_sandbox = True
+    args.cgroup = _cgroup_policy(args, own)
     sandbox.clean_stale_scratch()  # left behind by a grader killed with kill -9
+    cgroup.clean_stale()
     if not learner:  # `check` grades one notebook at a time and loads only what its chapter needs
         judge.judges()  # load the chapters' judges once, before worker threads start
+
+
+def _own_notebooks(args) -> bool:
+    """Every notebook given is the user's own: inside workspace/ of this checkout (or of the current folder)."""
+    from ..course.notebook import BuildError, repo_root
+
+    try:
+        workspace = (repo_root() / "workspace").resolve()
+    except BuildError:
+        workspace = (Path.cwd() / "workspace").resolve()
+    paths = getattr(args, "notebooks", None) or []
+    for p in paths:
+        real = Path(p).resolve() if Path(p).exists() else (workspace / Path(p).name).resolve()
+        if workspace not in real.parents:
+            return False
+    return bool(paths)
+
+
+def _cgroup_policy(args, own: bool) -> bool:
+    """Whether every run gets a cgroup of its own. Grading (and checking a notebook that is not the user's own)
+    refuses where none can be made, unless told --unsafe-no-cgroup."""
+    from . import cgroup
+
+    if getattr(args, "unsafe_no_cgroup", False):
+        return False
+    why = cgroup.why_unavailable()
+    if not why:
+        return True
+    if own or args.unsafe_no_sandbox:
+        return False
+    raise UsageError(f"the grader caps each submission's memory, tasks and CPU with a cgroup of its own, but none can "
+                     f"be made here ({why}). {cgroup.WITHOUT[0].upper()}{cgroup.WITHOUT[1:]}. Pass --unsafe-no-cgroup "
+                     "to grade with those limits only (recorded in every row).")
 
 
 def options(args, learner: bool = False) -> tuple[Options, dict[str, Chapter]]:
@@ -135,7 +176,7 @@ def options(args, learner: bool = False) -> tuple[Options, dict[str, Chapter]]:
     _prepare_sandbox(args, learner)
     limits = Limits(cell_timeout=args.timeout, setup_timeout=max(args.setup_timeout, args.timeout),
                     wall_timeout=args.notebook_timeout, memory_mb=args.memory_mb, keep_scratch=args.keep_scratch,
-                    sandbox=not args.unsafe_no_sandbox)
+                    sandbox=not args.unsafe_no_sandbox, cgroup=args.cgroup)
     sanitize = args.sanitize_with.read_text(encoding="utf-8") if args.sanitize_with else sanitize_config()
     cap = args.answer_hint_cap if args.answer_hint_cap is not None else course_hint_cap(solutions)
     opts = Options(limits=limits, sanitize=sanitize, expected_chapter=getattr(args, "chapter", None),
@@ -156,7 +197,8 @@ def fingerprint(args, opts: Options, chapters: dict[str, Chapter]) -> dict[str, 
             "timeout": f"{args.timeout:g}", "setup_timeout": f"{args.setup_timeout:g}",
             "notebook_timeout": f"{args.notebook_timeout:g}", "memory_mb": str(args.memory_mb),
             "sanitize": hashlib.sha256(opts.sanitize.encode()).hexdigest()[:16], "solutions": sols.hexdigest()[:16],
-            "sandbox": str(not args.unsafe_no_sandbox), "answer_hint_cap": f"{opts.answer_hint_cap:g}"}
+            "sandbox": str(not args.unsafe_no_sandbox), "answer_hint_cap": f"{opts.answer_hint_cap:g}",
+            **({"cgroup": "False"} if getattr(args, "unsafe_no_cgroup", False) else {})}
 
 
 # ----------------------------------------------------------------------------------------------- gradebook
@@ -173,6 +215,7 @@ class Gradebook:
     unsafe: bool
     fingerprint: dict[str, str]
     refused: list[Submission] = field(default_factory=list)
+    no_cgroup: bool = False                                          # --unsafe-no-cgroup
     rows: dict[str, list[dict]] = field(default_factory=dict)        # submission -> its rows
     state: dict[str, str] = field(default_factory=dict)              # submission -> file hash graded
     hashes: dict[str, str] = field(default_factory=dict)             # submission -> its file's hash now
@@ -294,6 +337,9 @@ def gradebook_rows(book: Gradebook) -> list[dict]:
                                   "file (hand in the notebook itself)")]
     if book.unsafe:
         every = {n: _with_note(rs, "note: graded WITHOUT the sandbox (--unsafe-no-sandbox)") for n, rs in every.items()}
+    if book.no_cgroup:
+        every = {n: _with_note(rs, "note: graded WITHOUT kernel-enforced memory, task and CPU limits "
+                                   "(--unsafe-no-cgroup)") for n, rs in every.items()}
     every.update(missing_rows(book))
     return [r for name in sorted(every) for r in every[name]]
 
@@ -328,10 +374,16 @@ def write_all(book: Gradebook, learners: set[str]) -> None:
 def _grade_one(sub: Submission, chapters, opts) -> SubmissionResult:
     try:
         return grade_notebook(sub.path, sub.name, chapters, opts)
-    except Exception as err:  # noqa: BLE001 - a grader bug on one notebook must not stop the others
-        detail = traceback.format_exc(limit=3)
+    except Exception:  # noqa: BLE001 - a grader bug on one notebook must not stop the others
+        # The traceback (the instructor's paths, the grader's code) goes to the instructor's terminal only.
+        detail = traceback.format_exc()
+        ref = hashlib.sha256(detail.encode("utf-8", "replace")).hexdigest()[:8]
+        print(f"softmax-lab grade: the grader failed on {safe_line(sub.name)} (error {ref}):\n{detail}",
+              file=sys.stderr, flush=True)
         return SubmissionResult(sub.name, None, [make_row(sub.name, "", "", 0, 0, "error",
-                                                          f"the grader failed on this notebook: {err!r}\n{detail}")])
+                                                          f"the grader failed on this notebook (error {ref}: a fault "
+                                                          "of the grader, not of your notebook; your instructor has "
+                                                          "the details)")])
 
 
 def summary_line(name: str, rows: list[dict]) -> str:
@@ -400,7 +452,8 @@ def run_grade(args: argparse.Namespace) -> int:
     if opts.expected_chapter:  # nbgrader's layout: submitted/<learner>/<assignment>/ - grade this assignment only
         subs = [s for s in subs if not other_assignment(s, opts.expected_chapter, chapters)]
     book = Gradebook(args.out, args.feedback or args.out.parent / "feedback", chapters, roster, args.chapter,
-                     args.unsafe_no_sandbox, fingerprint(args, opts, chapters), refused)
+                     args.unsafe_no_sandbox, fingerprint(args, opts, chapters), refused,
+                     no_cgroup=getattr(args, "unsafe_no_cgroup", False))
     resume(book, args.force)
     for s in refused:
         print(f"{s.name}: refused (a symbolic link or not a regular file: it is not followed)", file=sys.stderr)
@@ -524,7 +577,7 @@ def print_check(path: Path, res: SubmissionResult) -> None:
     got = sum(float(r["points"]) for r in res.rows)
     total = sum(float(r["max_points"]) for r in res.rows)
     title = res.chapter.label() if res.chapter else "unknown chapter"
-    print(f"{path.name}: {title}: {got:g}/{total:g} points")
+    print(f"{safe_line(path.name)}: {title}: {got:g}/{total:g} points")
     width = max([len(r["exercise"]) for r in res.rows] + [8])
     for r in res.rows:
         hint = f"  (hints used: up to level {r['hints']})" if r.get("hints") else ""
@@ -551,16 +604,17 @@ def run_check(args: argparse.Namespace) -> int:
         print("softmax-lab check: the course's solutions/ are not here (installed without the course checkout): "
               "run each exercise's check cell in the notebook, or pass --solutions DIR", file=sys.stderr)
         return 2
-    opts, chapters = options(args, learner=True)
     all_ok = len(found) == len(args.notebooks)
+    args.notebooks = found  # the files found (workspace/NAME for a bare name): the sandbox policy judges these
+    opts, chapters = options(args, learner=True)
     for path in found:
         problem = readable_problem(path, chapters)
         if problem:
-            print(f"softmax-lab check: {problem}", file=sys.stderr)
+            print(f"softmax-lab check: {safe_line(problem)}", file=sys.stderr)
             all_ok = False
             continue
-        print(f"checking {path} ({_saved_when(path)}): a fresh kernel runs it with the course's own checks ...",
-              flush=True)
+        print(f"checking {safe_line(str(path))} ({_saved_when(path)}): a fresh kernel runs it with the course's own "
+              "checks ...", flush=True)
         res = grade_notebook(path, path.name, chapters, opts)
         print_check(path, res)
         all_ok &= all(r["status"] == "passed" for r in res.rows)

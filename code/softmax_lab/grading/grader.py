@@ -11,7 +11,7 @@ and the notebook is run again, so that the learner's other exercises are still g
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import hints
@@ -68,6 +68,20 @@ def safe_text(text: str, line_limit: int = 300, lines: int = 40) -> str:
     if len(text.splitlines()) > lines:
         out.append(f"... ({len(text.splitlines()) - lines} more lines)")
     return "\n".join(out)
+
+
+def safe_line(text: str, limit: int = 300) -> str:
+    """One line of learner-chosen text (a file name, an id) safe for a terminal: no control, bidi or other
+    invisible format characters (they could forge lines, recolour or retitle the terminal), at most ``limit``."""
+    text = str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    text = "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def safe_answer(text: str) -> str:
+    """A free-text answer kept as written, except control and bidi characters (newlines and tabs stay)."""
+    text = str(text).encode("utf-8", "replace").decode("utf-8", "replace")
+    return "\n".join("".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in ln) for ln in text.splitlines())
 
 
 def _fmt(x) -> str:
@@ -203,17 +217,28 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
     blamed_for: dict[str, str] = {}  # exercise id -> the kind of break ("memory", "died", ...) it was blamed for
     run: RunResult | None = None
     g = None
+    budget = limits.wall_timeout  # one wall-clock budget for every run of this submission, reruns included
     for _ in range(2 * len(chapter.exercises) + 1):
+        left = budget - result.seconds
+        if run is not None and left < 1.0:
+            for ex in chapter.exercises:
+                if ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells):
+                    verdict[ex.id] = ("timeout", f"not graded: the runs of this notebook used up its time budget "
+                                                 f"({budget:g} s for all runs together)")
+            break
         g = graft(chapter, nb, blank)
         numbers = code_cell_numbers(g.nb)
         first = min(ex.cell for ex in chapter.exercises)
         timeouts = {n: (limits.setup_timeout if k < first else limits.cell_timeout) for k, n in numbers.items()}
-        run = run_notebook(g.nb, limits, timeouts, opts.sanitize,
+        run = run_notebook(g.nb, replace(limits, wall_timeout=left), timeouts, opts.sanitize,
                            exercise_cells=[numbers[ex.cell] for ex in chapter.exercises])
         result.runs += 1
         result.seconds += run.seconds
         if run.fatal is None:
             break
+        if run.fatal["status"] == "wall":
+            run.fatal["message"] = (f"the runs of this notebook took longer than {budget:g} s in all (one budget for "
+                                    "every run, reruns included)")
         if run.fatal["status"] == "stopped":  # Ctrl-C: record nothing, so a rerun grades this notebook
             raise KeyboardInterrupt
         index = {n: k for k, n in numbers.items()}.get(run.fatal["cell"])
@@ -233,6 +258,13 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
                     culprit = ex.id
                     demo_blame[culprit] = index
                     break
+        if run.fatal["status"] == "wall" and result.runs > 1 and (culprit is None or culprit in blank):
+            # The budget ran out in a rerun, before any learner code that is still graded: earlier runs used it.
+            for ex in chapter.exercises:
+                if ex.id not in verdict and not (ex.check is not None and numbers.get(ex.check) in run.cells):
+                    verdict[ex.id] = ("timeout", f"not graded: the runs of this notebook used up its time budget "
+                                                 f"({budget:g} s for all runs together)")
+            break
         if culprit is None or culprit in blank or culprit in g.missing:
             # Not the learner's code: the solution's own cells failed here (environment, limits too tight).
             _, msg = _fatal_words(run.fatal, where, limits)

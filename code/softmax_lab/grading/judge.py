@@ -6,26 +6,30 @@ For every exercise with a judge (``JUDGES`` in ``softmax_lab.checks.chNN``, see 
 2. in a fresh sandbox *without* the softmax_lab package: ``judge_harness.py`` defines only the learner's
    ``@triton.jit`` functions (kernel exercises; checked to be Triton code) or runs the cell (Python exercises,
    in a separate sandbox), launches/calls them, and saves the outputs;
-3. here: read the outputs with strict parsers (``np.load(allow_pickle=False)``, a validated JSON), compare with
-   float64 references computed here, and count k/n. Nothing the learner prints is read.
+3. here: read what the harness sends back on its standard output (a pipe, read up to the size expected: no
+   file of the sandbox is ever opened) with strict parsers (``np.load(allow_pickle=False)``, a validated JSON),
+   compare with float64 references computed here, and count k/n. Nothing the learner prints is read.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import io
 import json
+import re
 import math
 import os
 import pkgutil
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from . import sandbox
+from . import cgroup, sandbox, streams
 from .runner import STOP, Limits, gpu_visible
 
 REGISTRY: dict[str, object] = {}  # exercise id -> judge; tests add the fixture chapter's here
@@ -98,42 +102,103 @@ def _clean(text, limit=300) -> str:
     return text[:limit]
 
 
-def _run_harness(grader_dir: Path, out_dir: Path, limits: Limits, timeout: float) -> str:
-    """Run the harness in a fresh sandbox; '' or what went wrong (killed, timed out)."""
+def _run_harness(grader_dir: Path, limits: Limits, timeout: float, cap: int) -> tuple[str, bytes]:
+    """Run the harness in a fresh sandbox: ('', what it sent back) or (what went wrong, b'')."""
     shutil.copy(Path(__file__).with_name("judge_harness.py"), grader_dir / "judge_harness.py")
     rlimit_as = (not gpu_visible()) if limits.rlimit_as is None else limits.rlimit_as
     inner = [sys.executable, "-I", "/grader/judge_harness.py"]
     if limits.sandbox:
         env = sandbox.base_env()
         env.pop("PYTHONPATH", None)
-        cmd = sandbox.command(inner, grader_dir=grader_dir, out_dir=out_dir, env=env, tmp_mb=256,
+        cmd = sandbox.command(inner, grader_dir=grader_dir, env=env, tmp_mb=256, shm_mb=min(limits.shm_mb, 64),
                               memory_mb=limits.memory_mb, rlimit_as=rlimit_as, cwd="/tmp/work", package=False)
         popen_env = {"PATH": "/usr/bin:/bin"}
-    else:  # --unsafe-no-sandbox: the same harness, paths mapped by symlinks is not possible: run in place
+    else:  # --unsafe-no-sandbox: the same harness, reading its inputs in place
         text = (grader_dir / "judge_harness.py").read_text(encoding="utf-8")
-        text = text.replace('OUT = "/grader-out"', f"OUT = {str(out_dir)!r}").replace('IN = "/grader"',
-                                                                                      f"IN = {str(grader_dir)!r}")
+        text = text.replace('IN = "/grader"', f"IN = {str(grader_dir)!r}")
         (grader_dir / "judge_harness.py").write_text(text, encoding="utf-8")
         cmd = [sys.executable, "-I", str(grader_dir / "judge_harness.py")]
         popen_env = dict(os.environ)
-    proc = subprocess.Popen(cmd, env=popen_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True, cwd=str(grader_dir))
     from .runner import _Tree
 
-    tree = _Tree(proc.pid)
+    group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
     try:
-        _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        tree.kill()
-        proc.communicate()
-        return f"the grader's run of your code took longer than {timeout:g} s"
+        proc = subprocess.Popen(cgroup.enter(group, cmd), env=popen_env, stdin=subprocess.DEVNULL, stdout=out_w,
+                                stderr=err_w, start_new_session=True, cwd=str(grader_dir))
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        if group is not None:
+            group.close()
+        raise
     finally:
+        os.close(out_w)
+        os.close(err_w)
+    out = streams.Drain(out_r, head=cap, tail=0)   # the results: at most what the grader expects
+    err = streams.Drain(err_r, head=0, tail=4096)  # the learner may flood stderr: only the end is kept
+    tree = _Tree(proc.pid)
+    trouble = ""
+    t0 = time.monotonic()
+    try:
+        while proc.poll() is None:
+            if time.monotonic() - t0 > timeout:
+                trouble = f"the grader's run of your code took longer than {timeout:g} s"
+            elif out.over.is_set():
+                trouble = f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
+            elif STOP.is_set():
+                trouble = "stopped"
+            if trouble:
+                tree.kill()
+                break
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            tree.kill()
+        proc.wait()
         tree.kill(group=False)
+        oom = group.oom_kills() if group is not None else 0
+        if group is not None:
+            group.close()
+        out.join()
+        err.join()
     if STOP.is_set():
         raise KeyboardInterrupt
-    if proc.returncode != 0:
-        return f"the grader's run of your code ended with status {proc.returncode}" + (f" ({_clean(err.decode('utf-8', 'replace')[-300:], 300)})" if os.environ.get("SOFTMAX_LAB_JUDGE_DEBUG") else "")
-    return ""
+    if not trouble and oom:
+        trouble = f"the grader's run of your code used more than {limits.memory_mb} MB of memory"
+    if not trouble and out.over.is_set():
+        trouble = f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
+    if not trouble and proc.returncode != 0:
+        trouble = f"the grader's run of your code ended with status {proc.returncode}" + (
+            f" ({_clean(err.text()[-300:], 300)})" if os.environ.get("SOFTMAX_LAB_JUDGE_DEBUG") else "")
+    return trouble, (b"" if trouble else bytes(out.head))
+
+
+_FILE_NAME = re.compile(r"e\d{1,4}_c\d{1,4}_[A-Za-z_][A-Za-z0-9_]{0,40}\.npy")
+
+
+def parse_results(data: bytes) -> tuple[dict, dict[str, bytes]]:
+    """The harness's answer: a JSON line {"results": {...}, "files": [[name, size], ...]} and the files' bytes.
+    ValueError when it is not exactly that."""
+    line, sep, rest = data.partition(b"\n")
+    if not sep or len(line) > MAX_RESULTS_BYTES:
+        raise ValueError("no header line")
+    try:
+        head = _strict_json(line.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    if not isinstance(head, dict) or not isinstance(head.get("results"), dict) or not isinstance(head.get("files"), list):
+        raise ValueError("not a results header")
+    files, at = {}, 0
+    for item in head["files"]:
+        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
+                or not _FILE_NAME.fullmatch(item[0]) or not isinstance(item[1], int) or isinstance(item[1], bool)
+                or not 0 <= item[1] <= len(rest) - at):
+            raise ValueError("a bad file entry")
+        files[item[0]] = rest[at: at + item[1]]
+        at += item[1]
+    return head["results"], files
 
 
 def _write_array(path: Path, values: np.ndarray, dtype: str) -> None:
@@ -142,15 +207,15 @@ def _write_array(path: Path, values: np.ndarray, dtype: str) -> None:
     np.save(path, to_file_array(values, dtype), allow_pickle=False)
 
 
-def _read_array(path: Path, dtype: str, size: int) -> np.ndarray | None:
+def _read_array(data: bytes | None, dtype: str, size: int) -> np.ndarray | None:
     from ..checks.judging import from_file_array, to_file_array
 
     want = to_file_array(np.zeros(1), dtype).dtype
+    if data is None or len(data) > 64 + size * want.itemsize + 4096:
+        return None
     try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 + size * want.itemsize + 4096:
-            return None
-        arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError):
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except (OSError, ValueError, EOFError):
         return None
     if arr.dtype != want or arr.shape != (size,):
         return None
@@ -181,10 +246,10 @@ def run(chapter_id: str, sources: dict[str, str], limits: Limits, seed: int) -> 
 
 
 def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float) -> dict[str, Verdict]:
-    grader_dir, out_dir = scratch / "in", scratch / "out"
+    grader_dir = scratch / "in"
     grader_dir.mkdir()
-    out_dir.mkdir()
     spec, plans = [], {}
+    expected = 0  # bytes of output arrays the harness may send back
     for n, (ident, source) in enumerate(sorted(group.items())):
         judge = table[ident]
         if judge.kind == "kernel":
@@ -198,6 +263,8 @@ def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float)
                     bufs[name] = {"file": fname, "dtype": buf.dtype}
                     if buf.size:
                         bufs[name].update(size=buf.size, windows=[list(w) for w in buf.windows], base=buf.base)
+                    if buf.output:
+                        expected += 4096 + buf.storage.size * 8
                 entries.append({"grid": list(case.grid), "args": [{a[0]: a[1]} for a in case.args],
                                 "constexprs": case.constexprs, "buffers": bufs, "int64": case.int64,
                                 "outputs": [b for b, v in case.buffers.items() if v.output]})
@@ -211,17 +278,12 @@ def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float)
                                                                    else {})} for c in calls]})
             plans[ident] = (n, calls)
     (grader_dir / "judge.json").write_text(json.dumps({"exercises": spec}), encoding="utf-8")
-    trouble = _run_harness(grader_dir, out_dir, limits, timeout)
-    raw = {}
-    res_path = out_dir / "results.json"
+    trouble, data = _run_harness(grader_dir, limits, timeout, MAX_RESULTS_BYTES + expected)
+    raw, files = {}, {}
     if not trouble:
         try:
-            if res_path.is_symlink() or res_path.stat().st_size > MAX_RESULTS_BYTES:
-                raise ValueError("too big")
-            raw = _strict_json(res_path.read_text(encoding="utf-8"))
-            if not isinstance(raw, dict):
-                raise ValueError("not an object")
-        except (OSError, ValueError, UnicodeDecodeError):
+            raw, files = parse_results(data)
+        except (ValueError, UnicodeDecodeError):
             trouble = "the grader's run of your code left no readable results"
     out = {}
     for ident in group:
@@ -235,14 +297,14 @@ def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float)
             out[ident] = v
             continue
         if table[ident].kind == "kernel":
-            _kernel_verdict(v, rec, table[ident], items, out_dir, n)
+            _kernel_verdict(v, rec, table[ident], items, files, n)
         else:
             _python_verdict(v, rec, items)
         out[ident] = v
     return out
 
 
-def _kernel_verdict(v: Verdict, rec: dict, judge, cases, out_dir: Path, n: int) -> None:
+def _kernel_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes], n: int) -> None:
     status = rec.get("status")
     if status == "no-kernel":
         v.note = (f"your exercise cell defines no @triton.jit function named `{judge.kernel}`: the grader launches "
@@ -271,7 +333,7 @@ def _kernel_verdict(v: Verdict, rec: dict, judge, cases, out_dir: Path, n: int) 
                 continue
             from ..checks.judging import output_problem
 
-            arr = _read_array(out_dir / f"e{n}_c{k}_{name}.npy", buf.dtype, buf.storage.size)
+            arr = _read_array(files.get(f"e{n}_c{k}_{name}.npy"), buf.dtype, buf.storage.size)
             problem = "its output did not come back" if arr is None else output_problem(buf, arr)
             if problem:
                 break

@@ -6,22 +6,31 @@ Standalone on purpose: the ``softmax_lab`` package is not in this sandbox (so no
 /grader/judge.json lists exercises:
 
 * ``kind: kernel``: only the ``@triton.jit`` functions of the learner's cell are defined (after a check of their
-  syntax tree: Triton code only, no imports, no calls outside ``tl``/``triton`` and the cell's own kernels),
-  and the named one is launched with the grader's buffers (``/grader/<file>.npy``), grid and arguments. Every
-  output buffer is saved whole (guard zones included) as ``/grader-out/<case>_<buffer>.npy``. On the CPU
-  interpreter, pointer offsets computed from ``tl.program_id`` in fewer than 64 bits are recorded.
-* ``kind: python``: the cell is run, and the named functions are called with the grader's arguments; their
-  results are saved in /grader-out/results.json.
+  syntax tree: Triton code only; every name is an argument, a local, a few builtins, ``tl.*``/``triton.*`` API
+  or another kernel of the cell; every attribute is Triton's public API, resolved here, never a path into
+  Python's builtins, modules or the interpreter), with no Python builtins but those few, and the named one is
+  launched with the grader's buffers (``/grader/<file>.npy``), grid and arguments. Every output buffer is kept
+  whole (guard zones included). On the CPU interpreter, pointer offsets computed from ``tl.program_id`` in
+  fewer than 64 bits are recorded.
+* ``kind: python``: the cell is run, and the named functions are called with the grader's arguments.
+
+Results go back on this process's standard output, which nothing else may write to (the learner's prints go to
+/dev/null): one JSON line ``{"results": ..., "files": [[name, size], ...]}`` then the ``.npy`` files' bytes.
+The grader reads at most what it expects, and decides everything.
 """
 from __future__ import annotations
 
 import ast
+import builtins
+import inspect
+import io
 import json
 import linecache
 import math
 import os
 import sys
 import traceback
+
 
 GPU = (os.environ.get("SOFTMAX_LAB_DEVICE", "").lower() not in ("cpu", "interpreter")
        and any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/dxg")))
@@ -36,14 +45,24 @@ import triton.language as tl  # noqa: E402
 if GPU and not torch.cuda.is_available():
     GPU = False
 DEVICE = torch.device("cuda" if GPU else "cpu")
-OUT = "/grader-out"
 IN = "/grader"
+FILES: dict[str, bytes] = {}  # output name -> .npy bytes, sent after the results
 
 # ------------------------------------------------------------------------------------- kernel source check
 
 ALLOWED_BUILTINS = {"range", "float", "int", "min", "max", "len", "bool", "True", "False", "None"}
 FORBIDDEN_NODES = (ast.Import, ast.ImportFrom, ast.Lambda, ast.Global, ast.Nonlocal, ast.With, ast.AsyncWith,
-                   ast.Try, ast.Yield, ast.YieldFrom, ast.Await, ast.Delete, ast.ClassDef, ast.AsyncFunctionDef)
+                   ast.Try, ast.Yield, ast.YieldFrom, ast.Await, ast.Delete, ast.ClassDef, ast.AsyncFunctionDef,
+                   ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.JoinedStr)
+# Modules a kernel may name on its way to a function (tl.math.exp, tl.extra.cuda.libdevice.fast_expf ...).
+API_MODULES = ("triton.language", "triton.language.math", "triton.language.random", "triton.language.standard",
+               "triton.language.extra")
+TRITON_TOP = {"cdiv", "next_power_of_2", "language"}  # triton.X a kernel may use
+# Attributes of values (tensors, dtypes, constexprs): Triton's public tensor API, nothing that leads out of it.
+VALUE_ATTRS = ({n for cls in (tl.tensor, tl.dtype, tl.constexpr, tl.pointer_type, tl.block_type) for n in dir(cls)
+                if not n.startswith("_")}
+               | {"dtype", "shape", "type", "numel", "value", "T", "element_ty", "scalar", "name", "primitive_bitwidth",
+                  "int_bitwidth", "int_signedness", "fp_mantissa_width", "address_space"}) - {"handle"}
 
 
 class SourceRejected(Exception):
@@ -56,8 +75,67 @@ def _is_jit(dec) -> bool:
             and target.value.id == "triton")
 
 
+def _chain(node) -> tuple[str | None, list[str]]:
+    """``a.b.c`` -> ('a', ['b', 'c']); (None, attrs) when the chain starts at an expression."""
+    attrs = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    return (node.id if isinstance(node, ast.Name) else None), attrs[::-1]
+
+
+def _api_module(obj) -> bool:
+    if not inspect.ismodule(obj):
+        return False
+    return obj is tl or any(obj.__name__ == m or obj.__name__.startswith(m + ".") for m in API_MODULES[1:])
+
+
+def _api_value(obj) -> bool:
+    """A function, type or constant of Triton's language (its @jit library functions included), or a number."""
+    if isinstance(obj, (bool, int, float)):
+        return True
+    homes = [getattr(obj, "__module__", None), getattr(getattr(obj, "fn", None), "__module__", None)]
+    if type(obj).__module__.startswith("triton.runtime") and isinstance(homes[1], str):
+        homes = homes[1:]  # a @triton.jit library function (tl.max, tl.sum ...): where its Python function lives
+    elif not isinstance(homes[0], str):
+        homes = [type(obj).__module__]
+    return all(isinstance(h, str) and (h.startswith("triton.language") or h.startswith("triton._C")) for h in homes[:1])
+
+
+def _check_api(fn: str, root: str, attrs: list[str]) -> None:
+    """``tl.a.b`` / ``triton.a.b``: resolved here on the real modules; every step must stay in Triton's API."""
+    text = ".".join([root, *attrs])
+    if root == "triton":
+        if not attrs or attrs[0] not in TRITON_TOP:
+            raise SourceRejected(f"{fn}: `{text}` is not Triton language API")
+        if attrs[0] != "language":
+            if len(attrs) > 1:
+                raise SourceRejected(f"{fn}: `{text}`")
+            return
+        attrs = attrs[1:]
+    if not attrs:
+        raise SourceRejected(f"{fn}: `{text}`: the module itself may not be used as a value")
+    obj = tl
+    for k, a in enumerate(attrs):
+        if a.startswith("_") or not _api_module(obj):
+            if a in VALUE_ATTRS and not inspect.ismodule(obj):
+                continue  # tl.float32.primitive_bitwidth: an attribute of an API value
+            raise SourceRejected(f"{fn}: `{text}` is not Triton language API")
+        obj = getattr(obj, a, None)
+        if obj is None:
+            raise SourceRejected(f"{fn}: `{text}` does not exist")
+        if inspect.ismodule(obj):
+            if not _api_module(obj):
+                raise SourceRejected(f"{fn}: `{text}` leaves Triton's language API")
+        elif not _api_value(obj):
+            raise SourceRejected(f"{fn}: `{text}` leaves Triton's language API")
+    if inspect.ismodule(obj):
+        raise SourceRejected(f"{fn}: `{text}`: a module may not be used as a value")
+
+
 def _check_kernel(fn: ast.FunctionDef, kernels: set[str]) -> None:
-    """Triton code only: names are arguments, locals, tl/triton, a few builtins and the cell's kernels."""
+    """Triton code only: names are arguments, locals, tl/triton API, a few builtins and the cell's kernels;
+    attributes are Triton's public API (checked against the real modules), never a way out of it."""
     for dec in fn.decorator_list:
         if not _is_jit(dec):
             raise SourceRejected(f"{fn.name}: only @triton.jit may decorate a kernel")
@@ -75,10 +153,14 @@ def _check_kernel(fn: ast.FunctionDef, kernels: set[str]) -> None:
             raise SourceRejected(f"{fn.name}: argument annotations other than tl.constexpr")
     if args.vararg or args.kwarg:
         raise SourceRejected(f"{fn.name}: *args/**kwargs")
+    parents = {}
     for node in ast.walk(fn):
-        if node is fn:
-            continue
-        if isinstance(node, FORBIDDEN_NODES) or (isinstance(node, ast.FunctionDef)):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    decorators = {id(x) for d in fn.decorator_list for x in ast.walk(d)}
+    body = [n for n in ast.walk(fn) if n is not fn and id(n) not in decorators]
+    for node in body:
+        if isinstance(node, FORBIDDEN_NODES) or isinstance(node, ast.FunctionDef):
             raise SourceRejected(f"{fn.name}: `{type(node).__name__}` is not Triton code")
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             raise SourceRejected(f"{fn.name}: attribute `{node.attr}`")
@@ -87,20 +169,33 @@ def _check_kernel(fn: ast.FunctionDef, kernels: set[str]) -> None:
             if ident.startswith("__"):
                 raise SourceRejected(f"{fn.name}: name `{ident}`")
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            if node.id in ("tl", "triton") or node.id in kernels or node.id in ALLOWED_BUILTINS:
+                raise SourceRejected(f"{fn.name}: assigns to `{node.id}`")
             names.add(node.id)
-    for node in ast.walk(fn):
+    for node in body:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.id not in names and node.id not in ALLOWED_BUILTINS | {"tl", "triton"} | kernels:
                 raise SourceRejected(f"{fn.name}: uses `{node.id}`, defined outside the kernel")
+            if node.id in ("tl", "triton") and not isinstance(parents.get(node), ast.Attribute):
+                raise SourceRejected(f"{fn.name}: `{node.id}` may only be used as `{node.id}.<function>`")
+        outer = parents.get(node)
+        if isinstance(node, ast.Attribute) and not (isinstance(outer, ast.Attribute) and outer.value is node):
+            root, attrs = _chain(node)
+            if root in ("tl", "triton") and root not in names:
+                _check_api(fn.name, root, attrs)
+            else:
+                bad = [a for a in attrs if a not in VALUE_ATTRS]
+                if bad:
+                    raise SourceRejected(f"{fn.name}: attribute `.{bad[0]}` is not part of Triton's tensor API")
         if isinstance(node, ast.Call):
             f = node.func
-            while isinstance(f, ast.Attribute):
-                f = f.value
-            if isinstance(f, ast.Name) and not (f.id in ("tl", "triton") or f.id in kernels or f.id in names
-                                                or f.id in ALLOWED_BUILTINS):
+            if isinstance(f, ast.Name) and not (f.id in kernels or f.id in names or f.id in ALLOWED_BUILTINS):
                 raise SourceRejected(f"{fn.name}: calls `{ast.unparse(node.func)}`")
-            if isinstance(f, ast.Call) or isinstance(f, ast.Subscript):
-                continue
+            if not isinstance(f, (ast.Name, ast.Attribute)):
+                raise SourceRejected(f"{fn.name}: calls `{ast.unparse(node.func)}`")
+
+
+KERNEL_BUILTINS = {n: getattr(builtins, n) for n in ALLOWED_BUILTINS - {"True", "False", "None"}}
 
 
 def define_kernels(source: str) -> dict:
@@ -114,7 +209,7 @@ def define_kernels(source: str) -> dict:
     text = ast.unparse(module) + "\n"
     filename = "<learner-kernels>"
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # triton reads the source
-    ns = {"triton": triton, "tl": tl, "__name__": "learner_kernels"}
+    ns = {"triton": triton, "tl": tl, "__name__": "learner_kernels", "__builtins__": dict(KERNEL_BUILTINS)}
     exec(compile(text, filename, "exec"), ns)  # noqa: S102 - checked above: only Triton definitions
     return {name: ns[name] for name in kernels}
 
@@ -185,12 +280,14 @@ def _pointer(t: torch.Tensor, spec: dict) -> torch.Tensor:
     return t[int(spec.get("base", 0)):] if spec.get("base") else t
 
 
-def _save_buffer(t: torch.Tensor, dtype: str, path: str, spec: dict | None = None) -> None:
+def _save_buffer(t: torch.Tensor, dtype: str, name: str, spec: dict | None = None) -> None:
     if spec and spec.get("size"):
         t = torch.cat([t[int(s): int(s) + int(n)] for s, n in spec["windows"]])
     t = t.detach().cpu()
     arr = t.view(torch.int16).numpy() if dtype == "bfloat16" else t.numpy()
-    np.save(path, arr, allow_pickle=False)
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    FILES[name] = buf.getvalue()
 
 
 def _error_text(err: BaseException) -> str:
@@ -237,8 +334,7 @@ def run_kernel_exercise(ex: dict) -> dict:
         for name in case["outputs"]:
             try:
                 _save_buffer(bufs[name], case["buffers"][name]["dtype"],
-                             os.path.join(OUT, f"{os.path.basename(ex.get('out_prefix', ''))}c{k}_{name}.npy"),
-                             case["buffers"][name])
+                             f"{os.path.basename(ex.get('out_prefix', ''))}c{k}_{name}.npy", case["buffers"][name])
             except Exception as err:  # noqa: BLE001 - e.g. a CUDA fault left by the launch: reported as missing
                 rec = {"status": "raised", "message": _error_text(err), "narrow_offsets": 0}
         del bufs
@@ -312,6 +408,9 @@ def run_python_exercise(ex: dict) -> dict:
 
 
 def main() -> int:
+    results_fd = os.dup(1)  # the grader's channel; fd 1 itself (print, C code) goes to /dev/null from now on
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    sys.stdout = open(os.devnull, "w")
     spec = json.load(open(os.path.join(IN, "judge.json"), encoding="utf-8"))
     out = {}
     for ex in spec["exercises"]:
@@ -320,8 +419,12 @@ def main() -> int:
         except BaseException as err:  # noqa: BLE001
             out[ex["id"]] = {"status": "raised", "message": _error_text(err),
                              "trace": traceback.format_exc()[-1500:]}
-    with open(os.path.join(OUT, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(out, f, ensure_ascii=True, default=str)
+    header = json.dumps({"results": out, "files": [[k, len(v)] for k, v in FILES.items()]}, ensure_ascii=True,
+                        default=str)
+    with os.fdopen(results_fd, "wb") as f:
+        f.write(header.encode("ascii") + b"\n")
+        for v in FILES.values():
+            f.write(v)
     return 0
 
 

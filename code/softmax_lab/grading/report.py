@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import html
 import io
 import json
 import os
@@ -37,10 +38,17 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def file_hash(path: Path) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    from .chapters import MAX_NOTEBOOK_BYTES
+    from .streams import read_regular
+
+    try:  # a FIFO or a device among the submissions must not block the grader
+        return hashlib.sha256(read_regular(path, MAX_NOTEBOOK_BYTES)).hexdigest()
     except OSError:
-        return ""
+        try:
+            st = Path(path).lstat()
+            return f"unreadable-{st.st_size}-{st.st_mtime_ns}"
+        except OSError:
+            return ""
 
 
 # ------------------------------------------------------------------------------------------------ gradebook
@@ -157,7 +165,7 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
 
     ``answers`` maps submission -> question id -> the learner's answer ('' when unanswered).
     """
-    out = [f"# Feedback for {learner}", ""]
+    out = [f"# Feedback for {_md(learner)}", ""]
     by_sub: dict[str, list[dict]] = {}
     for r in rows:
         by_sub.setdefault(r["submission"], []).append(r)
@@ -165,7 +173,7 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
         ch = chapters.get(srows[0]["chapter"])
         got = sum(_num(r["points"]) for r in srows)
         total = sum(_num(r["max_points"]) for r in srows)
-        out += [f"## {sub}" + (f" — {ch.label()}" if ch else ""), "",
+        out += [f"## {_md(sub)}" + (f" — {ch.label()}" if ch else ""), "",
                 f"Exercises: **{_g(got)} / {_g(total)} points**.", "",
                 "| exercise | points | result | hints used |", "|---|---|---|---|"]
         for r in srows:
@@ -174,7 +182,7 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
         out.append("")
         for r in srows:
             if r["status"] != "passed" and r["message"]:
-                out += [f"**{r['exercise'] or sub}** ({STATUS_WORDS.get(r['status'], r['status'])}):", "", "```text",
+                out += [f"**{_md(r['exercise'] or sub)}** ({STATUS_WORDS.get(r['status'], r['status'])}):", "", "```text",
                         r["message"].replace("```", "'''"), "```", ""]
         qs = ch.questions if ch else []
         if qs:
@@ -229,9 +237,15 @@ def manual_markdown(entries: list[dict], chapters: dict[str, Chapter], sheet: st
                     "**Model answer**", "", _strip_markers(q.model_answer), ""]
         for e in items:
             answer = e["answer"].strip()
-            out += [f"### {e['submission']}", "", "\n".join("> " + ln for ln in answer.splitlines()) if answer
+            out += [f"### {_md(e['submission'])}", "", "\n".join("> " + _md(ln) for ln in answer.splitlines()) if answer
                     else "_(not answered)_", ""]
     return "\n".join(out)
+
+
+def _md(text: str) -> str:
+    """Learner text in Markdown that may be shown as HTML: no tags, no entities, no control characters."""
+    text = "".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in str(text))
+    return html.escape(text, quote=False).replace("|", "\\|")
 
 
 def _strip_markers(text: str) -> str:

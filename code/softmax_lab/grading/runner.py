@@ -5,11 +5,13 @@
 * Every run gets a fresh bubblewrap sandbox (``sandbox.py``): its own PID, network, IPC and mount namespaces,
   the code and venv read-only, a private tmpfs as working directory and ``HOME``, a minimal environment.
   When the run ends (or the grader dies) everything in it dies, daemons included.
-* Limits: a timeout per cell (nbval interrupts the cell), a wall-clock limit for the whole run, and a memory
-  cap: on the CPU as a data-size limit (``ulimit -d`` inside the sandbox: heap and private writable mappings, so
+* Limits: a timeout per cell (nbval interrupts the cell), a wall-clock limit for the whole run, a cgroup per
+  run (``cgroup.py``: memory including the sandbox's tmpfs files, tasks, CPU), and a memory cap: on the CPU also
+  as a data-size limit (``ulimit -d`` inside the sandbox: heap and private writable mappings, so
   allocations fail with MemoryError; not ``ulimit -v``, under which PyPI's CUDA build of torch cannot even be
   imported), and everywhere as a watchdog on the resident memory of the whole process tree.
-* Cell results come back as JSON lines on a pipe held by the pytest process only; that process makes itself
+* What the run prints goes to a pipe whose last bytes the grader keeps (never a file: a flood costs nothing).
+  Cell results come back as JSON lines on a pipe held by the pytest process only; that process makes itself
   non-dumpable, so the kernel (the learner's code) cannot open it through ``/proc/<pid>/fd``. These records
   are still only *diagnostics*: the points come from the judge (``judge.py``), outside.
 """
@@ -27,12 +29,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import cgroup, streams
+
 try:  # psutil comes with IPython; without it we fall back to process groups and no RSS watchdog
     import psutil
 except ImportError:  # pragma: no cover
     psutil = None
 
 MAX_RECORD_BYTES = 8 * 2**20  # what the grader keeps of one run's cell records
+LOG_BYTES = 64 * 1024          # what it keeps of the run's own output (the last bytes)
 
 STOP = threading.Event()  # set on Ctrl-C: every running notebook is killed
 
@@ -47,6 +52,11 @@ class Limits:
     keep_scratch: bool = False
     sandbox: bool = True           # False only with --unsafe-no-sandbox
     tmp_mb: int = 1024             # size of the sandbox's private /tmp (tmpfs)
+    shm_mb: int = 256              # size of its /dev/shm (tmpfs)
+    cgroup: bool = True            # a cgroup per run; False with --unsafe-no-cgroup or where none can be made
+    tasks: int = 4096              # processes and threads per run (the cgroup's pids.max; chapter 9's CUDA
+                                   # simulator runs one thread per simulated CUDA thread)
+    cpus: float = 2.0              # CPU quota per run, in CPUs (the cgroup's cpu.max / cfs quota)
 
 
 @dataclass
@@ -55,6 +65,7 @@ class RunResult:
     fatal: dict | None = None      # {"cell": n or None, "status": ..., "message": ...} when the run broke off
     seconds: float = 0.0
     log: str = ""                  # the tail of pytest's own output, for instructors
+    oom_kills: int = 0             # processes the kernel killed for memory (the cgroup's count)
 
 
 def gpu_visible() -> bool:
@@ -216,8 +227,8 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
 
     (grader_dir / "submission.ipynb").write_bytes(nbformat.writes(nb).encode("utf-8", "replace"))
     _write_config(grader_dir, sanitize_config() if sanitize is None else sanitize)
-    log_path = scratch / "pytest.log"
 
+    group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
     rfd, wfd = os.pipe()
     config = {"fd": wfd, "timeouts": {str(k): v for k, v in (timeouts or {}).items()},
               "exercise_cells": list(exercise_cells or [])}
@@ -232,7 +243,7 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
                  "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",
                  "/tmp/work/submission.ipynb"]
         cmd = sandbox.command(inner, grader_dir=grader_dir, env=child_env, tmp_mb=limits.tmp_mb,
-                              memory_mb=limits.memory_mb, rlimit_as=rlimit_as, cwd="/tmp",
+                              shm_mb=limits.shm_mb, memory_mb=limits.memory_mb, rlimit_as=rlimit_as, cwd="/tmp",
                               prelude="cp /grader/submission.ipynb /tmp/work/ && mkdir -p /tmp/home/.config/matplotlib")
         cwd = "/"
         post_limit = False
@@ -266,34 +277,30 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
         cwd = str(scratch)
         post_limit = True
 
-    lines: list[str] = []
     result = RunResult()
     t0 = time.monotonic()
     killed: tuple[str, str] | None = None
-    log = open(log_path, "wb")
+    log_r, log_w = os.pipe()
     try:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=child_env if not limits.sandbox else {"PATH": "/usr/bin:/bin"},
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(wfd,),
+        proc = subprocess.Popen(cgroup.enter(group, cmd), cwd=cwd,
+                                env=child_env if not limits.sandbox else {"PATH": "/usr/bin:/bin"},
+                                stdin=subprocess.DEVNULL, stdout=log_w, stderr=log_w, pass_fds=(wfd,),
                                 start_new_session=True)
     except BaseException:
-        os.close(rfd)
-        log.close()
+        for fd in (rfd, log_r):
+            os.close(fd)
+        if group is not None:
+            group.close()
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     finally:
         os.close(wfd)
+        os.close(log_w)
 
-    def read_pipe():
-        with os.fdopen(rfd, "r", encoding="utf-8", errors="replace") as f:
-            total = 0
-            for line in f:
-                total += len(line)
-                if total <= MAX_RECORD_BYTES:  # a flood of output cannot exhaust the grader's memory
-                    lines.append(line)
-
+    # Both pipes are drained to their end with caps: a flood of output cannot exhaust the grader's memory.
+    records = streams.Drain(rfd, head=MAX_RECORD_BYTES, tail=0)
+    log = streams.Drain(log_r, head=0, tail=LOG_BYTES)
     _limit(proc.pid, limits.memory_mb, rlimit_as and post_limit)
-    reader = threading.Thread(target=read_pipe, daemon=True)
-    reader.start()
     tree = _Tree(proc.pid)
     try:
         next_scan = 0.0
@@ -318,17 +325,18 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
             tree.kill()
             proc.wait()
         tree.kill(group=False)  # the kernel (own session) and anything it started, if still around
-        reader.join(timeout=5)
-        log.close()
+        if group is not None:
+            result.oom_kills = group.oom_kills()
+            group.close()  # anything left in the cgroup dies with it
+        records.join()
+        log.join()
     result.seconds = round(time.monotonic() - t0, 2)
-    try:
-        result.log = log_path.read_text(encoding="utf-8", errors="replace")[-6000:]
-    except OSError:
-        result.log = ""
+    result.log = log.text()[-6000:]
     if not limits.keep_scratch:
         shutil.rmtree(scratch, ignore_errors=True)
     else:
         result.log += f"\n(scratch directory kept: {scratch})"
+    lines = streams.lines_of(bytes(records.head), 1 << 20)
 
     started: list[int] = []
     finished = False
@@ -348,7 +356,10 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     running = next((c for c in reversed(started) if c not in result.cells), None)
     broken = next((r for r in result.cells.values()
                    if r["status"] in ("died", "timeout", "grader-error", "setup-error")), None)
-    if killed:
+    if killed and killed[0] == "wall" and running is None and broken is not None:
+        # the budget ran out while nbval was stopping after a cell's own timeout: that cell is the cause
+        result.fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
+    elif killed:
         result.fatal = {"cell": running, "status": killed[0], "message": killed[1]}
     elif broken is not None:
         result.fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
@@ -361,4 +372,8 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
             sig = proc.returncode - 128  # bwrap reports a child killed by a signal as 128 + signal
         how = f"was killed by signal {sig}" if sig else f"exited with status {proc.returncode}"
         result.fatal = {"cell": running, "status": "died", "message": f"the grading process {how}"}
+    if result.oom_kills and result.fatal and result.fatal["status"] == "died":
+        result.fatal = {**result.fatal, "status": "memory",
+                        "message": f"used more than {limits.memory_mb} MB of memory, files in /tmp and /dev/shm "
+                                   "included (the kernel's limit)"}
     return result

@@ -1,27 +1,35 @@
 """The sandbox every submission runs in: Debian's bubblewrap (`bwrap`), one fresh sandbox per run.
 
-    bwrap --die-with-parent --new-session --unshare-pid --unshare-net --unshare-ipc --unshare-uts \\
-          --ro-bind /usr /usr ... --tmpfs /tmp --ro-bind SCRATCH/in /grader ... -- sh -c 'ulimit -d ...' python ...
+    bwrap --die-with-parent --new-session --unshare-user --uid 1000 --unshare-pid --unshare-net --unshare-ipc \\
+          --ro-bind /usr /usr ... --ro-bind ETC /etc --size N --tmpfs /tmp --ro-bind SCRATCH/in /grader ... \\
+          -- sh -c 'ulimit -d ...' python ...
 
 Inside it the learner's code sees:
 
-* read-only: the system (``/usr``, ``/etc``), Python and the virtual environment, and a copy of the
-  ``softmax_lab`` package (only the package: not the course checkout, not ``solutions/``);
-* read-only ``/grader``: what the grader put there for this run (the grafted notebook, nbval's config);
-* writable: a private ``/tmp`` (tmpfs, size-capped; the kernel's working directory and ``HOME``), and for a
-  judge run ``/grader-out``, a fresh empty folder whose files the grader reads with a strict parser;
-* no network (only its own loopback), its own PID namespace (``--die-with-parent``: when the run ends or the
-  grader dies, every process in it dies, daemons included), its own IPC and hostname, a minimal environment
-  (no instructor variables), no capabilities.
+* read-only: the system (``/usr``), a synthetic ``/etc`` (a user ``learner``, localhost, the loader's cache:
+  nothing of the host's own, no keys, no password hashes), Python and the virtual environment, and a copy of
+  the ``softmax_lab`` package (only the package: not the course checkout, not ``solutions/``);
+* read-only ``/grader``: what the grader put there for this run (the notebook to run, nbval's config);
+* writable: a private ``/tmp`` and ``/dev/shm`` (tmpfs, each size-capped; the kernel's working directory and
+  ``HOME``). Nothing writable is a host folder: results come back on pipes the grader reads with caps;
+* no network (only its own loopback), its own user (uid 1000, no capabilities), PID, IPC and hostname
+  namespaces (``--die-with-parent``: when the run ends or the grader dies, every process in it dies), and a
+  minimal environment (no instructor variables);
+* on a GPU machine: the ``/dev/nvidia*`` device nodes, ``/sys`` read-only, and the driver's library folders
+  read-only (wherever ``LD_LIBRARY_PATH``, ``TRITON_LIBCUDA_PATH`` or the loader's cache find ``libcuda``).
 
-What it does not stop is written in docs/grading.md ("Threat model").
+Memory, tasks and CPU are capped by the kernel through a cgroup per run (``cgroup.py``). What the sandbox does
+not stop is written in docs/grading.md ("Threat model").
 """
 from __future__ import annotations
 
 import os
+import atexit
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +37,7 @@ PACKAGE = Path(__file__).resolve().parents[1]  # .../softmax_lab
 INSIDE_PACKAGE_ROOT = "/opt/softmax-lab"        # the package appears as /opt/softmax-lab/softmax_lab
 APT_PACKAGE = "bubblewrap"
 SCRATCH_PREFIX = "softmax-lab-grade-"
+UID = 1000  # the learner's user inside (root outside when the grader runs as root, without its capabilities)
 
 
 class SandboxMissing(RuntimeError):
@@ -47,23 +56,27 @@ def missing_message() -> str:
 
 
 _WORKS: dict[str, str] = {}
+USERNS: dict[str, bool] = {}  # bwrap -> whether it can give the sandbox a user namespace (a non-root uid)
+
+
+def _try(exe: str, extra: list[str]) -> str:
+    cmd = [exe, "--die-with-parent", *extra, "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
+           "--proc", "/proc", "true"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        return "" if p.returncode == 0 else (p.stderr.strip() or f"exit status {p.returncode}")
+    except (OSError, subprocess.SubprocessError) as err:
+        return str(err)
 
 
 def check_works() -> None:
     """Raise SandboxMissing when bwrap is missing or cannot create its namespaces here (checked once)."""
-    import subprocess
-
     exe = bwrap_path()
     if exe is None:
         raise SandboxMissing(missing_message())
     if exe not in _WORKS:
-        cmd = [exe, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc",
-               "true"]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-            _WORKS[exe] = "" if p.returncode == 0 else (p.stderr.strip() or f"exit status {p.returncode}")
-        except (OSError, subprocess.SubprocessError) as err:
-            _WORKS[exe] = str(err)
+        USERNS[exe] = not _try(exe, ["--unshare-user", "--uid", str(UID), "--gid", str(UID)])
+        _WORKS[exe] = "" if USERNS[exe] else _try(exe, [])
     if _WORKS[exe]:
         raise SandboxMissing(f"bwrap is installed but cannot create a sandbox here ({_WORKS[exe][:300]}); it needs "
                              "user namespaces or root. Pass --unsafe-no-sandbox to grade without isolation.")
@@ -108,7 +121,12 @@ def _venv_binds() -> list[str]:
     if not any(exe.startswith(d.rstrip("/") + "/") for d in _python_dirs()) and not exe.startswith("/usr/"):
         args += ["--ro-bind", os.path.dirname(exe), os.path.dirname(exe)]
     venv_bin = os.path.dirname(os.path.abspath(sys.executable))
-    if not any(venv_bin.startswith(d.rstrip("/") + "/") for d in _python_dirs()) and not venv_bin.startswith("/usr/"):
+    venv = os.path.dirname(venv_bin)
+    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")) and os.path.realpath(venv) != venv:
+        # a venv reached through a symbolic link (CHECKOUT/.venv -> elsewhere): Python finds pyvenv.cfg, and so
+        # its site-packages, next to the path it was started by
+        args += ["--ro-bind", os.path.realpath(venv), venv]
+    elif not any(venv_bin.startswith(d.rstrip("/") + "/") for d in _python_dirs()) and not venv_bin.startswith("/usr/"):
         args += ["--ro-bind", venv_bin, venv_bin]
     return args
 
@@ -120,41 +138,133 @@ def _system_binds() -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    args += ["--ro-bind", "/etc", "/etc"]
+    args += ["--ro-bind", str(synthetic_etc()), "/etc"]
     return args
+
+
+# ------------------------------------------------------------------------------------------ a synthetic /etc
+
+_ETC: dict[str, Path] = {}
+_ETC_LOCK = threading.Lock()
+ETC_FILES = {
+    "passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\nlearner:x:{UID}:{UID}:learner:/tmp/home:/bin/sh\n"
+              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    "group": f"root:x:0:\nlearner:x:{UID}:\nnogroup:x:65534:\n",
+    "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+    "hostname": "sandbox\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\n",
+    "ld.so.conf": "include /etc/ld.so.conf.d/*.conf\n",
+}
+
+
+def synthetic_etc() -> Path:
+    """The sandbox's /etc (made once per grader): a few plain files, and of the host's only what the loader and
+    the compilers need to find libraries and programs (ld.so.cache, ld.so.conf.d, the alternatives links)."""
+    with _ETC_LOCK:
+        if "dir" in _ETC and _ETC["dir"].is_dir():
+            return _ETC["dir"]
+        d = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-etc-", dir=str(scratch_parent())))
+        for name, text in ETC_FILES.items():
+            (d / name).write_text(text, encoding="utf-8")
+        if os.path.isfile("/etc/ld.so.cache"):
+            shutil.copyfile("/etc/ld.so.cache", d / "ld.so.cache")
+        (d / "ld.so.conf.d").mkdir()
+        for conf in Path("/etc/ld.so.conf.d").glob("*.conf") if os.path.isdir("/etc/ld.so.conf.d") else []:
+            if conf.is_file():
+                shutil.copyfile(conf, d / "ld.so.conf.d" / conf.name)
+        if os.path.isdir("/etc/alternatives"):  # /usr/bin/cc -> /etc/alternatives/cc -> /usr/bin/gcc: links only
+            (d / "alternatives").mkdir()
+            for link in Path("/etc/alternatives").iterdir():
+                if link.is_symlink():
+                    os.symlink(os.readlink(link), d / "alternatives" / link.name)
+        for p in [d, *d.rglob("*")]:
+            if not p.is_symlink():
+                os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        _ETC["dir"] = d
+        atexit.register(shutil.rmtree, d, True)
+        return d
+
+
+# ------------------------------------------------------------------------------------------------ the GPU
+
+GPU_VARIABLES = ("LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH",
+                 "TRITON_NVDISASM_PATH", "CUDA_HOME", "CUDA_PATH")
+
+
+def gpu_devices() -> list[str]:
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*")) + [p for p in ("/dev/dxg",) if os.path.exists(p)]
+
+
+def driver_dirs() -> list[str]:
+    """Folders holding the CUDA driver library, wherever this machine finds it: TRITON_LIBCUDA_PATH,
+    LD_LIBRARY_PATH, the loader's cache (``ldconfig -p``), and the toolkit named by the GPU variables."""
+    dirs = []
+    for var in ("TRITON_LIBCUDA_PATH", "LD_LIBRARY_PATH"):
+        dirs += [p for p in os.environ.get(var, "").split(":") if p]
+    for var in ("TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH"):
+        if os.environ.get(var):
+            dirs.append(os.path.dirname(os.environ[var]))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            dirs.append(os.environ[var])
+    for ldconfig in ("/sbin/ldconfig", "/usr/sbin/ldconfig"):
+        if os.path.exists(ldconfig):
+            try:
+                text = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10).stdout
+            except (OSError, subprocess.SubprocessError):
+                text = ""
+            dirs += [os.path.dirname(ln.split("=>")[-1].strip()) for ln in text.splitlines() if "libcuda.so" in ln]
+            break
+    out = []
+    for d in dirs:
+        real = os.path.realpath(d)
+        if (os.path.isdir(real) and real not in out and real != "/" and not real.startswith(("/usr/", "/proc", "/dev", "/sys"))
+                and real not in ("/etc", "/tmp", "/root", "/home") and not real.startswith(("/etc/", "/tmp/"))):
+            out.append(real)
+    return out
 
 
 def _gpu_binds() -> list[str]:
     args = []
-    devs = sorted(str(p) for p in Path("/dev").glob("nvidia*")) + [p for p in ("/dev/dxg",) if os.path.exists(p)]
+    devs = gpu_devices()
     for d in devs:
         args += ["--dev-bind", d, d]
     if devs:
         args += ["--ro-bind", "/sys", "/sys"]
-        for lib in ("/usr/lib/wsl",):
+        for lib in ["/usr/lib/wsl", *driver_dirs()]:
             if os.path.isdir(lib):
                 args += ["--ro-bind", lib, lib]
     return args
 
 
-def command(inner: list[str], *, grader_dir: Path, out_dir: Path | None = None, env: dict[str, str],
-            tmp_mb: int = 1024, memory_mb: int = 0, rlimit_as: bool = False, cwd: str = "/tmp/work",
-            prelude: str = "", package: bool = True) -> list[str]:
+def command(inner: list[str], *, grader_dir: Path, env: dict[str, str], tmp_mb: int = 1024, shm_mb: int = 64,
+            memory_mb: int = 0, rlimit_as: bool = False, cwd: str = "/tmp/work", prelude: str = "",
+            package: bool = True) -> list[str]:
     """The bwrap command line that runs ``inner`` in a fresh sandbox (see the module docstring)."""
     exe = bwrap_path()
     if exe is None:
         raise SandboxMissing(missing_message())
-    args = [exe, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--cap-drop", "ALL"]
+    if exe not in USERNS:
+        check_works()
+    args = [exe, "--die-with-parent", "--new-session"]
+    if USERNS.get(exe):
+        args += ["--unshare-user", "--uid", str(UID), "--gid", str(UID)]
+    args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+             "--hostname", "sandbox", "--cap-drop", "ALL"]
     args += _system_binds()
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(shm_mb * 2**20), "--tmpfs", "/dev/shm"]
     args += ["--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp"]
-    args += _venv_binds()
+    venv = _venv_binds()
+    args += venv
+    # Any other copy of softmax_lab in Python's folders (a wheel in site-packages, another checkout's code/ on
+    # sys.path) is hidden: a judge run must have no check helper to call, a notebook run only the one below.
+    for src, dst in zip(venv[1::3], venv[2::3]):
+        other = os.path.join(src, "softmax_lab")
+        if os.path.isdir(other) and Path(other).resolve() != PACKAGE:
+            args += ["--tmpfs", os.path.join(dst, "softmax_lab")]
     if package:  # a judge run gets no softmax_lab: no check helper to call
         args += ["--ro-bind", str(PACKAGE), f"{INSIDE_PACKAGE_ROOT}/softmax_lab"]
     args += ["--ro-bind", str(grader_dir), "/grader"]
-    if out_dir is not None:
-        args += ["--bind", str(out_dir), "/grader-out"]
     args += _gpu_binds()
     for d in ("/tmp/work", "/tmp/home", "/tmp/runtime"):
         args += ["--dir", d]
@@ -193,6 +303,8 @@ def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     for k in ("SOFTMAX_LAB_DEVICE", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET", "NVIDIA_VISIBLE_DEVICES"):
         if k in os.environ:
             env[k] = os.environ[k]
+    if gpu_devices():  # how Triton finds the driver and the toolkit (their folders are bound read-only)
+        env.update({k: os.environ[k] for k in GPU_VARIABLES if os.environ.get(k)})
     env.update(extra or {})
     return env
 

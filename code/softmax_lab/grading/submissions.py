@@ -44,7 +44,9 @@ def _learner_of(rel: Path, roster: list[str]) -> str:
 
 def _display_name(rel: Path) -> str:
     """A path for the gradebook: any undecodable byte of a file name shown as \\xNN (never a crash)."""
-    return rel.as_posix().encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    text = rel.as_posix().encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    # control, bidi and other invisible characters would forge lines or retitle an instructor's terminal
+    return "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)
 
 
 def discover(paths: list[Path], roster: list[str]) -> tuple[list[Submission], list[Submission]]:
