@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .sandbox import _alive
 from .submissions import read_roster
 
 WORKSPACES = "/home/{learner}/softmax-lab/workspace"  # where deploy/start-learner puts each learner's workspace
@@ -154,16 +155,6 @@ class _Lock:
 
     def __exit__(self, *exc):
         self.path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _sha(data: bytes) -> str:
