@@ -255,6 +255,8 @@ def graft(chapter: Chapter, submission, blank: set[str] = frozenset()) -> Graft:
     Exercises in ``blank``, and exercises the submission lacks, get the learner (``NotImplementedError``)
     version, so that later cells still find the names they define.
     """
+    import nbformat  # here, not at the top: it takes a second to load (check --help must not wait)
+
     nb = copy.deepcopy(chapter.nb)
     for cell in nb.cells:  # nothing the sandbox does not need: no prose, no model answers, no rubrics
         if cell.cell_type != "code":
