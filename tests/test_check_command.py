@@ -115,7 +115,9 @@ def test_every_bad_input_gets_one_line_naming_the_fix_and_nothing_is_touched(cou
     assert len(lines) == 5, said
     assert "notebooks/99_doctor.ipynb is the course's blank copy, not your work: yours is workspace/99_doctor.ipynb" in said
     assert "workspace is a folder: name the notebook, e.g. softmax-lab check workspace/" in said
-    assert "01_broken.ipynb is not a readable notebook (invalid JSON" in said and "softmax-lab workspace" in said
+    # not a chapter's name here, so no fresh copy is promised; the JSON error reads as one phrase
+    assert "01_broken.ipynb is not a readable notebook (invalid JSON: unterminated string starting at line 1" in said
+    assert "re-download this one" in said and "softmax-lab workspace" not in said.split("01_broken")[1].split("\n")[0]
     assert "notes.ipynb is not a notebook of this course" in said
     assert "99_untagged.ipynb has no exercise cells" in said and "copy them back from notebooks/" in said
     assert snapshot(course) == before, "a bad input changes no file"

@@ -123,7 +123,7 @@ def test_lab_starts_jupyterlab_in_workspace_so_its_terminal_opens_there(tmp_path
     assert cli.main(["lab", "--port", str(port), "--no-browser"]) == 0
     assert started["cwd"] == root / "workspace" and started["env"]["PWD"] == str(root / "workspace")
     assert f"--ServerApp.root_dir={root / 'workspace'}" in started["cmd"]
-    assert started["url"] == f"http://localhost:{port}/lab?token={started['env']['JUPYTER_TOKEN']}"
+    assert started["url"] == f"http://localhost:{port}/lab/tree/00_setup.ipynb?token={started['env']['JUPYTER_TOKEN']}"
 
 
 def test_the_address_is_printed_last_in_a_box():

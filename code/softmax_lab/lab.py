@@ -285,7 +285,8 @@ def run_lab(args: argparse.Namespace) -> int:
     cmd += [a for a in args.jupyter_args if a != "--"]
     env = lab_environment(root / "workspace")
     print(f"softmax-lab lab: starting JupyterLab on port {args.port} (the address follows in a box) ...", flush=True)
-    announce_when_serving(f"http://localhost:{args.port}/lab?token={env['JUPYTER_TOKEN']}", args.port)
+    first = "/tree/00_setup.ipynb" if (root / "workspace" / "00_setup.ipynb").is_file() else ""  # chapter 0 first
+    announce_when_serving(f"http://localhost:{args.port}/lab{first}?token={env['JUPYTER_TOKEN']}", args.port)
     # The server starts in workspace/: a new JupyterLab terminal opens where the server runs, so
     # `softmax-lab check 02_masks_and_padding.ipynb` there finds the notebook the file browser shows.
     os.chdir(root / "workspace")

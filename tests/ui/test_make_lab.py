@@ -59,7 +59,7 @@ def made_lab(tmp_path_factory):
     while "Softmax Lab is ready" not in server.log_tail(20000) and time.monotonic() < deadline:
         time.sleep(0.3)
     printed = server.log_tail(20000).rstrip().splitlines()
-    assert f"| http://localhost:{port}/lab?token={token}" in "\n".join(printed[-5:]), "\n".join(printed[-30:])
+    assert f"| http://localhost:{port}/lab/tree/00_setup.ipynb?token={token}" in "\n".join(printed[-5:]), "\n".join(printed[-30:])
     assert set(printed[-1]) == {"+", "-"}, "the box is the last thing `softmax-lab lab` prints"
     try:
         yield server

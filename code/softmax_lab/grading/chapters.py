@@ -119,6 +119,7 @@ class InvalidNotebook(Exception):
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_CELLS = 2000
+DAMAGED = "the file is damaged: re-download it from Jupyter, File > Download"
 MAX_DEPTH = 64  # nbformat validates recursively; a real notebook is about 8 levels deep
 
 
@@ -155,8 +156,9 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise InvalidNotebook(f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg} "
-                              "(the file is damaged: re-download it from Jupyter, File > Download)") from None
+        what = err.msg[0].lower() + err.msg[1:].removesuffix(" at")  # "Unterminated string starting at": json's
+        raise InvalidNotebook(f"invalid JSON: {what} at line {err.lineno}, column {err.colno} "
+                              f"({DAMAGED})") from None
     except RecursionError:
         raise InvalidNotebook("not a notebook: its JSON is nested too deep (a notebook is a few levels deep; "
                               "re-download it from Jupyter, File > Download)") from None

@@ -557,10 +557,16 @@ def readable_problem(path: Path, chapters: dict[str, Chapter]) -> str:
     try:
         nb = read_submission(path)
     except InvalidNotebook as err:
+        from .chapters import DAMAGED
+
         saved = path.parent / ".ipynb_checkpoints" / f"{path.stem}-checkpoint.ipynb"
-        fix = (f"JupyterLab's last checkpoint of it is {saved}" if saved.is_file() else
-               "move it aside and `softmax-lab workspace` copies a fresh one")
-        return f"{path.name} is not a readable notebook ({err}); {fix}"
+        if saved.is_file():
+            fix = f"JupyterLab's last checkpoint of it is {saved}"
+        elif any(path.name == c.path.name for c in chapters.values()):
+            fix = "rename it, and `softmax-lab workspace` copies a fresh blank one"
+        else:
+            fix = "open the notebook you meant, or re-download this one"
+        return f"{path.name} is not a readable notebook ({str(err).replace(f' ({DAMAGED})', '')}); {fix}"
     chapter, note = match_chapter(nb, path, chapters)
     if chapter is None:
         return f"{path.name} is not a notebook of this course ({note}): check one of the NN_*.ipynb chapters"
