@@ -1,6 +1,7 @@
 """A learner's work is theirs: workspace/ (softmax_lab.lab) is filled from notebooks/, never overwritten, told
 about course updates; `softmax-lab lab` refuses a busy port and serves workspace/ the way `make lab` does."""
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -86,6 +87,12 @@ def test_workspace_command_and_doctor_report_updates(tmp_path, monkeypatch, caps
     assert "--update" in found[0].fix
     assert cli.main(["workspace", "--root", str(root), "--update"]) == 0
     assert [f.level for f in doctor.check_workspace()] == ["ok"]
+    # a learner who deleted workspace/ is told so, and how to get the chapters back
+    monkeypatch.chdir(root)
+    shutil.rmtree(root / "workspace")
+    found = doctor.check_workspace()
+    assert [f.level for f in found] == ["info"] and "no workspace/" in found[0].what
+    assert found[0].fix.startswith("softmax-lab workspace")
 
 
 def test_lab_refuses_a_busy_port(tmp_path, capsys):

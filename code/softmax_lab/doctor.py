@@ -185,7 +185,10 @@ def check_workspace() -> list[Finding]:
     except BuildError:
         return []
     if not (root / "workspace").is_dir():
-        return []
+        if not (root / "notebooks").is_dir():
+            return []  # not a course checkout with learner notebooks (an installed wheel, say)
+        return [Finding("info", f"no workspace/ in {root} (deleted?): your chapters live there",
+                        "softmax-lab workspace   (copies the chapters you do not have; never overwrites)")]
     names = changed(root)
     if not names:
         return [Finding("ok", f"your workspace ({root / 'workspace'}) has the current version of every chapter")]
