@@ -164,3 +164,14 @@ def test_the_doctor_names_missing_learner_tools(monkeypatch):
     (finding,) = doctor.check_learner_tools()
     assert finding.level == "FAIL" and "pytest is not installed" in finding.what and "make lab" in finding.fix
 
+
+
+def test_a_wrong_name_suggests_the_chapter_meant_or_nothing():
+    from softmax_lab.grading.command import _nearest
+
+    names = ["00_setup.ipynb", "02_masks_and_padding.ipynb", "03_naive_kernel.ipynb", "10_long_rows.ipynb"]
+    assert _nearest("3", names) == ["03_naive_kernel.ipynb"]          # the chapter's number
+    assert _nearest("ch02", names) == ["02_masks_and_padding.ipynb"]
+    assert _nearest("10.ipynb", names) == ["10_long_rows.ipynb"]
+    assert _nearest("02_masks_and_paddng.ipynb", names) == ["02_masks_and_padding.ipynb"]  # a typo
+    assert _nearest("foo.ipynb", names) == [] and _nearest("11_missing.ipynb", names) == []  # nothing close

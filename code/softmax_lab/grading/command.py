@@ -14,6 +14,7 @@ import argparse
 import csv
 import difflib
 import hashlib
+import re
 import sys
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -523,7 +524,7 @@ def find_notebook(given: Path, cwd: Path | None = None) -> tuple[Path | None, st
                       "`softmax-lab workspace` copies the chapters there")
     folders = [cwd] + ([workspace] if workspace is not None and workspace.resolve() != cwd.resolve() else [])
     names = sorted({p.name for f in folders for p in f.glob("*.ipynb")})
-    near = difflib.get_close_matches(given.name, names, n=1, cutoff=0.5)
+    near = _nearest(given.name, names)
     if near:
         fix = f"did you mean {near[0]}?"
     elif names:
@@ -531,6 +532,15 @@ def find_notebook(given: Path, cwd: Path | None = None) -> tuple[Path | None, st
     else:
         fix = "name the path of your saved notebook"
     return None, f"no notebook {given} in {' or '.join(map(str, folders))}: {fix}"
+
+
+def _nearest(name: str, names: list[str]) -> list[str]:
+    """The notebook a learner most likely meant: the chapter whose number they typed ("3", "ch02", "03.ipynb"),
+    else a close spelling ("02_masks_and_paddng.ipynb"); nothing when neither is close."""
+    number = re.fullmatch(r"(?:ch(?:apter)?[ _-]?)?0*(\d{1,2})(?:\.ipynb)?", name.lower())
+    if number:
+        return [n for n in names if re.match(rf"0*{int(number.group(1))}_", n)][:1]
+    return difflib.get_close_matches(name, names, n=1, cutoff=0.75)
 
 
 def _shown(path: Path, cwd: Path) -> str:
