@@ -20,13 +20,13 @@ import hashlib
 import json
 import os
 import socket
-import stat
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .sandbox import _alive
+from .streams import read_regular
 from .submissions import read_roster
 
 WORKSPACES = "/home/{learner}/softmax-lab/workspace"  # where deploy/start-learner puts each learner's workspace
@@ -109,17 +109,7 @@ def _no_links(path: Path, below: Path) -> str:
 
 def read_notebook(path: Path) -> bytes:
     """The bytes of a learner's notebook, refusing links, odd files and anything too big to be a chapter."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path}: not a regular file")
-        if info.st_size > MAX_BYTES:
-            raise OSError(f"{path}: {info.st_size // 2**20} MB, too big for a chapter notebook")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_BYTES + 1)
-    finally:
-        os.close(fd)
+    return read_regular(path, MAX_BYTES)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
