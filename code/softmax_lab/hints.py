@@ -269,18 +269,21 @@ def recorded_levels(path: Path) -> dict[str, int]:
 
 def _levels() -> dict[str, int]:
     """_shown, first completed from what this kernel's notebook has recorded (a restarted kernel goes on)."""
+    from .grading.hints import merge
+
     global _seeded
     if not _seeded:
         _seeded = True
         path = notebook_path()
         if path is not None:
-            for ident, level in recorded_levels(path).items():
-                _shown[ident] = max(level, _shown.get(ident, 0))
+            merge(_shown, recorded_levels(path).items())
     return _shown
 
 
 def _remember(exercise_id: str, level: int) -> None:
     """Raise the recorded level of an exercise: in this kernel and in the file beside its notebook."""
+    from .grading.hints import merge
+
     levels = _levels()
     levels[exercise_id] = max(levels.get(exercise_id, 0), int(level))
     path = notebook_path()
@@ -289,9 +292,7 @@ def _remember(exercise_id: str, level: int) -> None:
     store = path.parent / RECORD_FILE
     try:
         data = _read_json(store)
-        mine = _valid(data.get(path.name, {}))
-        for ident, lvl in levels.items():
-            mine[ident] = max(lvl, mine.get(ident, 0))
+        mine = merge(_valid(data.get(path.name, {})), levels.items())
         data[path.name] = dict(sorted(mine.items()))
         tmp = store.with_name(store.name + f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
