@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 { date -u; nvidia-smi -L; python -c 'import torch, triton; print(torch.__version__, triton.__version__)'; } > "$OUT/env.txt" 2>&1
 
 python - > "$OUT/sandbox-view.txt" 2>&1 <<'EOF'
-import subprocess, sys
+import subprocess, sys, tempfile
 from pathlib import Path
 from softmax_lab.grading import cgroup, sandbox
 
@@ -27,7 +27,9 @@ probe = ("import torch, triton, triton.language as tl\n"
          "print('cuda', torch.cuda.is_available(), 'libcuda', libcuda_dirs())\n"
          "@triton.jit\ndef k(x):\n    tl.store(x, 1.0)\n"
          "x = torch.zeros(1, device='cuda'); k[(1,)](x); torch.cuda.synchronize(); print('launched', x.item())\n")
-cmd = sandbox.command([sys.executable, "-c", probe], grader_dir=Path("/tmp"), env=sandbox.base_env())
+grader_dir = Path(tempfile.mkdtemp())
+(grader_dir / "probe.py").write_text(probe)  # @triton.jit reads its source from a file
+cmd = sandbox.command([sys.executable, "/grader/probe.py"], grader_dir=grader_dir, env=sandbox.base_env())
 p = subprocess.run(cmd, capture_output=True, text=True)
 print("rc", p.returncode, p.stdout, p.stderr[-3000:])
 EOF

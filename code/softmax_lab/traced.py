@@ -59,7 +59,7 @@ def _forward(x: Tensor, mask: Tensor | None, dim: int) -> Tensor:
         kind, m4, m_strides = 0, s4, (0, 0, 0, 0)  # (no mask: not read)
         if ms is not None:
             kind = 1 if ms.dtype == torch.bool else 2
-            m4 = _as_4d(ms.view(torch.uint8) if kind == 1 else ms)
+            m4 = _as_4d(ms)  # a bool mask as it is: Inductor cannot lower .view(uint8) of an expanded one
             m_strides = m4.stride()
         b, h, q, k = s4.shape
         block = _block(k)
@@ -73,7 +73,6 @@ def _forward(x: Tensor, mask: Tensor | None, dim: int) -> Tensor:
         if ms is not None:
             kind = double.BOOL_MASK if ms.dtype == torch.bool else double.ADD_MASK
             m = ms.reshape(-1, n_cols)
-            m = m.view(torch.uint8) if kind == double.BOOL_MASK else m
             m_strides = m.stride()
         wrap_triton(double.double_softmax_kernel)[(x2.shape[0],)](
             out, x2, m, x2.stride(0), n_cols, *m_strides, n_cols, MASK_KIND=kind,
