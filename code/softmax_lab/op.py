@@ -18,7 +18,7 @@ forward-mode rules are written below), so double backward, Hessian-vector produc
 Forward mode uses the same kernel, since the Jacobian diag(y) - y yᵀ is symmetric: ``ẏ = y·(ẋ - Σ y·ẋ)``.
 
 In eager mode ``softmax`` routes each call the cheapest correct way: a plain call (no grad, no transform, no
-tracing) launches the kernel directly, skipping the dispatcher (``results/operator.md``: per-call cost);
+tracing) launches the kernel directly, skipping the dispatcher (``benchmarks/records/h200-operator.md``: per-call cost);
 calls that need autograd, forward AD or ``torch.func`` go through an ``autograd.Function`` that calls the
 operators; ``torch.compile``/``torch.export``/``torch.jit.trace`` see the operators themselves.
 """

@@ -21,7 +21,7 @@ cluster, or move a tensor between its programs, so the exchange goes through glo
 Written in Gluon, GPU only (Hopper: clusters); Triton's CPU interpreter cannot run it.
 
 The dispatcher uses it for fp32 rows of 49,152-65,536 elements and 16-bit rows of 32,769-131,072 on an H100/H200
-(``results/h200-clustered-b.json``: 92.2% of copy against the cooperative kernel's 90.1% at 1024x65536 fp32,
+(``benchmarks/records/h200-clustered-b.json``: 92.2% of copy against the cooperative kernel's 90.1% at 1024x65536 fp32,
 83.8% against 76.5% at 1024x65536 bf16). What keeps it from the copy's speed is the barrier: every program of
 the cluster idles there, its slice in shared memory and no copy in flight, until the slowest has written its
 partial (with two programs of 64 KB a row it reaches 80%, where ``resident.py`` with one 64 KB row reaches 93%).
@@ -103,7 +103,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
     m_row = gl.max(m_all, axis=0)
     scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * LOG2E), axis=0)
     dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (this order: 91.8% of copy, 89.6% as
-    # (row * stride) * VEC at 1024x65536 fp32: results/h200-clustered-ab.json)
+    # (row * stride) * VEC at 1024x65536 fp32: benchmarks/records/h200-clustered-ab.json)
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
         end = n_cols_v * VEC
     else:
