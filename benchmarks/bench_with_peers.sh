@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The recorded run of issue 28 on the GPU machine (benchmarks/README.md): QuACK and Liger-Kernel unpacked as
+# softmax-lab bench with its peers on the GPU machine (benchmarks/README.md): QuACK and Liger-Kernel unpacked as
 # ../shared/tools/device-peers.sh prepares them (an earlier call of the same warm machine copied .peers/cdsl.1
 # to /tmp/cdsl), then `softmax-lab bench --issue --peers` with every result in $OUT.
 set -uo pipefail
@@ -9,4 +9,4 @@ export PYTHONPATH=$PWD/code:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:
 python3 -c "import quack.softmax, liger_kernel" || echo "peers did not import"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 timeout "${BENCH_SECONDS:-240}" python3 -m softmax_lab.bench --issue --peers --no-kernels --rep 40 --out "$OUT" \
-  --name h200-issue28 2>&1 | tee "$OUT/bench.log" | grep -v "^\[bench"
+  --name h200-bench-lm-widths 2>&1 | tee "$OUT/bench.log" | grep -v "^\[bench"

@@ -1,14 +1,14 @@
 #!/bin/sh
-# Grading on a GPU machine, sandboxed (issue 30, item 7). Run from the checkout root on the H200, with `bwrap` on
-# PATH (Debian's bubblewrap .deb unpacked is enough) and the course's Python environment active:
+# Grading on a GPU machine, sandboxed. Run from the checkout root on the H200, with `bwrap` on PATH (Debian's
+# bubblewrap .deb unpacked is enough) and the course's Python environment active:
 #
 #   sh benchmarks/grading/grade_on_gpu.sh [EXTRA-GRADE-OPTIONS]      (e.g. --unsafe-no-cgroup where none can be made)
 #
-# It records, under $OUT (default results/h200-grading/): what the sandbox sees of the GPU (device nodes, the
-# driver's folders, Triton finding libcuda inside), `softmax-lab check` of chapters 4, 7 and 9's solutions
+# It records, under $OUT (default benchmarks/records/h200-grading/): what the sandbox sees of the GPU (device
+# nodes, the driver's folders, Triton finding libcuda inside), `softmax-lab check` of chapters 4, 7 and 9's solutions
 # (expected: every exercise passed), and the chapter 4 cheats graded (the int32 mutant must fail the judge's
 # GPU case with real buffers past 2**31 elements: "64-bit" in its message).
-OUT=${OUT:-results/h200-grading}
+OUT=${OUT:-benchmarks/records/h200-grading}
 mkdir -p "$OUT"
 { date -u; nvidia-smi -L; python -c 'import torch, triton; print(torch.__version__, triton.__version__)'; } > "$OUT/env.txt" 2>&1
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NAME = "02_masks_and_padding.ipynb"
 SPIN = ("import subprocess, sys\n"
         "for _ in range(8):\n"
@@ -107,7 +107,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--code", type=Path, required=True)
     ap.add_argument("--label", required=True)
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "grading-cost.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "records" / "grading-cost.json")
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--skip-spinner", action="store_true")
     ap.add_argument("--share", action="store_true", help="only the CPU-share measurement (with this tree)")
