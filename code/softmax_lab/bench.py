@@ -11,7 +11,7 @@ call is served by the cache. Bandwidth counts the bytes read once plus written o
 dx written), and is compared with a device-to-device copy of the same bytes timed the same way: the ceiling
 for a memory-bound kernel. Peers: ``--peers`` times Liger-Kernel and QuACK (forward and backward) in the same
 process with the same timer, when importable (the JSON says why not, and which peer refused which shape and
-why); ``--compile`` times torch.compile's softmax. ``--issue``: the shapes of issue 28 only.
+why); ``--compile`` times torch.compile's softmax. ``--lm-widths``: odd widths and LM vocabularies only.
 Each result is checked against a float64 softmax before and after it is timed.
 
 Writes a JSON file (device, versions, date, command, every timing) and a PNG plot of % of copy against row
@@ -54,7 +54,7 @@ BACKWARD_SHAPES = [(4096, 1024, F32), (65536, 512, F16), (16384, 4096, F32), (10
 SWEEP_EXTRA = [(65536, 256, F32), (65536, 512, F32), (65536, 128, F16), (65536, 1024, F16), (65536, 4096, F16),
                (16384, 2048, F32), (32768, 8192, F32), (2048, 32768, F32), (64, 262144, F32)]
 QUICK_SHAPES = [(4096, 1024, F32), (65536, 128, F32), (16, 1048576, F32)]
-# Issue 28's table (--issue): odd widths (rows that are not whole 16-byte vectors), LM vocabularies, long rows.
+# --lm-widths: odd widths (rows that are not whole 16-byte vectors), LM vocabularies, long rows.
 ISSUE_SHAPES = [(2048, 50257, BF16), (100000, 77, F32), (65536, 130, BF16), (1024, 128256, BF16),
                 (512, 151936, F32), (1024, 65536, BF16), (2048, 32768, BF16), (16, 1048576, F32), (2048, 32000, BF16),
                 (1024, 128256, F32), (3, 500000, F32), (1, 128, F32), (32, 1024, F32), (4096, 1024, F32)]
@@ -582,7 +582,8 @@ def main(argv=None) -> int:
     p.add_argument("--sweep-only", default="",
                    help="with --sweep: only these kernels' settings, e.g. cooperative,fused")
     p.add_argument("--no-eager", action="store_true", help="skip the second timer (a Python-launched loop)")
-    p.add_argument("--issue", action="store_true", help="only issue 28's shapes (odd widths, LM vocabularies)")
+    p.add_argument("--lm-widths", "--issue", dest="issue", action="store_true",
+                   help="only the odd widths and LM vocabularies (GPT-2, Llama, Qwen) and a few long rows")
     p.add_argument("--peers", action="store_true",
                    help="also time QuACK and Liger-Kernel, when importable, in this process with the same timer")
     p.add_argument("--compile", action="store_true", help="also time torch.compile's softmax")
