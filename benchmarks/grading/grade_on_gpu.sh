@@ -4,11 +4,11 @@
 #
 #   sh benchmarks/grading/grade_on_gpu.sh [EXTRA-GRADE-OPTIONS]      (e.g. --unsafe-no-cgroup where none can be made)
 #
-# It records, under $OUT (default benchmarks/records/h200-grading/): what the sandbox sees of the GPU (device
+# It records, under $OUT (default bench-out/h200-grading/): what the sandbox sees of the GPU (device
 # nodes, the driver's folders, Triton finding libcuda inside), `softmax-lab check` of chapters 4, 7 and 9's solutions
 # (expected: every exercise passed), and the chapter 4 cheats graded (the int32 mutant must fail the judge's
 # GPU case with real buffers past 2**31 elements: "64-bit" in its message).
-OUT=${OUT:-benchmarks/records/h200-grading}
+OUT=${OUT:-bench-out/h200-grading}
 mkdir -p "$OUT"
 { date -u; nvidia-smi -L; python -c 'import torch, triton; print(torch.__version__, triton.__version__)'; } > "$OUT/env.txt" 2>&1
 

@@ -384,8 +384,7 @@ def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=
     ``choice`` names the kernel), then the candidates. Each result is checked against float64 before and after
     it is timed; each record gets ``pct_copy`` and, beside torch, ``vs_torch``. ``view_pad``: forward inputs
     are views one element into rows ``n_cols + view_pad`` long (rows that do not start on 16 bytes)."""
-    from softmax_lab import softmax
-    from softmax_lab.kernels import softmax_backward
+    from softmax_lab.op import softmax
 
     moved = (2 if kind == "forward" else 3) * n_rows * n_cols * element_size(dtype)
     n_buf = max(2, min(16, math.ceil(ROTATE_BYTES / moved)))
@@ -592,7 +591,12 @@ def main(argv=None) -> int:
                    help="print the current-record table of these saved runs (newest first per shape) and stop")
     args = p.parse_args(argv)
     if args.record:
-        print(record_table(args.record))
+        try:
+            print(record_table(args.record))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            print(f"softmax-lab bench --record: cannot read the runs ({type(err).__name__}: {err}); each must be "
+                  "a JSON file written by softmax-lab bench")
+            return 2
         return 0
     if not softmax_lab.ON_GPU:
         print("softmax-lab bench needs a CUDA GPU (the CPU interpreter is far too slow to time).")
