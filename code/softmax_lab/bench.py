@@ -460,7 +460,8 @@ def record_table(paths) -> str:
              "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
     for key in sorted(latest, key=lambda k: (k[0] != "forward", k[1] * k[2], k[2], k[3])):
         name, r, t = latest[key]
-        eager = f"{r['eager_ms'] * 1e3:.1f} ({t['eager_ms'] * 1e3:.1f})" if "eager_ms" in r and "eager_ms" in t else "–"
+        both = "eager_ms" in r and "eager_ms" in t
+        eager = f"{r['eager_ms'] * 1e3:.1f} ({t['eager_ms'] * 1e3:.1f})" if both else "–"
         vs = f"{r['vs_torch']:.2f}×" if "vs_torch" in r else "–"
         torch_pct = f"{t['pct_copy']:.1f}" if "pct_copy" in t else "–"
         lines.append(f"| {key[0]} | {key[1]}×{key[2]} | {short.get(key[3], key[3])} | {r.get('choice') or ''} | "

@@ -1,8 +1,8 @@
 """Chapter 9's facts recorded on a real H200, shown the same way on any machine, labelled with where they come from.
 
 The file ``softmax_lab/data/cuda_layer_h200.json`` is made on the GPU by ``python -m softmax_lab.cuda_layer.record``
-(``all``, then ``merge`` with compute-sanitizer's and ncu's outputs) and committed; ``benchmarks/records/h200-cuda-layer.md``
-has the commands. Nothing here runs a kernel.
+(``all``, then ``merge`` with compute-sanitizer's and ncu's outputs) and committed;
+``benchmarks/records/h200-cuda-layer.md`` has the commands. Nothing here runs a kernel.
 """
 from __future__ import annotations
 
