@@ -5,6 +5,7 @@ benchmarks' own notes and scripts, the tests, and the cells (not the stored outp
 notebooks. ``{a,b}`` and ``*`` in a citation must each name at least one file. ``benchmarks/README.md``'s record
 table must be what ``softmax-lab bench --record`` prints for the runs it names.
 """
+import fnmatch
 import json
 import re
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from conftest import NOTEBOOKS, ROOT, SOLUTIONS
 
 CITED = re.compile(r"benchmarks/[\w.{},*/-]*[\w}*/]")
+BARE = re.compile(r"(?<![\w/.-])h200-[\w.{},*-]*\.(?:json|png|log|md|txt)\b")
 OLD_FOLDER = "results" + "/"  # (spelled apart, so that this file does not cite it)
 OLD = re.compile(r"(?<![\w./-])" + re.escape(OLD_FOLDER))
 HISTORY = re.compile(r"git (log|show)[^`\n]*" + re.escape(OLD_FOLDER))  # how to find it in git history: allowed
@@ -77,6 +79,15 @@ def test_every_cited_benchmarks_path_exists():
     assert not bad, "cited but not in the tree:\n" + "\n".join(bad)
 
 
+def test_every_record_named_alone_exists():
+    """A record's file name without its folder (``h200-vectors.json``, as the chapters' loaders and prose name
+    them) is one of benchmarks/records/."""
+    have = {p.name for p in (ROOT / "benchmarks" / "records").iterdir()}
+    bad = sorted({f"{name}: {n}" for name, text in SOURCES for n in BARE.findall(text)
+                  if not all(any(fnmatch.fnmatch(h, q) for h in have) for q in _expand(n))})
+    assert not bad, "named but not in benchmarks/records/:\n" + "\n".join(bad)
+
+
 def test_the_old_results_folder_is_gone_and_cited_nowhere():
     assert not (ROOT / OLD_FOLDER).exists()
     bad = [f"{name}: {line.strip()[:120]}" for name, text in SOURCES for line in text.splitlines()
@@ -90,6 +101,8 @@ def test_the_checker_sees_a_missing_citation():
         "benchmarks/records/h200-odd-widths-probe-c.json"]
     assert _missing("benchmarks/records/h200-padding*.json") == []
     assert CITED.findall("(`benchmarks/records/h200-vectors.json`).") == ["benchmarks/records/h200-vectors.json"]
+    assert BARE.findall("(`h200-padding-c.json`), load(\"h200-once.json\"), cuda_layer_h200.json") == [
+        "h200-padding-c.json", "h200-once.json"]
     assert OLD.search("see " + OLD_FOLDER + "x.json") and not OLD.search(HISTORY.sub("", "`git log -- " + OLD_FOLDER
                                                                                       + "`"))
 
