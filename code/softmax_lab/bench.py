@@ -569,7 +569,8 @@ def plot(records, path) -> bool:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="softmax-lab bench", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="bench-out", help="folder for the JSON and the plot (default: bench-out)")
+    p.add_argument("--out", default="benchmarks/records",
+                   help="folder for the JSON and the plot (default: benchmarks/records, which chapter 7 reads)")
     p.add_argument("--name", default="bench", help="file name stem (default: bench)")
     p.add_argument("--quick", action="store_true", help="three shapes only")
     p.add_argument("--sweep", action="store_true", help="also time the dispatcher's candidate settings")
