@@ -1,7 +1,7 @@
 """The GPU code of the dispatcher's kernels, checked without a GPU: Triton compiles for an H200 (sm_90) on any
 machine (its wheel ships ptxas). ``kernels/fast_exp.py``: exp as one ``ex2.approx.ftz`` and one division per
-row, not the five-instruction exp and a division per element that cost 16-bit long rows a quarter of their
-speed (results/README.md, issue 15's fourth session)."""
+row, not the five-instruction exp and a division per element that cost 16-bit long rows their arithmetic time
+on top of the memory's (docs/performance.md)."""
 import subprocess
 import sys
 import textwrap

@@ -129,7 +129,8 @@ def test_one_launch_full_size(dtype):
 
 
 def test_dispatcher_sends_the_longest_fp32_rows_here():
-    # The H200 run (results/h200-issue15c.json): fp32 rows past 1,048,576 elements; 16-bit and shorter rows not.
+    # The H200 run (benchmarks/records/h200-sweep-cooperative-l2.json): fp32 rows past 1,048,576 elements;
+    # 16-bit and shorter rows not.
     from softmax_lab import softmax
 
     assert softmax.choose(2, 1048577, torch.float32)[0] == "l2_reread"

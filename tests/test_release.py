@@ -57,10 +57,11 @@ def test_the_edition_holds_the_learner_material_and_no_answer_material(edition, 
     names = {p.relative_to(edition).as_posix() for p in edition.rglob("*") if p.is_file()}
     assert not any(n.startswith(("solutions/", "tests/", "docs/", ".ci/")) for n in names)
     assert {p.name for p in (edition / "notebooks").glob("*.ipynb")} == {p.name for p in SOLUTIONS.glob("*.ipynb")}
-    for must in ("Makefile", "pyproject.toml", "requirements/lab.txt", "tools/install.sh", "results/h200.json",
-                 "code/softmax_lab/kernels/fused.py", "code/softmax_lab/course/exercises/ch04.toml"):
+    for must in ("Makefile", "pyproject.toml", "requirements/lab.txt", "tools/install.sh",
+                 "benchmarks/records/h200-bench-all-kernels.json", "code/softmax_lab/kernels/fused.py",
+                 "code/softmax_lab/course/exercises/ch04.toml"):
         assert must in names, must
-    assert not any(n.startswith("results/") and n.endswith((".py", ".log", ".sh")) for n in names)
+    assert not any(n.startswith("benchmarks/") and n.endswith((".py", ".log", ".sh", ".txt")) for n in names)
     assert "**Class edition**" in (edition / "README.md").read_text().split("\n## ")[0]
     manifest = json.loads((edition / "EDITION.json").read_text())
     head = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True).stdout

@@ -3,7 +3,7 @@ softmax_lab.softmax? Times fp16 and fp32, forward (no grad) and forward+backward
 with the GPU operators as triton_ops (Inductor launches the kernels itself) and as opaque custom_ops (Inductor calls
 the operator through the dispatcher), and for torch.softmax(masked_fill) beside them. Needs a CUDA GPU.
 
-    python tools/bench_attention.py --out results/h200-attention-compiled.json
+    python tools/bench_attention.py --out bench-out/h200-attention-compiled.json
 
 Each operator kind runs in its own process (the kind is chosen when softmax_lab.op is imported:
 SOFTMAX_LAB_OPS=custom_op keeps the opaque ones). Prints one table, writes JSON (device, versions, date, command).

@@ -11,12 +11,16 @@ call is served by the cache. Bandwidth counts the bytes read once plus written o
 dx written), and is compared with a device-to-device copy of the same bytes timed the same way: the ceiling
 for a memory-bound kernel. Peers: ``--peers`` times Liger-Kernel and QuACK (forward and backward) in the same
 process with the same timer, when importable (the JSON says why not, and which peer refused which shape and
-why); ``--compile`` times torch.compile's softmax. ``--issue``: the shapes of issue 28 only.
+why); ``--compile`` times torch.compile's softmax. ``--lm-widths``: odd widths and LM vocabularies only.
 Each result is checked against a float64 softmax before and after it is timed.
 
 Writes a JSON file (device, versions, date, command, every timing) and a PNG plot of % of copy against row
 length; prints a table. ``--sweep`` also times the dispatcher's candidate settings (rows per program, warps,
 tiles, chunks, cooperative blocks, L2 re-read programs).
+
+Scripts that weigh a few settings on a few shapes (``benchmarks/sweeps/``) call ``compare``: the same buffers,
+copy, timer and checks as here. ``--record FILE...`` prints the current-record table from saved runs (newest
+run first for each shape; no GPU needed): ``benchmarks/README.md``'s table is its output.
 """
 from __future__ import annotations
 
@@ -50,7 +54,7 @@ BACKWARD_SHAPES = [(4096, 1024, F32), (65536, 512, F16), (16384, 4096, F32), (10
 SWEEP_EXTRA = [(65536, 256, F32), (65536, 512, F32), (65536, 128, F16), (65536, 1024, F16), (65536, 4096, F16),
                (16384, 2048, F32), (32768, 8192, F32), (2048, 32768, F32), (64, 262144, F32)]
 QUICK_SHAPES = [(4096, 1024, F32), (65536, 128, F32), (16, 1048576, F32)]
-# Issue 28's table (--issue): odd widths (rows that are not whole 16-byte vectors), LM vocabularies, long rows.
+# --lm-widths: odd widths (rows that are not whole 16-byte vectors), LM vocabularies, long rows.
 ISSUE_SHAPES = [(2048, 50257, BF16), (100000, 77, F32), (65536, 130, BF16), (1024, 128256, BF16),
                 (512, 151936, F32), (1024, 65536, BF16), (2048, 32768, BF16), (16, 1048576, F32), (2048, 32000, BF16),
                 (1024, 128256, F32), (3, 500000, F32), (1, 128, F32), (32, 1024, F32), (4096, 1024, F32)]
@@ -298,19 +302,8 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
             return _check(y, xs[i]) if kind == "forward" else _check(y, ys[i], "backward", dys[i])
 
         def add(impl, fn, knobs=None, correct=True):
-            rec = dict(base, impl=impl, knobs=knobs)
-            try:
-                bad = verdict(fn, 0) if correct else ""
-                rec["ms"] = _time(fn, n_buf, rep_ms, timer)
-                rec["gbps"] = moved / rec["ms"] / 1e6
-                if eager:
-                    rec["eager_ms"] = _time_eager(fn, n_buf, rec["ms"])
-                    rec["eager_gbps"] = moved / rec["eager_ms"] / 1e6
-                bad = bad or (verdict(fn, n_buf - 1) if correct else "")
-                rec["checked"] = bad or ("ok" if correct and check else "not checked")
-            except Exception as err:  # a setting that does not compile or fit (a peer refusing): record it
-                rec["error"] = f"{type(err).__name__}: {err}"[:300]
-                torch.cuda.synchronize()
+            rec = _measure(dict(base, impl=impl, knobs=knobs), fn, n_buf, rep_ms, timer, eager,
+                           (lambda i: verdict(fn, i)) if correct and check else None)
             records.append(rec)
             return rec
 
@@ -356,6 +349,124 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
         torch.cuda.empty_cache()
     _relative(records)
     return records
+
+
+def _measure(rec, fn, n_buffers, rep_ms, timer="graph", eager=False, verdict=None):
+    """Check, time, check again: fill ``rec`` with fn's GPU time (and eager time), and ``checked``.
+
+    ``fn(i)`` runs the implementation on buffer ``i``; ``verdict(i)`` runs it on buffer ``i`` and returns '' when
+    the result is right, else what is wrong (None: not checked, as for the copy). The first and the last buffers
+    are checked, so a result written by an earlier call cannot pass for this one. A setting that does not compile
+    or fit, or a peer that refuses the shape, is recorded with its ``error``, not raised."""
+    try:
+        bad = verdict(0) if verdict else ""
+        rec["ms"] = _time(fn, n_buffers, rep_ms, timer)
+        rec["gbps"] = rec["bytes"] / rec["ms"] / 1e6
+        if eager:
+            rec["eager_ms"] = _time_eager(fn, n_buffers, rec["ms"])
+            rec["eager_gbps"] = rec["bytes"] / rec["eager_ms"] / 1e6
+        bad = bad or (verdict(n_buffers - 1) if verdict else "")
+        rec["checked"] = bad or ("ok" if verdict else "not checked")
+    except Exception as err:
+        rec["error"] = f"{type(err).__name__}: {err}"[:300]
+        torch.cuda.synchronize()
+    return rec
+
+
+def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=False, timer="graph",
+            with_torch=True, view_pad=0):
+    """Time a few implementations of one shape as ``softmax-lab bench`` does; returns one record each.
+
+    ``candidates``: ``(name, fn, knobs)`` triples. A forward ``fn(x, out)`` returns the softmax of ``x`` (it may
+    write it into ``out``); a backward ``fn(y, dy, out)`` returns dx. Every call gets the next of several
+    buffers, together past the L2 cache; a copy of the same bytes is timed alike (the first record, ``copy``),
+    then ``torch.softmax`` (``with_torch``), ``softmax_lab.softmax`` as the dispatcher runs it (its record's
+    ``choice`` names the kernel), then the candidates. Each result is checked against float64 before and after
+    it is timed; each record gets ``pct_copy`` and, beside torch, ``vs_torch``. ``view_pad``: forward inputs
+    are views one element into rows ``n_cols + view_pad`` long (rows that do not start on 16 bytes)."""
+    from softmax_lab.op import softmax
+
+    moved = (2 if kind == "forward" else 3) * n_rows * n_cols * element_size(dtype)
+    n_buf = max(2, min(16, math.ceil(ROTATE_BYTES / moved)))
+    base = dict(kind=kind, rows=n_rows, cols=n_cols, dtype=DTYPE_NAMES[dtype], bytes=moved, buffers=n_buf)
+    outs = [torch.empty((n_rows, n_cols), device="cuda", dtype=dtype) for _ in range(n_buf)]
+    if kind == "forward":
+        if view_pad:
+            xs = [b[:, 1:1 + n_cols] for b in _buffers((n_rows, n_cols + view_pad), dtype, n_buf)]
+        else:
+            xs = _buffers((n_rows, n_cols), dtype, n_buf)
+        args = lambda i: (xs[i], outs[i])  # noqa: E731
+        verdict = lambda f: lambda i: _check(f(i), xs[i])  # noqa: E731
+        runs = [("copy", lambda x, out: out.copy_(x), None)]
+        runs += [("torch.softmax", lambda x, out: torch.softmax(x, -1), None)] if with_torch else []
+        runs += [("softmax_lab.softmax", lambda x, out: softmax(x), None)]
+    else:
+        ys = [torch.softmax(x.float(), -1).to(dtype) for x in _buffers((n_rows, n_cols), dtype, n_buf)]
+        dys = _buffers((n_rows, n_cols), dtype, n_buf)
+        args = lambda i: (ys[i], dys[i], outs[i])  # noqa: E731
+        verdict = lambda f: lambda i: _check(f(i), ys[i], "backward", dys[i])  # noqa: E731
+        runs = [("copy", lambda y, dy, out: torch.add(y, dy, out=out), None)]
+        runs += [("torch.softmax", lambda y, dy, out: torch._softmax_backward_data(dy, y, -1, dtype), None)
+                 ] if with_torch else []
+        runs += [("softmax_lab.softmax", lambda y, dy, out: softmax_backward(y, dy, out=out), None)]
+    records = []
+    for name, f, knobs in runs + list(candidates):
+        fn = lambda i, f=f: f(*args(i))  # noqa: E731
+        rec = _measure(dict(base, impl=name, knobs=knobs), fn, n_buf, rep_ms, timer, eager,
+                       None if name == "copy" else verdict(fn))
+        if name == "softmax_lab.softmax" and kind == "forward":
+            rec["choice"] = softmax.choose(n_rows, n_cols, dtype)[0]
+        records.append(rec)
+    _relative(records)
+    return records
+
+
+def save(path, records, command, started=None, **more):
+    """Write ``records`` as ``softmax-lab bench`` does: JSON with ``meta`` (device, versions, date, command)."""
+    import triton
+
+    props = torch.cuda.get_device_properties(0)
+    meta = dict(device=torch.cuda.get_device_name(), sms=props.multi_processor_count, torch=torch.__version__,
+                triton=triton.__version__, cuda=torch.version.cuda, python=platform.python_version(),
+                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), command=command,
+                timing=f"median of triton.testing.do_bench_cudagraph, rotating through buffers of "
+                       f"{ROTATE_BYTES >> 20} MiB or more in all; % of a copy of the same bytes timed alike",
+                correctness="each result compared with a float64 softmax on 3 rows, before and after timing", **more)
+    if started is not None:
+        meta["seconds"] = round(time.time() - started, 1)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(dict(meta=meta, records=records), fh, indent=1)
+
+
+def record_table(paths) -> str:
+    """The current record: for each (pass, shape, dtype), ``softmax_lab.softmax`` in the newest of the saved runs
+    ``paths`` that timed it (by each file's ``meta.date``), beside ``torch.softmax`` of the same run."""
+    runs = []
+    for path in paths:
+        with open(path) as fh:
+            data = json.load(fh)
+        runs.append((data["meta"].get("date", ""), os.path.basename(path), data["records"]))
+    latest = {}
+    for _, name, records in sorted(runs, reverse=True):
+        for r in records:
+            key = (r["kind"], r["rows"], r["cols"], r["dtype"])
+            if r["impl"] == "softmax_lab.softmax" and "pct_copy" in r and key not in latest:
+                torch_ = next((q for q in records if q["impl"] == "torch.softmax" and "ms" in q
+                               and (q["kind"], q["rows"], q["cols"], q["dtype"]) == key), {})
+                latest[key] = (name, r, torch_)
+    short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+    lines = ["| pass | shape | dtype | kernel | % of copy | torch, % of copy | vs torch | eager µs (torch) | run |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    for key in sorted(latest, key=lambda k: (k[0] != "forward", k[1] * k[2], k[2], k[3])):
+        name, r, t = latest[key]
+        both = "eager_ms" in r and "eager_ms" in t
+        eager = f"{r['eager_ms'] * 1e3:.1f} ({t['eager_ms'] * 1e3:.1f})" if both else "–"
+        vs = f"{r['vs_torch']:.2f}×" if "vs_torch" in r else "–"
+        torch_pct = f"{t['pct_copy']:.1f}" if "pct_copy" in t else "–"
+        lines.append(f"| {key[0]} | {key[1]}×{key[2]} | {short.get(key[3], key[3])} | {r.get('choice') or ''} | "
+                     f"{r['pct_copy']:.1f} | {torch_pct} | {vs} | {eager} | `{name}` |")
+    return "\n".join(lines)
 
 
 def _relative(records):
@@ -458,7 +569,8 @@ def plot(records, path) -> bool:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="softmax-lab bench", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="results", help="folder for the JSON and the plot (default: results)")
+    p.add_argument("--out", default="benchmarks/records",
+                   help="folder for the JSON and the plot (default: benchmarks/records, which chapter 7 reads)")
     p.add_argument("--name", default="bench", help="file name stem (default: bench)")
     p.add_argument("--quick", action="store_true", help="three shapes only")
     p.add_argument("--sweep", action="store_true", help="also time the dispatcher's candidate settings")
@@ -471,12 +583,23 @@ def main(argv=None) -> int:
     p.add_argument("--sweep-only", default="",
                    help="with --sweep: only these kernels' settings, e.g. cooperative,fused")
     p.add_argument("--no-eager", action="store_true", help="skip the second timer (a Python-launched loop)")
-    p.add_argument("--issue", action="store_true", help="only issue 28's shapes (odd widths, LM vocabularies)")
+    p.add_argument("--lm-widths", "--issue", dest="issue", action="store_true",
+                   help="only the odd widths and LM vocabularies (GPT-2, Llama, Qwen) and a few long rows")
     p.add_argument("--peers", action="store_true",
                    help="also time QuACK and Liger-Kernel, when importable, in this process with the same timer")
     p.add_argument("--compile", action="store_true", help="also time torch.compile's softmax")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks around each timing")
+    p.add_argument("--record", nargs="+", metavar="JSON",
+                   help="print the current-record table of these saved runs (newest first per shape) and stop")
     args = p.parse_args(argv)
+    if args.record:
+        try:
+            print(record_table(args.record))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            print(f"softmax-lab bench --record: cannot read the runs ({type(err).__name__}: {err}); each must be "
+                  "a JSON file written by softmax-lab bench")
+            return 2
+        return 0
     if not softmax_lab.ON_GPU:
         print("softmax-lab bench needs a CUDA GPU (the CPU interpreter is far too slow to time).")
         return 1

@@ -18,7 +18,7 @@ forward-mode rules are written below), so double backward, Hessian-vector produc
 Forward mode uses the same kernel, since the Jacobian diag(y) - y yᵀ is symmetric: ``ẏ = y·(ẋ - Σ y·ẋ)``.
 
 In eager mode ``softmax`` routes each call the cheapest correct way: a plain call (no grad, no transform, no
-tracing) launches the kernel directly, skipping the dispatcher (``results/operator.md``: per-call cost);
+tracing) launches the kernel directly, skipping the dispatcher (its per-call cost: ``docs/performance.md``);
 calls that need autograd, forward AD or ``torch.func`` go through an ``autograd.Function`` that calls the
 operators; ``torch.compile``/``torch.export``/``torch.jit.trace`` see the operators themselves.
 """
@@ -300,7 +300,7 @@ def _backward_tangent(y, dy, y_t, dy_t, dim):
 
 # Each operator has two autograd.Functions with the same backward and jvp rules: a ctx-style one for plain
 # autograd and forward AD (cheap to call), and a setup_context-style one, which torch.func transforms need
-# (autograd.Function.apply binds its arguments with inspect.signature for that style: about 10 µs a call).
+# (autograd.Function.apply binds its arguments with inspect.signature for that style, on every call).
 
 class _SoftmaxRules:
     @staticmethod

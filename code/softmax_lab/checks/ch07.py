@@ -15,7 +15,7 @@ The arithmetic exercises are plain Python, so their checks are exact and need no
 * ``check_persistent(my_persistent_softmax)``: Triton's persistent ``tl.range`` loop: correct, the grid does
   not grow with the rows, every row read once and written exactly once.
 * ``check_warps(values_per_thread, one_knob_sweeps, predict_spill)``: counts behind ``BLOCK``/``num_warps``;
-  the spill prediction is checked against what the H200 compiler really did (``results/cuda_layer.md``).
+  the spill prediction is checked against what the H200 compiler really did (``benchmarks/records/h200-cuda-layer.md``).
 * ``check_occupancy(programs_per_sm)``: how many programs of a kernel fit one SM (registers, threads, shared
   memory, the block limit), as the official tutorial sizes its persistent grid.
 * ``check_row_vector(row_vector)``: ``row_vector(n_cols, *tensors)``, the ``VEC`` a register kernel may take its
@@ -426,7 +426,7 @@ BLOCKS_PER_SM = 32
 SHARED_PER_SM = 228 * 1024
 REG_OVERHEAD = 24        # the chapter's rough model: registers = values per thread + about 24
 
-# The fused kernel compiled on the H200 (results/cuda_layer.md): (BLOCK, num_warps, values/thread, n_regs, spills)
+# The fused kernel compiled on the H200 (benchmarks/records/h200-cuda-layer.md): (BLOCK, num_warps, values/thread, n_regs, spills)
 H200_REGISTERS = [(1024, 4, 8, 22, 0), (2048, 8, 8, 22, 0), (4096, 8, 16, 34, 0), (8192, 16, 16, 38, 0),
                   (16384, 16, 32, 57, 0), (32768, 32, 32, 53, 0), (65536, 32, 64, 64, 48)]
 
@@ -503,7 +503,7 @@ def check_warps(values_per_thread, one_knob_sweeps, predict_spill) -> Verdict:
                    lambda b=block, w=warps: _values_problem(values_per_thread, b, w))
     for n in (1000, 128, 4097):
         report.run(f"one knob at a time, rows of {n}", lambda n=n: _sweeps_problem(one_knob_sweeps, n))
-    report.run("spill predicted as the H200 compiler did, on the 7 recorded settings (results/cuda_layer.md)",
+    report.run("spill predicted as the H200 compiler did, on the 7 recorded settings (benchmarks/records/h200-cuda-layer.md)",
                lambda: next((f"BLOCK = {b}, num_warps = {w}: " + p for b, w, _, _, s in H200_REGISTERS
                              if (p := _spill_problem(predict_spill, b, w, s))), ""))
     for block, warps in ((65536, 16), (4096, 1), (8192, 1), (1024, 32)):

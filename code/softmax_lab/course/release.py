@@ -8,7 +8,7 @@ The open repository is the self-study edition: solutions, model answers and rubr
 ``release`` does, this writes a second edition from the same source with only what learners need:
 
 * ``notebooks/``: the learner notebooks, made from ``solutions/`` by the build's learner pipeline;
-* the package (``code/``), ``results/``'s recorded data (chapters 7 and 10 read it), the install files;
+* the package (``code/``), ``benchmarks/records/``'s recorded data (chapters 7 and 10 read it), the install files;
 * ``data/hints/chNN.json`` with hint levels 1-3 only: level 4, the complete answer, says it is not in this edition;
 * ``dist/softmax_lab-*.whl``, for a ``pip install`` without ``make``;
 * ``EDITION.json``: the commit it was built from and any uncommitted file it contains.
@@ -39,10 +39,11 @@ from .notebook import (BEGIN, EDITION_MARKER, END, HINT, RUBRIC, BuildError, dum
 
 # What the class edition copies from the source (tracked files under these paths); notebooks/ is rebuilt.
 INCLUDE = ("README.md", "Makefile", "pyproject.toml", "environment.yml", ".gitignore", "requirements/", "tools/",
-           "code/", "results/")
-# From results/ only the recorded data and its notes (chapters 7 and 10 read the JSON): not the probe scripts and
-# test logs of the GPU runs, which hold kernels and test output.
-RESULTS_KEPT = (".json", ".md", ".png")
+           "code/", "benchmarks/records/")
+# From benchmarks/records/ only the recorded data and its notes (chapters 7 and 10 read the JSON): not the test
+# logs of the GPU runs, which hold test output.
+RECORDS = "benchmarks/records/"
+RECORDS_KEPT = (".json", ".md", ".png")
 HINT_DATA = "code/softmax_lab/data/hints/"  # replaced: levels 1-3 only
 PACKAGE = "code/softmax_lab/"
 REGISTRY = "code/softmax_lab/course/exercises"
@@ -91,7 +92,7 @@ def tracked_files(root: Path) -> list[str]:
         raise ReleaseError(f"{root} is not a git checkout: the class edition is built from one, so that "
                            "EDITION.json can say which commit it is")
     return sorted(p for p in out.split("\0") if p and (root / p).is_file()
-                  and not (p.startswith("results/") and Path(p).suffix not in RESULTS_KEPT))
+                  and not (p.startswith(RECORDS) and Path(p).suffix not in RECORDS_KEPT))
 
 
 # ------------------------------------------------------------------------------------------ the edition

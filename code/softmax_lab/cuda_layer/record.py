@@ -6,7 +6,7 @@
     python -m softmax_lab.cuda_layer.record probe ncu          # each mapping once at 4096x1024 (for ncu)
     python -m softmax_lab.cuda_layer.record merge DIR          # DIR's outputs -> softmax_lab/data/cuda_layer_h200.json
 
-results/cuda_layer.md has the exact commands (compute-sanitizer, ncu) used on the H200.
+benchmarks/records/h200-cuda-layer.md has the exact commands (compute-sanitizer, ncu) used on the H200.
 
 ``all`` writes DIR/cuda_layer.json: the device, versions, date and command; every chapter kernel checked
 against the float64 reference as real CUDA; the PTX/SASS of the numba kernels and of the course's fused

@@ -1,8 +1,8 @@
 """Chapter 9's facts recorded on a real H200, shown the same way on any machine, labelled with where they come from.
 
 The file ``softmax_lab/data/cuda_layer_h200.json`` is made on the GPU by ``python -m softmax_lab.cuda_layer.record``
-(``all``, then ``merge`` with compute-sanitizer's and ncu's outputs) and committed; ``results/cuda_layer.md``
-has the commands. Nothing here runs a kernel.
+(``all``, then ``merge`` with compute-sanitizer's and ncu's outputs) and committed;
+``benchmarks/records/h200-cuda-layer.md`` has the commands. Nothing here runs a kernel.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def load() -> dict | None:
 def label(rec: dict | None = None) -> str:
     rec = rec or load()
     if not rec:
-        return "no H200 record is committed yet (results/cuda_layer.md says how to make one)"
+        return "no H200 record is committed yet (benchmarks/records/h200-cuda-layer.md says how to make one)"
     m = rec.get("meta", {})
     return (f"recorded on {m.get('device', '?')} (driver {m.get('driver', '?')}, CUDA {m.get('cuda', '?')}), "
             f"torch {m.get('torch', '?')}, triton {m.get('triton', '?')}, numba {m.get('numba', '?')} + numba-cuda "

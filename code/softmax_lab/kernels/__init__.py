@@ -31,7 +31,7 @@ ALL = {
     "split_row": split_row_softmax,
 }
 
-# Rows at copy speed past what one program holds: a row shared by cooperating programs (issue 15), its
+# Rows at copy speed past what one program holds: a row shared by cooperating programs, its
 # pipelined form that loads its next chunk while it waits, and a form that reads its chunk again from L2
 # instead of holding it in registers. Not in ALL (whose list the course's chapters and tests walk); the
 # dispatcher uses them for long rows.

@@ -274,8 +274,8 @@ def row_vector(n_cols: int, *tensors: torch.Tensor) -> int:
     kernels' ``OUT_VEC`` (``row_vector(n_cols, y)``): the elements of one 16-byte vector when the row length and
     every tensor's row stride are whole vectors, else 1. The kernel receives those ints divided by VEC and
     multiplies them back, so the compiler knows each row starts on 16 bytes and loads and stores 16 bytes at a
-    time. (Triton marks an int argument as a multiple of 16 only when it is one: rows of 1,000 fp32 or 8,200
-    bf16 elements were read and written one element at a time, 24-43% of copy.)"""
+    time. (Triton marks an int argument as a multiple of 16 only when it is one: without this, rows of 1,000
+    fp32 or 8,200 bf16 elements, whole vectors all, were read and written one element at a time.)"""
     vec = 16 // max(t.element_size() for t in tensors)
     whole = n_cols % vec == 0 and all(t.shape[0] <= 1 or t.stride(0) % vec == 0 for t in tensors)
     small = max(n_cols, *[t.stride(0) for t in tensors]) < 2**31  # (multiplied back in 32 bits; else 64-bit ints)
@@ -293,7 +293,7 @@ def whole_chunks(n_elements: int, chunk: int) -> int:
 
 # Plain-Python twins of triton.cdiv and triton.next_power_of_2. Triton's versions go through a constexpr
 # wrapper costing microseconds per call, and a launcher calls them on every launch (launch overhead matters
-# on small inputs, where the kernel itself takes only ~10 µs on a GPU).
+# on small inputs, where the kernel itself takes microseconds on a GPU).
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -311,7 +311,7 @@ def relauncher(kernel, grid, args, per_call=2, **options):
     ensures it, and that they are on this GPU.
 
     Triton's ``kernel[grid](...)`` binds the arguments, computes its cache key, looks the compiled kernel up
-    and builds launch metadata on every call (about 5 µs of Python); ``run`` calls the compiled launcher
+    and builds launch metadata on every call (microseconds of Python); ``run`` calls the compiled launcher
     directly, and passes addresses as ints, which spares it two driver queries (``cuPointerGetAttribute``).
     Returns None in the CPU interpreter (nothing is compiled there)."""
     compiled = kernel.warmup(*args, grid=grid, **options)

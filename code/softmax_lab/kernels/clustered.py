@@ -20,11 +20,11 @@ the first dim (``cga_layout``), so program p sees row p of them. (Triton 3.6 can
 cluster, or move a tensor between its programs, so the exchange goes through global memory, at a barrier.)
 Written in Gluon, GPU only (Hopper: clusters); Triton's CPU interpreter cannot run it.
 
-The dispatcher uses it for fp32 rows of 49,152-65,536 elements and 16-bit rows of 32,769-131,072 on an H100/H200
-(``results/h200-clustered-b.json``: 92.2% of copy against the cooperative kernel's 90.1% at 1024x65536 fp32,
-83.8% against 76.5% at 1024x65536 bf16). What keeps it from the copy's speed is the barrier: every program of
-the cluster idles there, its slice in shared memory and no copy in flight, until the slowest has written its
-partial (with two programs of 64 KB a row it reaches 80%, where ``resident.py`` with one 64 KB row reaches 93%).
+The dispatcher uses it for the rows too long for one program's shared memory and too short to share among
+cooperating programs, on Hopper GPUs (``docs/performance.md`` has what it measured). What keeps it from the copy's
+speed is the barrier: every program of the cluster idles there, its slice in shared memory and no copy in
+flight, until the slowest has written its partial, so a row over two programs is slower than the same bytes
+held by one (``resident.py``).
 """
 import torch
 from triton.experimental import gluon
@@ -102,8 +102,8 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
     l_all = gl.load(theirs + 1, volatile=True)
     m_row = gl.max(m_all, axis=0)
     scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * LOG2E), axis=0)
-    dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (this order: 91.8% of copy, 89.6% as
-    # (row * stride) * VEC at 1024x65536 fp32: results/h200-clustered-ab.json)
+    dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (this order, not (row * stride) * VEC: it measured
+    # faster; its product is 32-bit, so the launcher refuses rows 2**31 or more elements apart)
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
         end = n_cols_v * VEC
     else:

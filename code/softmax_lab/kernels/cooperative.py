@@ -165,7 +165,7 @@ def _kind(arg):
         return arg.dtype, arg.data_ptr() % 16 == 0
     if isinstance(arg, int):
         return arg % 16 == 0, arg == 1
-    # a tensor descriptor (results/probe_staged.py's kernels take them)
+    # a tensor descriptor (TMA kernels take them)
     return type(arg).__name__, str(getattr(arg, "base", arg).dtype), tuple(getattr(arg, "block_shape", ()))
 
 

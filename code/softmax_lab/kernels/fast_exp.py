@@ -5,10 +5,10 @@ the machine code it is one ``MUFU.EX2`` plus a compare and two multiplies to sca
 range. Its ``.ftz`` form ("flush to zero") is the bare ``MUFU.EX2``: results below 2**-126 (~1e-38) become 0,
 which no softmax output can tell (they are far below float32's tolerance and 16-bit outputs' smallest value).
 
-Why it matters: a 16-bit row of 32768 elements is 128 KB of traffic, which the H200 moves in about 4 µs per
-multiprocessor; the arithmetic of the plain kernel (exp with its fix-ups, a division per element) took about
-2 µs of instruction issue on top (``cuobjdump -sass``: 552 instructions per thread, 194 of them FMUL). Divide once
-(``1 / total``) and use this exp, and the arithmetic hides behind the memory traffic.
+Why it matters: with one program per multiprocessor on a long 16-bit row, the plain kernel's arithmetic (exp
+with its fix-ups, a division per element) takes a sizeable part of the row's memory time in instruction issue,
+on top of it (count them with ``cuobjdump -sass`` or ``softmax_lab.machine_code``). Divide once (``1 / total``)
+and use this exp, and the arithmetic hides behind the memory traffic (``docs/performance.md``).
 
 The CPU interpreter has no PTX: there it is ``tl.exp`` itself, so CPU results are unchanged. ``memcount`` runs
 kernels through the interpreter on a GPU machine too: while it counts, it sets ``PTX`` to False.

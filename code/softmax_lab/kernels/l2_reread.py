@@ -10,8 +10,8 @@ so a chunk is at most what one program's registers hold, and rows longer than al
    counts in on the row's counter, as in ``cooperative.py``;
 2. does step 1 for its **next** item, so that its loads keep the memory busy while the partners catch up;
 3. waits for the partners of the first item's row, combines the row's pairs, then reads the chunk again
-   (read 2: from L2, as long as the ``2 x P`` chunks in flight fit in its 60 MB: 35 MB with the dispatcher's
-   knobs on an H200; a row longer than the L2 cannot fit, and its read 2 comes from HBM) and writes
+   (read 2: from L2, as long as the ``2 x P`` chunks in flight fit in it, as the dispatcher's knobs make
+   them; a row longer than the L2 cannot fit, and its read 2 comes from HBM) and writes
    ``exp(x - M) / L``.
 
 HBM sees one read and one write per element; the registers hold only one tile, so tiles and chunks can be

@@ -19,10 +19,9 @@ more, e.g. fp32 rows of 32768 at 8 warps, the compiler unrolls the passes and ke
 about 200 a thread: such a 128 KB row fits shared memory only once anyway.)
 
 Written in Gluon (Triton's lower-level dialect: shared memory, layouts and copies are explicit); GPU only,
-since Triton's CPU interpreter cannot run it. The dispatcher uses it for 16-bit rows of 8,193-32,768
-elements whose rows start on 16 bytes, with ``overlap`` (``results/h200-resident.json``: 91.6% of copy at
-2048x32768 bf16 against 85.7% for staged.py and 79% for the register kernels, 95.5% against fused's 93.1% at
-4096x16384; ``results/h200-overlap.json``: 92.8% and 96.4% with ``overlap``).
+since Triton's CPU interpreter cannot run it. The dispatcher uses it, with ``overlap``, for rows too long for
+the register kernels' tiles and short enough that a few fit one multiprocessor's shared memory, when they start
+on 16 bytes (``docs/performance.md`` has what it measured against ``staged.py`` and the register kernels).
 """
 import torch
 from triton.experimental import gluon

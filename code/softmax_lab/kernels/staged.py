@@ -13,10 +13,9 @@ from global to shared memory (``cp.async``) run in the background while this row
 registers, is reduced and stored. It is written in Gluon, Triton's lower-level dialect, which names shared
 memory, register layouts and barriers explicitly (plain Triton 3.6 does not pipeline such loads).
 
-GPU only: Triton's CPU interpreter cannot run Gluon. It reached 86% of copy against fused/cooperative's 79% at
-2048x32768 bf16 (``results/h200-gluon-b.json``), and no more with more stages: the program's own steps are now
-the limit. ``resident.py`` goes one step further (the row stays in shared memory, so many programs share a
-multiprocessor) and is what the dispatcher uses; this kernel is kept as the step between (chapter 10).
+GPU only: Triton's CPU interpreter cannot run Gluon. It beat the register kernels on long 16-bit rows, and no
+more with more stages: the program's own steps are now the limit (``docs/performance.md``). ``resident.py`` goes
+one step further (the row stays in shared memory, so many programs share a multiprocessor) and is what the dispatcher uses; this kernel is kept as the step between (chapter 10).
 """
 import torch
 from triton.experimental import gluon

@@ -1,0 +1,57 @@
+"""The clustered kernel's knobs (programs a row is split over, warps, vectors per access) beside the dispatcher
+and the resident kernel, on the shapes where a row is split over a Hopper cluster (``kernels/clustered.py``).
+Each setting that fits shared memory, with ``torch.softmax`` and a copy of the same bytes
+(``softmax_lab.bench.compare``). GPU machine (sm_90), repository root:
+
+    PYTHONPATH=code python3 benchmarks/sweeps/clustered_knobs.py OUT.json
+
+Recorded: ``benchmarks/records/h200-clustered-b.json`` (whose run also timed the relaunch plans' CPU cost, with
+the package's private plan cache: see ``git log -- results/run-h200-clustered-b.py``).
+"""
+import sys
+import time
+
+import torch
+
+from softmax_lab import bench
+from softmax_lab.kernels import clustered_softmax, resident_softmax
+from softmax_lab.kernels.clustered import slices
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+SHARED_BYTES = 227 * 1024  # an H100/H200 block's shared memory, opted in
+SETTINGS = [dict(parts=p, num_warps=w, vectors=v) for p in (2, 4, 8, 16)
+            for w, v in ((1, 4), (2, 2), (2, 4), (4, 1), (4, 2))]
+SHAPES = [(1024, 65536, F32), (1024, 65536, BF16), (2048, 65536, BF16), (4096, 131072, BF16), (512, 131072, F32),
+          (1024, 100000, F32), (2048, 24000, BF16), (4096, 20000, F16), (2048, 32768, BF16), (256, 262144, F32)]
+
+
+def fits(n_cols, dtype, knobs):
+    """Whether the kernel's own sizing (whole chunks per slice) gives a slice that fits shared memory."""
+    try:
+        return slices(n_cols, dtype.itemsize, **knobs)["SLICE"] * dtype.itemsize <= SHARED_BYTES
+    except ValueError:
+        return False
+
+
+def candidates(n_cols, dtype):
+    out = [("clustered", lambda x, out, k=k: clustered_softmax(x, out=out, **k), k)
+           for k in SETTINGS if fits(n_cols, dtype, k)]
+    if n_cols <= 32768 and dtype != F32:
+        out += [("resident", lambda x, out, w=w: resident_softmax(x, out=out, num_warps=w, overlap=True),
+                 dict(num_warps=w, overlap=True)) for w in (8, 4)]
+    return out
+
+
+def main(path):
+    started, records = time.time(), []
+    for n_rows, n_cols, dtype in SHAPES:
+        for rec in bench.compare(n_rows, n_cols, dtype, candidates(n_cols, dtype)):
+            records.append(rec)
+            print(f"{n_rows}x{n_cols} {rec['dtype']:9s} {rec['impl']:20s} {rec.get('choice') or rec['knobs'] or ''} "
+                  f"{rec.get('pct_copy', 0):6.1f}% {rec.get('checked') or rec.get('error')}", flush=True)
+        torch.cuda.empty_cache()
+        bench.save(path, records, "python3 benchmarks/sweeps/clustered_knobs.py " + " ".join(sys.argv[1:]), started)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
