@@ -1,4 +1,4 @@
-"""Softmax backward kernels: dx = y·(dy - Σ dy·y) for rows short and long (``op.SoftmaxFunction`` puts them in a model).
+"""Softmax backward kernels, dx = y·(dy - Σ dy·y), for short and long rows (``op.SoftmaxFunction``: in a model).
 
 With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
 
