@@ -4,6 +4,7 @@ chooses between them above, the operator above that. A circle is reported as the
 from __future__ import annotations
 
 import ast
+import functools
 
 from conftest import ROOT
 
@@ -41,6 +42,7 @@ def _imported(node, module: str, package: bool) -> list[str]:
     return []
 
 
+@functools.cache
 def import_graph() -> dict[str, dict[str, int]]:
     """{module: {module it imports: line of the first such import}}, within softmax_lab."""
     modules = _modules()
