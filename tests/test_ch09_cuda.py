@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from softmax_lab import cuda_layer as cl
+from softmax_lab import doctor
 from softmax_lab.cuda_layer import kernels as K
 from softmax_lab.cuda_layer import sim
 from softmax_lab.checks import ch09
@@ -227,7 +228,7 @@ def test_shuffle_tail_needs_64_threads():
 
 
 def test_doctor_reports_where_cuda_kernels_run():
-    lines = [f.line() for f in cl.doctor_findings()]
+    lines = [f.line() for f in doctor.check_cuda_layer()]
     assert any(("simulator" if cl.SIMULATOR else "real CUDA") in ln for ln in lines), lines
     assert not any("FAIL" in ln for ln in lines), lines
 

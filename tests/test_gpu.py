@@ -189,7 +189,7 @@ def test_eager_fast_path_matches_the_launchers():
     big = _randn((4096, 1025))
     for x in (big[:, :1024], big[:, 1:], big[:, :1024].contiguous(), _randn((65536, 128)), _randn((64, 8192), BF16)):
         name, knobs = dispatch._runnable(x)  # (rows off 16 bytes: the unaligned kernel)
-        launch = dispatch._launchers()[name]
+        launch = dispatch.LAUNCHERS[name]
         for _ in range(3):
             torch.testing.assert_close(softmax(x), launch(x, **knobs), atol=0, rtol=0)
         stream = torch.cuda.Stream()
@@ -324,9 +324,7 @@ def test_gluon_dispatch_and_its_fallback(monkeypatch):
         assert dispatch._runnable(x)[0] == kernel and dispatch.plan_2d(x) is not None
         _check_rows(softmax(x), x, slice(None))
     calls = []
-    launchers = dispatch._launchers()
-    monkeypatch.setattr(dispatch, "_launchers", lambda: {**launchers, "resident": lambda x, **k: calls.append(1)
-                                                         or resident_softmax(x, **k)})
+    monkeypatch.setitem(dispatch.LAUNCHERS, "resident", lambda x, **k: calls.append(1) or resident_softmax(x, **k))
     n = 20000
     big = _randn((64, n + 8), BF16)
     for x, resident in ((big[:, :n], True), (big[:, 1:], False), (big[:, 1:n + 1], False),
@@ -412,9 +410,7 @@ def test_clustered_dispatch_plans_and_fallback(monkeypatch):
     assert softmax.choose(1024, 131073, BF16)[0] == "cooperative"
     assert softmax.choose(1024, 65537, torch.float32)[0] == "cooperative"
     calls = []
-    launchers = dispatch._launchers()
-    monkeypatch.setattr(dispatch, "_launchers", lambda: {**launchers, "clustered": lambda x, **k: calls.append(1)
-                                                         or clustered_softmax(x, **k)})
+    monkeypatch.setitem(dispatch.LAUNCHERS, "clustered", lambda x, **k: calls.append(1) or clustered_softmax(x, **k))
     for shape, dtype, name in (((64, 65536), torch.float32, "clustered"), ((33, 100000), BF16, "clustered"),
                                ((8, 32768), BF16, "resident")):
         x, x2 = _randn(shape, dtype), _randn(shape, dtype)
@@ -507,7 +503,7 @@ def test_unaligned_plans_match_the_launchers():
         name, knobs = dispatch._runnable(x)
         assert name == "unaligned" and dispatch.plan_2d(x) is not None
         op._PLANS.clear()
-        want = dispatch._launchers()[name](x, **knobs)
+        want = dispatch.LAUNCHERS[name](x, **knobs)
         for _ in range(3):
             torch.testing.assert_close(softmax(x), want, atol=0, rtol=0)
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import softmax_lab
-from softmax_lab import kernels
+from softmax_lab import kernels, op
 from softmax_lab.kernels import ALL, exp_buffer_bytes, masked_softmax, softmax_backward
 from softmax_lab.reference import masked_softmax_ref, softmax_backward_ref, softmax_ref
 from softmax_lab.testing import assert_softmax_correct, check_softmax, poisoned_like, randn, tolerance
@@ -217,13 +217,19 @@ def test_backward_strided_and_errors():
 
 def test_autograd_function_in_a_model():
     x = randn((4, 30), device=DEV).requires_grad_()
-    y = kernels.SoftmaxFunction.apply(x, kernels.fused_softmax)
+    y = op.SoftmaxFunction.apply(x, kernels.fused_softmax)
     w = randn((4, 30), device=DEV)
     (y * w).sum().backward()
     x64 = x.detach().double().requires_grad_()
     (torch.softmax(x64, -1) * w.double()).sum().backward()
     torch.testing.assert_close(x.grad.double(), x64.grad, atol=1e-5, rtol=1e-4)
     assert not math.isnan(float(x.grad.sum()))
+
+
+def test_the_autograd_function_moved_to_the_operator_says_where():
+    # A notebook saved before SoftmaxFunction moved (kernels import nothing above them) is told the new import.
+    with pytest.raises(ImportError, match="from softmax_lab.op import SoftmaxFunction"):
+        from softmax_lab.kernels import SoftmaxFunction  # noqa: F401
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -15,7 +15,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 import softmax_lab
-from softmax_lab import kernels
+from softmax_lab import kernels, op
 from softmax_lab.testing import randn
 
 DEV = softmax_lab.DEVICE
@@ -281,7 +281,7 @@ def test_forward_ad():
     close(j, j64)
     # the ch08 autograd Function too
     with fwAD.dual_level():
-        yk = kernels.SoftmaxFunction.apply(fwAD.make_dual(x, t), kernels.fused_softmax)
+        yk = op.SoftmaxFunction.apply(fwAD.make_dual(x, t), kernels.fused_softmax)
         tangent = fwAD.unpack_dual(yk).tangent
     close(tangent, torch.func.jvp(lambda a: torch.softmax(a, -1), (x.double(),), (t.double(),))[1])
 
@@ -355,7 +355,7 @@ def test_raw_kernels_refuse_inputs_that_require_grad():
 def test_softmax_function_double_backward_is_right():
     # chapter 8's SoftmaxFunction: its backward is differentiable now (it used to drop the softmax term).
     x, w, v = (randn((2, 6), device=DEV, seed=s) for s in (40, 41, 42))
-    f = lambda t: (kernels.SoftmaxFunction.apply(t, kernels.fused_softmax) * w).sum()  # noqa: E731
+    f = lambda t: (op.SoftmaxFunction.apply(t, kernels.fused_softmax) * w).sum()  # noqa: E731
     f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()  # noqa: E731
     close(torch.autograd.functional.hvp(f, x, v)[1], torch.autograd.functional.hvp(f64, x.double(), v.double())[1])
 

@@ -35,8 +35,8 @@ import time
 
 import torch
 
-import softmax_lab
 from softmax_lab import kernels
+from softmax_lab.device import ON_GPU
 from softmax_lab.dispatch import element_size
 from softmax_lab.kernels import ALL, softmax_backward
 from softmax_lab.kernels._launch import SHARED_BYTES, next_power_of_2, num_sms, shared_memory_cols
@@ -277,7 +277,7 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
     Each record has ``ms`` (GPU time, CUDA graph; see ``_time``) and, with ``eager``, ``eager_ms`` (a
     Python-launched loop, ``_time_eager``). With ``check``, every implementation's result is compared with a
     float64 softmax before and after it is timed (``checked``: "ok" or what was wrong)."""
-    from softmax_lab import softmax
+    from softmax_lab.op import softmax
     from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, cooperative_backward
 
     others, _ = peers(with_compile, with_peers) if (with_peers or with_compile) else ({}, {})
@@ -600,7 +600,7 @@ def main(argv=None) -> int:
                   "a JSON file written by softmax-lab bench")
             return 2
         return 0
-    if not softmax_lab.ON_GPU:
+    if not ON_GPU:
         print("softmax-lab bench needs a CUDA GPU (the CPU interpreter is far too slow to time).")
         return 1
     shapes = QUICK_SHAPES if args.quick else ISSUE_SHAPES if args.issue else SHAPES + (SWEEP_EXTRA if args.sweep else [])

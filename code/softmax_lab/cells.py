@@ -6,9 +6,11 @@ one stopped on an error (``softmax_lab.checks.guard``). Nothing here imports tor
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 MAX_RUNS = 500  # the most recent runs kept
 
@@ -64,3 +66,12 @@ def watch() -> bool:
         shell.events.register("post_run_cell", record)
         _watching.add(id(shell))
     return True
+
+
+def notebook_path() -> Path | None:
+    """The notebook this kernel runs for, when Jupyter says (``JPY_SESSION_NAME``: the kernel's notebook)."""
+    name = os.environ.get("JPY_SESSION_NAME", "")
+    if not name.endswith(".ipynb"):
+        return None
+    path = Path(name)
+    return path if path.is_absolute() else Path.cwd() / path.name

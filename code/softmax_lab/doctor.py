@@ -198,14 +198,39 @@ def check_workspace() -> list[Finding]:
 
 
 def check_cuda_layer() -> list[Finding]:
-    """Chapter 9's CUDA kernels: real CUDA (numba-cuda on a GPU) or numba's CUDA simulator on the CPU."""
+    """Chapter 9's CUDA kernels: real CUDA (numba-cuda on a GPU) or numba's CUDA simulator on the CPU, and a tiny
+    @cuda.jit kernel run."""
     try:
-        from .cuda_layer import doctor_findings
-
-        return doctor_findings()
+        from . import cuda_layer  # (here, not at the top: numba loads only when the doctor runs this check)
     except Exception as err:  # noqa: BLE001 - the doctor reports, it does not crash
         return [Finding("FAIL", f"chapter 9's CUDA layer cannot load: {type(err).__name__}: {str(err)[:200]}",
                         'pip install "numba-cuda==0.30.4"')]
+    try:
+        where = cuda_layer.describe()
+    except Exception as err:  # noqa: BLE001
+        return [Finding("FAIL", f"numba-cuda is not usable: {type(err).__name__}: {err}",
+                        'pip install "numba-cuda==0.30.4"')]
+    found = [Finding("info" if cuda_layer.SIMULATOR else "ok", f"chapter 9's @cuda.jit kernels run in: {where}")]
+    try:
+        import numpy as np
+        import torch
+
+        from .cuda_layer.kernels import row_serial_softmax
+        from .device import DEVICE
+
+        x = torch.tensor([[-1002.0, -1001.0, -1000.0]], device=DEVICE)
+        y = row_serial_softmax(x)
+        want = np.array([0.09003057, 0.24472847, 0.66524096])
+        if not np.allclose(y.cpu().numpy()[0], want, atol=1e-6):
+            found.append(Finding("FAIL", f"a tiny @cuda.jit kernel computed {y.cpu().tolist()}",
+                                 "reinstall numba-cuda==0.30.4; on a GPU, check that numba finds the CUDA driver"))
+        else:
+            found.append(Finding("ok", "a tiny @cuda.jit softmax kernel ran and matched"))
+    except Exception as err:  # noqa: BLE001 - the doctor must not crash
+        found.append(Finding("FAIL", f"a tiny @cuda.jit kernel failed: {type(err).__name__}: {str(err)[:300]}",
+                             "reinstall numba-cuda==0.30.4 (pip); on a GPU, numba needs the CUDA driver "
+                             "(and cuda-bindings)"))
+    return found
 
 
 # --------------------------------------------------------------------------- the learner's own commands

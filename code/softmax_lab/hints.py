@@ -38,6 +38,8 @@ import re
 import textwrap
 from pathlib import Path
 
+from .cells import notebook_path
+
 PACKAGE = Path(__file__).resolve().parent
 REGISTRY_DIR = PACKAGE / "course" / "exercises"
 DATA_DIR = PACKAGE / "data" / "hints"   # one generated file per chapter: chNN.json
@@ -232,15 +234,6 @@ def record(exercise_id: str | None = None, level: int = 0) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ the records
-
-
-def notebook_path() -> Path | None:
-    """The notebook this kernel runs for, when Jupyter says (``JPY_SESSION_NAME``: the kernel's notebook)."""
-    name = os.environ.get("JPY_SESSION_NAME", "")
-    if not name.endswith(".ipynb"):
-        return None
-    path = Path(name)
-    return path if path.is_absolute() else Path.cwd() / path.name
 
 
 def _read_json(path: Path) -> dict:

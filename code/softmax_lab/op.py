@@ -38,29 +38,13 @@ from .kernels._launch import check_mask, check_tensor
 from .kernels.backward import softmax_backward as backward_2d
 from .kernels.masked import MAX_COLS as MASKED_MAX_COLS
 from .kernels.masked import masked_softmax as masked_kernel
+from .rows import as_rows, from_rows, normalize_dim, refuse_tangents
+from . import traced
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Implementations on real tensors: move `dim` last, fold the leading dims into rows, launch, move it back.
 # Outputs are contiguous tensors shaped like the input (the fake implementations promise exactly that).
-
-def _as_rows(t: Tensor, dim: int) -> Tensor:
-    """``t`` with ``dim`` moved last, as a 2-D [rows, n] tensor whose rows are contiguous."""
-    if t.dim() != 2 or dim != 1:  # (a 2-D input along dim 1 needs no new view: views cost microseconds)
-        t = t.movedim(dim, -1) if dim != t.dim() - 1 else t
-        t = t.reshape(-1, t.shape[-1])
-    return t.contiguous() if t.shape[1] > 1 and t.stride(1) != 1 else t
-
-
-def _from_rows(y2: Tensor, shape, dim: int) -> Tensor:
-    """Undo ``_as_rows`` for a fresh output: shape it like the input, contiguous."""
-    last = len(shape) - 1
-    if dim == last:
-        return y2 if last == 1 else y2.view(*shape)  # (view(*ints) is several µs cheaper than view(Size))
-    moved = list(shape)
-    moved.append(moved.pop(dim))
-    return y2.view(*moved).movedim(-1, dim).contiguous()
-
 
 def _softmax_rows(x: Tensor, dim: int) -> Tensor:
     if x.dim() == 0:
@@ -68,14 +52,14 @@ def _softmax_rows(x: Tensor, dim: int) -> Tensor:
     if x.numel() == 0:
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
     rows = double.softmax if x.dtype == torch.float64 else softmax_2d  # float64 computes in float64
-    return _from_rows(rows(_as_rows(x, dim)), x.shape, dim)
+    return from_rows(rows(as_rows(x, dim)), x.shape, dim)
 
 
 def _softmax_impl(x: Tensor, dim: int) -> Tensor:
     """Softmax of a checked ``x`` along ``dim``, through the plan for its kind of input (what the operator and the
     autograd Functions run; plain eager calls look their plan up in ``softmax`` directly)."""
     x = x.resolve_neg()  # a negative-bit view (torch._neg_view) keeps x in memory and means -x: the kernels read memory
-    dim = _dim(dim, x.dim())
+    dim = normalize_dim(dim, x.dim())
     if x.dtype == torch.float64:
         return _softmax_rows(x, dim)
     ptr = x.data_ptr()
@@ -91,25 +75,25 @@ def _softmax_impl(x: Tensor, dim: int) -> Tensor:
 
 def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     y, dy = y.resolve_neg(), dy.resolve_neg()
-    dim = _dim(dim, y.dim())
+    dim = normalize_dim(dim, y.dim())
     if y.dim() == 0:
         return _backward_impl(y.reshape(1), dy.reshape(1), 0).reshape(())
     if y.numel() == 0:
         return torch.empty(y.shape, dtype=y.dtype, device=y.device)
     rows = double.softmax_backward if y.dtype == torch.float64 else backward_2d
-    return _from_rows(rows(_as_rows(y, dim), _as_rows(dy.to(y.dtype), dim)), y.shape, dim)
+    return from_rows(rows(as_rows(y, dim), as_rows(dy.to(y.dtype), dim)), y.shape, dim)
 
 
 def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
     x, mask = x.resolve_neg(), mask.resolve_neg()
-    dim = _dim(dim, x.dim())
+    dim = normalize_dim(dim, x.dim())
     if x.dim() == 0:
         return _masked_impl(x.reshape(1), mask.reshape(1), 0).reshape(())
     mask = mask.expand(x.shape)  # stride 0 along broadcast dims, no copy
     if x.dtype == torch.float64 or x.shape[dim] > MASKED_MAX_COLS:  # (longer rows: computed in float64 too)
         if x.numel() == 0:
             return torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        return _from_rows(double.softmax(_as_rows(x, dim), _as_rows(mask, dim)), x.shape, dim)
+        return from_rows(double.softmax(as_rows(x, dim), as_rows(mask, dim)), x.shape, dim)
     last = x.dim() - 1
     if dim == last:
         return masked_kernel(x, mask)
@@ -119,31 +103,18 @@ def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
 # ---------------------------------------------------------------------------------------------------------
 # The operators, their fake implementations and vmap rules.
 
-def _refuse_tangents(op: str, *tensors: Tensor) -> None:
-    """Called directly under forward-mode AD, a custom op would drop the tangents without a word: refuse."""
-    if forward_ad._current_level < 0:
-        return
-    try:
-        dual = any(forward_ad.unpack_dual(t).tangent is not None for t in tensors)
-    except RuntimeError:  # traced (make_fx of a jvp, linearize): the tangents are the tracer's business, not ours
-        return
-    if dual:
-        raise RuntimeError(f"torch.ops.softmax_lab.{op} does not carry forward-mode AD tangents; call "
-                           "softmax_lab.softmax(...) instead, which implements the jvp y·(ẋ - Σ y·ẋ)")
-
-
 def _softmax_eager(x: Tensor, dim: int) -> Tensor:
-    _refuse_tangents("softmax", x)
+    refuse_tangents("softmax", x)
     return _softmax_impl(x, dim)
 
 
 def _backward_eager(y: Tensor, dy: Tensor, dim: int) -> Tensor:
-    _refuse_tangents("softmax_backward", y, dy)
+    refuse_tangents("softmax_backward", y, dy)
     return _backward_impl(y, dy, dim)
 
 
 def _masked_eager(x: Tensor, mask: Tensor, dim: int) -> Tensor:
-    _refuse_tangents("masked_softmax", x, mask)
+    refuse_tangents("masked_softmax", x, mask)
     return _masked_impl(x, mask, dim)
 
 
@@ -152,8 +123,6 @@ def _masked_eager(x: Tensor, mask: Tensor, dim: int) -> Tensor:
 # Inductor sees and launches itself). That route is opt-in: on the H200 Inductor failed to lower a boolean mask's
 # view as uint8 in it (docs/operator.md, "Compiled attention on a GPU").
 if ON_GPU and os.environ.get("SOFTMAX_LAB_OPS", "").strip() == "triton_op":
-    from . import traced
-
     softmax_op = torch.library.triton_op("softmax_lab::softmax", traced.softmax, mutates_args=())
     softmax_backward_op = torch.library.triton_op("softmax_lab::softmax_backward", traced.softmax_backward,
                                                   mutates_args=())
@@ -174,7 +143,7 @@ def _batch_first(t: Tensor, bdim: int | None, size: int) -> Tensor:
 
 def _sample_dim(t: Tensor, bdim: int | None, dim: int) -> int:
     """``dim`` of one vmapped sample (negative counts from the sample's end), made non-negative."""
-    return _dim(dim, t.dim() - (bdim is not None))
+    return normalize_dim(dim, t.dim() - (bdim is not None))
 
 
 # The vmap rules: a row-wise op, so the vmapped dim becomes one more leading dim, and the sample's `dim` moves one to
@@ -262,7 +231,7 @@ _legacy_batched = torch._C._functorch.is_legacy_batchedtensor  # torch._vmap_int
 
 def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
     """Differentiable ``dx = y·(dy - Σ dy·y)`` along ``dim`` (y: a softmax output, dy: its gradient)."""
-    d = _dim(dim, y.dim())
+    d = normalize_dim(dim, y.dim())
     route = _route(y, dy)
     if route == PLAIN:
         return _backward_impl(y, dy, d)
@@ -415,6 +384,37 @@ class _MaskedForFunc(_MaskedRules, torch.autograd.Function):
         _save_masked(ctx, inputs[1], inputs[2], output)
 
 
+# Chapter 8's autograd Function: any forward launcher of the course, with the backward operator behind it.
+
+class SoftmaxFunction(torch.autograd.Function):
+    """``SoftmaxFunction.apply(x, forward)``: y = forward(x) (any softmax over the last dim that keeps x's
+    shape, e.g. ``fused_softmax``); the backward pass runs the backward kernel.
+
+    Example: ``y = SoftmaxFunction.apply(x, fused_softmax); y.sum().backward()``.
+
+    The backward is itself differentiable (``softmax_backward`` above), so double backward and Hessian-vector
+    products are right; forward mode (``jvp``) uses the same kernel, since the Jacobian is symmetric.
+    ``torch.func`` transforms and ``torch.compile`` need ``softmax_lab.softmax`` (the operator).
+    """
+
+    @staticmethod
+    def forward(ctx, x, forward):
+        y = forward(x)
+        ctx.save_for_backward(y)
+        ctx.save_for_forward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return softmax_backward(y, dy, -1), None
+
+    @staticmethod
+    def jvp(ctx, x_t, _):
+        (y,) = ctx.saved_tensors
+        return softmax_backward(y, x_t, -1)  # ẏ = J ẋ = y·(ẋ - Σ y·ẋ)
+
+
 # Autograd formulas for the operators themselves (what torch.compile and torch.export use).
 def _setup_softmax(ctx, inputs, output):
     ctx.dim = inputs[1]
@@ -440,18 +440,6 @@ masked_softmax_op.register_autograd(_MaskedRules.backward, setup_context=_setup_
 
 # ---------------------------------------------------------------------------------------------------------
 # The public function, with torch.softmax's signature.
-
-def _dim(dim, ndim: int) -> int:
-    """``dim`` made non-negative, with torch's errors."""
-    if isinstance(dim, torch.SymInt):  # (make_fx with symbolic shapes passes ints as SymInts: the dim is static)
-        dim = int(dim)
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"softmax(): argument 'dim' (position 2) must be int, not {type(dim).__name__}")
-    span = max(ndim, 1)  # a 0-d tensor takes dim 0 or -1, like torch
-    if not -span <= dim < span:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-span}, {span - 1}], but got {dim})")
-    return dim + span if dim < 0 else dim
-
 
 def _check(x, mask, dtype) -> None:
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
@@ -515,7 +503,7 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
             return plan(input, ptr)
     _check(input, mask, dtype)
     x = input if dtype is None or input.dtype == dtype else input.to(dtype)
-    d = _dim(dim, x.dim())  # checked here, with torch's errors; tracers get `dim` as given (a trace keeps -1)
+    d = normalize_dim(dim, x.dim())  # checked here, with torch's errors; tracers get `dim` as given (a trace keeps -1)
     if mask is None:
         route = _route(x)
         if route == PLAIN:

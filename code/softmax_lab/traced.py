@@ -8,7 +8,7 @@ an opaque operator through the dispatcher on every step; torch.export keeps one 
 ``softmax_lab.softmax`` do not come here: they take the dispatcher's tuned kernels (``op.py``).
 
 Which kernels: the masked kernel (``kernels/masked.py``, one row per program; without a mask for plain softmax)
-for rows up to its ``MAX_COLS``, the backward tile kernel for rows up to ``dispatch.BACKWARD_TILE_COLS``, and the
+for rows up to its ``MAX_COLS``, the backward tile kernel for rows up to ``tuning.BACKWARD_TILE_COLS``, and the
 float64 kernels (``kernels/double.py``, any row length) for float64 and for longer rows. On the CPU these bodies
 are not used: Triton's interpreter cannot be traced, so the operators there are opaque ``custom_op``s.
 """
@@ -16,13 +16,13 @@ import torch
 from torch import Tensor
 from torch.library import wrap_triton
 
-from . import op as _op
-from .dispatch import BACKWARD_TILE, BACKWARD_TILE_COLS
 from .kernels import double
 from .kernels._launch import cdiv, default_num_warps
 from .kernels.backward import softmax_backward_kernel
 from .kernels.masked import MAX_COLS as MASKED_MAX_COLS
 from .kernels.masked import masked_softmax_kernel
+from .kernels.tuning import BACKWARD_TILE, BACKWARD_TILE_COLS
+from .rows import as_rows, from_rows, normalize_dim, refuse_tangents
 
 
 def _block(n, most: int | None = None) -> int:
@@ -43,7 +43,7 @@ def _as_4d(t: Tensor) -> Tensor:
 
 
 def _forward(x: Tensor, mask: Tensor | None, dim: int) -> Tensor:
-    dim = _op._dim(dim, x.dim())
+    dim = normalize_dim(dim, x.dim())
     if x.dim() == 0:
         return _forward(x.reshape(1), None if mask is None else mask.reshape(1), 0).reshape(())
     last = x.dim() - 1
@@ -82,26 +82,26 @@ def _forward(x: Tensor, mask: Tensor | None, dim: int) -> Tensor:
 
 def softmax(x: Tensor, dim: int) -> Tensor:
     """Softmax of ``x`` along ``dim`` (negative counts from the end); a new contiguous tensor."""
-    _op._refuse_tangents("softmax", x)
+    refuse_tangents("softmax", x)
     return _forward(x.resolve_neg(), None, dim)
 
 
 def masked_softmax(x: Tensor, mask: Tensor, dim: int) -> Tensor:
     """Softmax of ``x`` along ``dim`` under ``mask`` (bool: True takes part; float: added; broadcast to x)."""
-    _op._refuse_tangents("masked_softmax", x, mask)
+    refuse_tangents("masked_softmax", x, mask)
     return _forward(x.resolve_neg(), mask.resolve_neg(), dim)
 
 
 def softmax_backward(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     """dx = y·(dy - Σ dy·y) along ``dim``, for y = softmax(x) and the incoming gradient dy."""
-    _op._refuse_tangents("softmax_backward", y, dy)
+    refuse_tangents("softmax_backward", y, dy)
     y, dy = y.resolve_neg(), dy.resolve_neg()
-    dim = _op._dim(dim, y.dim())
+    dim = normalize_dim(dim, y.dim())
     if y.dim() == 0:
         return softmax_backward(y.reshape(1), dy.reshape(1), 0).reshape(())
     if y.numel() == 0:
         return torch.empty(y.shape, dtype=y.dtype, device=y.device)
-    y2, dy2 = _op._as_rows(y, dim), _op._as_rows(dy.to(y.dtype), dim)
+    y2, dy2 = as_rows(y, dim), as_rows(dy.to(y.dtype), dim)
     dx2 = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
     n_rows, n_cols = y2.shape
     strides = (y2.stride(0), dy2.stride(0), dx2.stride(0))
@@ -114,4 +114,4 @@ def softmax_backward(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     else:
         wrap_triton(double.double_backward_kernel)[(n_rows,)](
             dx2, y2, dy2, *strides, n_cols, BLOCK=_block(n_cols, double.MAX_BLOCK), num_warps=4)
-    return _op._from_rows(dx2, y.shape, dim)
+    return from_rows(dx2, y.shape, dim)

@@ -12,6 +12,7 @@ values only, never timings or raw floats. Learner mistakes never raise out of a 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from typing import Callable
@@ -78,6 +79,15 @@ def current_case(clear: bool = False) -> str:
     return name
 
 
+_armed = {"seconds": 0.0}  # the time limit of the running guarded check (0: none; checks.guard.time_limit sets it)
+
+
+def new_case() -> None:
+    """A check starts its next case: the time limit counts again from now (Report.run calls this)."""
+    if _armed["seconds"]:
+        signal.setitimer(signal.ITIMER_REAL, _armed["seconds"])
+
+
 class Report:
     """Collects PASS/FAIL lines for one exercise and prints them."""
 
@@ -123,8 +133,6 @@ class Report:
     def run(self, name: str, fn: Callable[[], str], pitfall: str = "") -> bool:
         """Call ``fn`` (returns '' or a reason); exceptions become a FAIL with a plain reason."""
         global _CASE
-        from .guard import new_case
-
         _CASE = name  # what a stopped or interrupted check names (checks.guard); kept when one stops it
         new_case()
         try:

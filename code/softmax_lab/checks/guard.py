@@ -25,12 +25,11 @@ import signal
 import threading
 import types
 
-from .common import _is_learner_file, current_case
+from .common import _armed, _is_learner_file, current_case
 
 TIME_LIMIT_S = float(os.environ.get("SOFTMAX_LAB_CHECK_SECONDS", "60"))  # per case; below the grader's 120 s a cell
 RECHECK_S = 5.0  # when the time is up but the check itself is working: look again this much later
 _depth = threading.local()
-_armed = {"seconds": 0.0}  # the limit of the running guarded check (0: none)
 
 
 # ------------------------------------------------------------------------------------------ an old definition
@@ -96,9 +95,8 @@ def edited_since_run(exercises: list[str], functions) -> str:
     """'' or one line: the saved notebook's exercise cell differs from every version that ran, and was saved
     after the last run of the cell defining the functions (so it is what the learner sees now)."""
     from .. import cells
-    from ..hints import notebook_path
 
-    path = notebook_path()
+    path = cells.notebook_path()
     if path is None or not exercises or not functions:
         return ""
     last = next((r for r in reversed(cells.RUNS) if any(_defines(r.source, n) for n, _ in functions)), None)
@@ -210,12 +208,6 @@ def time_limit(seconds: float):
         _armed["seconds"] = 0.0
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def new_case() -> None:
-    """A check starts its next case: the time limit counts again from now (Report.run calls this)."""
-    if _armed["seconds"]:
-        signal.setitimer(signal.ITIMER_REAL, _armed["seconds"])
 
 
 class CheckInterrupted(KeyboardInterrupt):

@@ -4,7 +4,7 @@
 course meets them. Each launcher also takes its tuning knobs as keyword arguments (``BLOCK``, ``num_warps``,
 ``ROWS``, ``chunks``) so you can change one at a time.
 """
-from .backward import SoftmaxFunction, softmax_backward
+from .backward import softmax_backward
 from .clustered import clustered_softmax
 from .cooperative import cooperative_backward, cooperative_softmax
 from .fused import fused_softmax, fused_softmax_kernel
@@ -49,8 +49,15 @@ GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax, "clustered":
 MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 65536, "multirow": 65536,
             "online": None, "split_row": None}
 
-__all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "SoftmaxFunction", "clustered_softmax", "cooperative_backward",
+__all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "clustered_softmax", "cooperative_backward",
            "cooperative_softmax", "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "l2_reread_softmax",
            "masked_softmax", "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax",
            "pipelined_softmax", "resident_softmax", "row_serial_softmax", "softmax_backward", "split_row_softmax",
            "staged_softmax", "three_pass_softmax", "UNALIGNED", "unaligned_cooperative_softmax", "unaligned_softmax"]
+
+
+def __getattr__(name):
+    # Chapter 8's autograd Function lives with the operator now (the kernels import nothing above them): say where.
+    if name == "SoftmaxFunction":
+        raise ImportError("SoftmaxFunction moved to softmax_lab.op: use `from softmax_lab.op import SoftmaxFunction`")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..device import DEVICE
-from ..dispatch import WARPS_FOR_BLOCK, pick
+from .tuning import WARPS_FOR_BLOCK, pick
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -257,7 +257,7 @@ def num_sms(device: torch.device) -> int:
 
 
 def default_num_warps(block: int) -> int:
-    """More warps for wider blocks: roughly 8-16 elements per thread (``dispatch.WARPS_FOR_BLOCK``)."""
+    """More warps for wider blocks: roughly 8-16 elements per thread (``tuning.WARPS_FOR_BLOCK``)."""
     return pick(WARPS_FOR_BLOCK, block)
 
 

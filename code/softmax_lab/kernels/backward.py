@@ -1,11 +1,11 @@
-"""Softmax backward and an autograd Function, so the kernels can sit inside a model.
+"""Softmax backward kernels, dx = y·(dy - Σ dy·y), for short and long rows (``op.SoftmaxFunction``: in a model).
 
 With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
 
     dx = y · (dy - Σ dy·y)
 
 (the Jacobian of softmax is diag(y) - y yᵀ). ``softmax_backward_kernel`` holds ROWS whole rows in one
-[ROWS, BLOCK] tile (rows up to ``dispatch.BACKWARD_TILE_COLS``). Longer rows are shared by cooperating
+[ROWS, BLOCK] tile (rows up to ``tuning.BACKWARD_TILE_COLS``). Longer rows are shared by cooperating
 programs that keep their chunks of y and dy in registers (``cooperative.py``): one read of each, one write.
 Asking for ``chunks`` picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel``
 writes each chunk's share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and
@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..dispatch import BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK
+from .tuning import BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK
 from ._launch import (check_input, check_knobs, default_num_warps, output_for, rows_view, cdiv, next_power_of_2,
                       row_vector, split_in_chunks)
 from .cooperative import cooperative_backward
@@ -79,7 +79,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
                      BLOCK: int | None = None, num_warps: int | None = None, chunks: int | None = None):
     """dx for softmax over the last dim of 2-D ``y`` (the forward output) and ``dy`` (its gradient).
 
-    Rows up to ``dispatch.BACKWARD_TILE_COLS`` (and ``BLOCK`` >= row length): one launch, ``ROWS`` rows per program.
+    Rows up to ``tuning.BACKWARD_TILE_COLS`` (and ``BLOCK`` >= row length): one launch, ``ROWS`` rows per program.
     Longer rows: cooperating programs of ``BLOCK`` elements each (``cooperative_backward``); with ``chunks``,
     the two-launch path over ``chunks`` pieces per row instead."""
     check_input(y, "y")
@@ -115,36 +115,3 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
     chunk_apply_kernel[grid](dx, y, dy, dot, *strides, dx.stride(0), n_cols, chunk_size, chunks, BLOCK=BLOCK,
                              CHUNKS=next_power_of_2(chunks), num_warps=num_warps)
     return dx
-
-
-class SoftmaxFunction(torch.autograd.Function):
-    """``SoftmaxFunction.apply(x, forward)``: y = forward(x) (any softmax over the last dim that keeps x's
-    shape, e.g. ``fused_softmax``); the backward pass runs the backward kernel.
-
-    Example: ``y = SoftmaxFunction.apply(x, fused_softmax); y.sum().backward()``.
-
-    The backward is itself differentiable (``softmax_lab.op.softmax_backward``), so double backward and
-    Hessian-vector products are right; forward mode (``jvp``) uses the same kernel, since the Jacobian is
-    symmetric. ``torch.func`` transforms and ``torch.compile`` need ``softmax_lab.softmax`` (the operator).
-    """
-
-    @staticmethod
-    def forward(ctx, x, forward):
-        y = forward(x)
-        ctx.save_for_backward(y)
-        ctx.save_for_forward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        from ..op import softmax_backward as differentiable_backward  # op.py imports this module
-
-        (y,) = ctx.saved_tensors
-        return differentiable_backward(y, dy, -1), None
-
-    @staticmethod
-    def jvp(ctx, x_t, _):
-        from ..op import softmax_backward as differentiable_backward
-
-        (y,) = ctx.saved_tensors
-        return differentiable_backward(y, x_t, -1)  # ẏ = J ẋ = y·(ẋ - Σ y·ẋ)

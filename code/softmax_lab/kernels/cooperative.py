@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..dispatch import COOPERATIVE_BACKWARD_BYTES, COOPERATIVE_BYTES, COOPERATIVE_WARPS, pick
+from .tuning import COOPERATIVE_BACKWARD_BYTES, COOPERATIVE_BYTES, COOPERATIVE_WARPS, pick
 from ._launch import cdiv, next_power_of_2, prepare, row_vector
 from .combine import online_combine, online_reduce, safe_shift
 from .fast_exp import fast_exp
@@ -192,7 +192,7 @@ def resident_programs(kernel, args, grid, device, **knobs) -> int:
 
 
 def default_block(n_cols: int, element_size: int, per_program: int = COOPERATIVE_BYTES) -> int:
-    """``per_program`` bytes of input per program (``dispatch.COOPERATIVE_BYTES``: 8192 fp32 or 16384
+    """``per_program`` bytes of input per program (``tuning.COOPERATIVE_BYTES``: 8192 fp32 or 16384
     fp16/bf16), or the whole row when it is shorter."""
     return min(next_power_of_2(n_cols), per_program // element_size)
 

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..dispatch import COOPERATIVE_WARPS, L2_REREAD_BYTES, L2_REREAD_PROGRAMS_PER_SM, STREAM_BLOCK, pick
+from .tuning import COOPERATIVE_WARPS, L2_REREAD_BYTES, L2_REREAD_PROGRAMS_PER_SM, STREAM_BLOCK, pick
 from ._launch import cdiv, next_power_of_2, num_sms, prepare
 from .combine import online_combine, safe_shift
 from .cooperative import count_in, resident_programs, row_state, wait_for_partners
@@ -87,9 +87,9 @@ def l2_reread_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: i
                       one_launch: bool | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``: each row cut into chunks of ``tiles`` tiles of ``BLOCK``
     elements, worked through by ``programs`` programs that read each chunk twice, the second time from L2.
-    Defaults: ``BLOCK`` = ``dispatch.STREAM_BLOCK`` (or the row, if shorter), ``programs`` =
-    ``dispatch.L2_REREAD_PROGRAMS_PER_SM`` per SM (at most what the GPU holds at once), ``tiles`` = the most
-    that keeps the ``2 x programs`` chunks in flight within ``dispatch.L2_REREAD_BYTES`` (at least 1, and
+    Defaults: ``BLOCK`` = ``tuning.STREAM_BLOCK`` (or the row, if shorter), ``programs`` =
+    ``tuning.L2_REREAD_PROGRAMS_PER_SM`` per SM (at most what the GPU holds at once), ``tiles`` = the most
+    that keeps the ``2 x programs`` chunks in flight within ``tuning.L2_REREAD_BYTES`` (at least 1, and
     enough that a row has no more chunks than there are programs). ``one_launch``: as in
     ``cooperative_softmax`` (default: on a GPU when a row's chunks fit the programs)."""
     x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps, tiles=tiles, programs=programs)

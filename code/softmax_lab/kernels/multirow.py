@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..dispatch import MULTIROW_TILE
+from .tuning import MULTIROW_TILE
 from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, row_vector
 from .fast_exp import fast_exp
 
@@ -41,7 +41,7 @@ def multirow_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_ro
 def multirow_softmax(x: torch.Tensor, out: torch.Tensor | None = None, ROWS: int | None = None,
                      BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x``, ``ROWS`` rows per program (a power of two; default
-    ``dispatch.MULTIROW_TILE // BLOCK``). Knobs: ``ROWS``, ``BLOCK`` (power of two >= row length), ``num_warps``."""
+    ``tuning.MULTIROW_TILE // BLOCK``). Knobs: ``ROWS``, ``BLOCK`` (power of two >= row length), ``num_warps``."""
     x, y = prepare(x, out, MAX_COLS, "multirow_softmax", "online_softmax or split_row_softmax",
                    ROWS=ROWS, BLOCK=BLOCK, num_warps=num_warps)
     if x.numel() == 0:

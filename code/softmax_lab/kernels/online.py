@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..dispatch import STREAM_BLOCK
+from .tuning import STREAM_BLOCK
 from ._launch import prepare, default_num_warps, next_power_of_2
 from .combine import online_combine, online_reduce
 

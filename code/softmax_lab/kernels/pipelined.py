@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..dispatch import COOPERATIVE_BYTES
+from .tuning import COOPERATIVE_BYTES
 from ._launch import cdiv, next_power_of_2, num_sms, prepare
 from .combine import safe_shift
 from .cooperative import count_in, default_block, default_warps, resident_programs, row_state, wait_for_partners

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..dispatch import SPLIT_ROW_PROGRAMS_PER_SM, STREAM_BLOCK
+from .tuning import SPLIT_ROW_PROGRAMS_PER_SM, STREAM_BLOCK
 from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, num_sms, split_in_chunks
 from .combine import online_combine, online_reduce
 

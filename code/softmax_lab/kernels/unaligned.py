@@ -24,10 +24,12 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import cdiv, check_input, check_knobs, default_num_warps, next_power_of_2, output_for, rows_view
+from ._launch import (cdiv, check_input, check_knobs, default_num_warps, next_power_of_2, output_for, prepare,
+                      row_vector, rows_view)
 from .combine import safe_shift
-from .cooperative import _launch, count_in_and_wait, default_warps, row_state, take_ticket
+from .cooperative import _launch, count_in_and_wait, default_block, default_warps, row_state, take_ticket
 from .fast_exp import fast_exp
+from .tuning import BACKWARD_TILE, BACKWARD_TILE_COLS, COOPERATIVE_BACKWARD_BYTES, UNALIGNED_BACKWARD
 
 MAX_COLS = 65536  # the tile kernels hold whole rows in registers; the cooperative ones take any length
 
@@ -243,8 +245,6 @@ def windows(*tensors: torch.Tensor) -> tuple[list, int, bool] | None:
 def takes(x: torch.Tensor, *others: torch.Tensor) -> bool:
     """Whether the dispatcher should send ``x`` here: rows that the register kernels would read one element at a
     time (not whole 16-byte vectors, or not starting on 16 bytes), and that these kernels can take."""
-    from ._launch import row_vector
-
     vec = vector_of(x)
     if vec == 1 or x.numel() == 0 or windows(x, *others) is None:
         return False
@@ -274,8 +274,6 @@ def unaligned_softmax(x: torch.Tensor, out: torch.Tensor | None = None, ROWS: in
                       BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` with rows of any alignment, ``ROWS`` rows per program (rows up to
     ``MAX_COLS``). Knobs: ``ROWS``, ``BLOCK`` (power of two >= row length + VEC - 1), ``num_warps``."""
-    from ._launch import prepare
-
     x, y = prepare(x, out, MAX_COLS, "unaligned_softmax", "unaligned_cooperative_softmax", ROWS=ROWS, BLOCK=BLOCK,
                    num_warps=num_warps)
     if x.numel() == 0:
@@ -289,9 +287,6 @@ def unaligned_cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = No
                                   num_warps: int | None = None, one_launch: bool | None = None) -> torch.Tensor:
     """``cooperative_softmax`` for rows of any alignment and length: each row's window shared by
     ``cdiv(n_cols + VEC - 1, BLOCK)`` programs. Knobs: ``BLOCK``, ``num_warps``, ``one_launch``."""
-    from ._launch import prepare
-    from .cooperative import default_block
-
     x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps)
     n_rows, n_cols = x.shape
     if x.numel() == 0:
@@ -318,11 +313,8 @@ def unaligned_cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = No
 def unaligned_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, ROWS: int | None = None,
                        BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor | None:
     """dx = y·(dy - Σ dy·y) for checked 2-D y, dy, dx with contiguous rows that lie alike around 16-byte vectors
-    (``softmax_backward`` calls this); rows up to ``dispatch.BACKWARD_TILE_COLS`` in [ROWS, BLOCK] tiles, longer
+    (``softmax_backward`` calls this); rows up to ``tuning.BACKWARD_TILE_COLS`` in [ROWS, BLOCK] tiles, longer
     ones on cooperating programs. None when the three tensors' rows lie differently (the caller falls back)."""
-    from ..dispatch import BACKWARD_TILE, BACKWARD_TILE_COLS, COOPERATIVE_BACKWARD_BYTES, UNALIGNED_BACKWARD
-    from .cooperative import default_block
-
     got = windows(y, dy, dx)
     if got is None or not got[2]:
         return None
@@ -334,7 +326,7 @@ def unaligned_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, ROWS
     tuned = UNALIGNED_BACKWARD[y.element_size()] if y.element_size() in UNALIGNED_BACKWARD else {}
     if width <= BACKWARD_TILE_COLS and (BLOCK is None or BLOCK >= width):
         BLOCK = BLOCK or next_power_of_2(width)
-        if BLOCK <= tuned.get("short", 0):  # short 16-bit rows: fewer rows and warps per program (dispatch)
+        if BLOCK <= tuned.get("short", 0):  # short 16-bit rows: fewer rows and warps per program (tuning.py)
             ROWS, num_warps = ROWS or tuned["ROWS"], num_warps or tuned["num_warps"]
         ROWS = ROWS or max(1, BACKWARD_TILE // BLOCK)
         unaligned_backward_kernel[(cdiv(n_rows, ROWS),)](

@@ -1,0 +1,84 @@
+"""The tuning policy: every tuned number of the package, as small rule lists, at the bottom of the import graph.
+
+A rule list is ``[(limit, value), ...]``: ``pick(rules, key)`` gives the value of the first rule whose limit is
+>= the key (limit ``None``: any key). Lists keyed by row length are per element size (4: fp32, 2: fp16/bf16).
+The launchers read their defaults here; ``dispatch.py`` reads the kernel choices here and imports the kernels.
+Why each limit sits where it does (the H200 sweeps behind them): docs/performance.md, "How the dispatcher chooses".
+"""
+from __future__ import annotations
+
+import torch
+
+
+def pick(rules, key):
+    """The value of the first ``(limit, value)`` rule with ``key <= limit`` (limit ``None``: any key)."""
+    for limit, value in rules:
+        if limit is None or key <= limit:
+            return value
+    raise ValueError(f"no rule for {key} in {rules}")
+
+
+def element_size(dtype: torch.dtype) -> int:
+    """The key of the per-element-size lists: 2 for fp16/bf16, 4 otherwise."""
+    return 2 if dtype in (torch.float16, torch.bfloat16) else 4
+
+
+# --- Forward: (kernel, knobs) by row length. ROWS = rows per program.
+# Short rows share a program (multirow); rows that fit one block get one program (fused) and more warps, fewer
+# for rows a little longer than a power of two (their blocks are up to half padding), or stay in shared memory
+# (resident); rows too long for one program's shared memory are split over a cluster (clustered) or shared by
+# cooperating programs (cooperative); the longest fp32 rows read their chunk again from L2 (l2_reread).
+FORWARD = {
+    4: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=4))),
+        (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
+        (4096, ("fused", dict(num_warps=16))), (5120, ("fused", dict(num_warps=8))),
+        (12288, ("fused", dict(num_warps=16))), (16384, ("fused", dict(num_warps=32))),
+        (28672, ("resident", dict(num_warps=8, overlap=True))), (32768, ("fused", dict(num_warps=32))),
+        (49151, ("cooperative", dict(BLOCK=8192, num_warps=4))),
+        (65536, ("clustered", dict(parts=8, num_warps=2, vectors=2))),
+        (262144, ("cooperative", dict(BLOCK=8192, num_warps=4))),
+        (1048576, ("cooperative", dict(BLOCK=8192, num_warps=8))),
+        (None, ("l2_reread", dict(BLOCK=8192, num_warps=8)))],
+    2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=2))),
+        (896, ("multirow", dict(ROWS=2, num_warps=2))), (1024, ("multirow", dict(ROWS=2, num_warps=4))),
+        (2048, ("multirow", dict(ROWS=1, num_warps=4))), (4096, ("fused", dict(num_warps=8))),
+        (6144, ("fused", dict(num_warps=4))), (7680, ("fused", dict(num_warps=8))), (8192, ("fused", dict(num_warps=16))),
+        (32768, ("resident", dict(num_warps=8, overlap=True))),
+        (65536, ("clustered", dict(parts=4, num_warps=4, vectors=2))),
+        (131072, ("clustered", dict(parts=4, num_warps=4, vectors=1))),
+        (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
+}
+# Where a Gluon kernel cannot run (the CPU interpreter, GPUs before Hopper, where they were not measured, rows
+# that do not start on 16 bytes): the kernels they replaced, by element size and row length.
+GLUON_KERNELS = ("resident", "clustered")
+GLUON_FALLBACK = {4: [(32768, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
+                  2: [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
+GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resident runs from 8.0 (cp.async)
+
+# --- Rows that do not start on 16 bytes (odd widths, odd strides, an odd first element): ``unaligned.py`` reads
+# each row from the vector boundary before it, a window of n_cols + VEC - 1 elements, where that measured faster
+# than the register kernels reading one element at a time: fp32 rows that fit a tile, 16-bit rows for
+# cooperating programs, and every backward. 16-bit tiles and fp32 cooperative rows keep the register kernels.
+# Rules by window length: (kernel, knobs); ("tile", None): the unaligned tile with FORWARD's rows and warps for
+# that window; None: the register kernels. Backward: 16-bit windows up to ``short`` take ROWS rows and num_warps
+# warps per tile; 16-bit rows for cooperating programs, BLOCK and cooperative_warps (else the launchers' defaults).
+UNALIGNED_FORWARD = {4: [(128, ("unaligned", dict(ROWS=8, num_warps=2))), (32768, ("tile", None)), (None, None)],
+                     2: [(16384, None), (None, ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4)))]}
+UNALIGNED_BACKWARD = {4: dict(), 2: dict(short=256, ROWS=8, num_warps=2, BLOCK=8192, cooperative_warps=4)}
+
+# --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
+# cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
+BACKWARD_TILE_COLS = 16384
+BACKWARD_TILE = 4096
+COOPERATIVE_BACKWARD_BYTES = 16384
+CHUNKED_BACKWARD_BLOCK = 8192  # the older two-launch path (softmax_backward(..., chunks=...))
+
+# --- Launcher defaults, when a learner calls a kernel without knobs.
+WARPS_FOR_BLOCK = [(1024, 4), (4096, 8), (16384, 16), (None, 32)]  # ~8-16 elements per thread
+MULTIROW_TILE = 4096  # elements per multirow program (ROWS = MULTIROW_TILE // BLOCK): bigger tiles spill
+COOPERATIVE_BYTES = 32768  # input per cooperative program (8192 fp32, 16384 fp16/bf16)
+COOPERATIVE_WARPS = [(1024, 1), (2048, 2), (4096, 4), (8192, 8), (None, 16)]  # 32 elements per thread
+L2_REREAD_PROGRAMS_PER_SM = 4  # l2_reread: programs per SM (all resident at once)
+L2_REREAD_BYTES = 24 << 20  # l2_reread: chunks in flight (read once, read again from the 60 MB L2) at most
+STREAM_BLOCK = 4096  # the tile of online and split-row softmax (rows streamed through)
+SPLIT_ROW_PROGRAMS_PER_SM = 4  # split-row: enough (row, chunk) programs to fill the GPU about 4 times
