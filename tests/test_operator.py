@@ -758,8 +758,8 @@ def test_triton_op_bodies_compute_the_operator(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(os.environ.get("SOFTMAX_LAB_OPS") != "triton_op",
-                    reason="the triton_op route is opt-in (SOFTMAX_LAB_OPS=triton_op): docs/operator.md")
+@pytest.mark.skipif(os.environ.get("SOFTMAX_LAB_OPS") == "custom_op",
+                    reason="SOFTMAX_LAB_OPS=custom_op: the opaque operators (docs/operator.md)")
 def test_inductor_launches_the_kernels_itself():
     # triton_op: Inductor's code launches the Triton kernels (no call of the operator through the dispatcher)
     from torch._inductor.utils import run_and_get_code

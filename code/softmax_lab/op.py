@@ -9,9 +9,9 @@ Three custom operators are registered with ``torch.library`` (namespace ``softma
 
 Each has a fake (meta) implementation, so FakeTensor, ``torch.compile(fullgraph=True)`` and ``torch.export``
 see one node per call, a vmap rule (the vmapped dim is folded into the leading dims; negative dims count from
-the end of one sample) and an autograd formula. They are opaque ``custom_op``s (Triton's interpreter cannot be
-traced); on a GPU, ``SOFTMAX_LAB_OPS=triton_op`` makes them ``triton_op``s whose bodies (``traced.py``) launch the
-kernels through ``wrap_triton`` (opt-in: see docs/operator.md).
+the end of one sample) and an autograd formula. On a GPU they are ``triton_op``s whose bodies (``traced.py``)
+launch the kernels through ``wrap_triton``, so Inductor sees and launches the kernels itself; on the CPU (Triton's
+interpreter cannot be traced), or with ``SOFTMAX_LAB_OPS=custom_op``, they are opaque ``custom_op``s.
 
 Gradients are right to any order: the backward is itself a differentiable operator (its own backward and
 forward-mode rules are written below), so double backward, Hessian-vector products and Hessians are exact.
@@ -118,11 +118,10 @@ def _masked_eager(x: Tensor, mask: Tensor, dim: int) -> Tensor:
     return _masked_impl(x, mask, dim)
 
 
-# The operators are opaque custom ops on every device: torch.compile calls them through the dispatcher. On a GPU,
-# SOFTMAX_LAB_OPS=triton_op (read at import) makes them triton_ops instead (``traced.py``: wrap_triton launches that
-# Inductor sees and launches itself). That route is opt-in: on the H200 Inductor failed to lower a boolean mask's
-# view as uint8 in it (docs/operator.md, "Compiled attention on a GPU").
-if ON_GPU and os.environ.get("SOFTMAX_LAB_OPS", "").strip() == "triton_op":
+# On a GPU the operators are triton_ops (``traced.py``: wrap_triton launches that Inductor sees and launches itself);
+# on the CPU, or with SOFTMAX_LAB_OPS=custom_op (read at import), opaque custom ops that torch.compile calls through
+# the dispatcher.
+if ON_GPU and os.environ.get("SOFTMAX_LAB_OPS", "").strip() != "custom_op":
     softmax_op = torch.library.triton_op("softmax_lab::softmax", traced.softmax, mutates_args=())
     softmax_backward_op = torch.library.triton_op("softmax_lab::softmax_backward", traced.softmax_backward,
                                                   mutates_args=())
