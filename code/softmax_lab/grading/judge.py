@@ -21,7 +21,6 @@ import math
 import os
 import pkgutil
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cgroup, sandbox, streams
-from .runner import STOP, Limits, gpu_visible
+from .process import STOP, Limits, Tree, start
 
 REGISTRY: dict[str, object] = {}  # exercise id -> judge; tests add the fixture chapter's here
 _LOADED = False
@@ -102,57 +101,37 @@ def _clean(text, limit=300) -> str:
     return text[:limit]
 
 
-def _run_harness(grader_dir: Path, limits: Limits, timeout: float, cap: int) -> tuple[str, bytes]:
-    """Run the harness in a fresh sandbox: ('', what it sent back) or (what went wrong, b'')."""
+def _harness_command(grader_dir: Path, limits: Limits) -> tuple[list[str], dict]:
+    """(command, environment) of the harness: in a fresh sandbox without the package, or in place (unsafe)."""
     shutil.copy(Path(__file__).with_name("judge_harness.py"), grader_dir / "judge_harness.py")
-    rlimit_as = (not gpu_visible()) if limits.rlimit_as is None else limits.rlimit_as
     inner = [sys.executable, "-I", "/grader/judge_harness.py"]
     if limits.sandbox:
         env = sandbox.base_env()
         env.pop("PYTHONPATH", None)
         cmd = sandbox.command(inner, grader_dir=grader_dir, env=env, tmp_mb=256, shm_mb=min(limits.shm_mb, 64),
-                              memory_mb=limits.memory_mb, rlimit_as=rlimit_as, cwd="/tmp/work", package=False)
-        popen_env = {"PATH": "/usr/bin:/bin"}
-    else:  # --unsafe-no-sandbox: the same harness, reading its inputs in place
-        text = (grader_dir / "judge_harness.py").read_text(encoding="utf-8")
-        text = text.replace('IN = "/grader"', f"IN = {str(grader_dir)!r}")
-        (grader_dir / "judge_harness.py").write_text(text, encoding="utf-8")
-        cmd = [sys.executable, "-I", str(grader_dir / "judge_harness.py")]
-        popen_env = dict(os.environ)
-    from .runner import _Tree
+                              memory_mb=limits.memory_mb, rlimit_as=limits.data_limit(), cwd="/tmp/work",
+                              package=False)
+        return cmd, {"PATH": "/usr/bin:/bin"}
+    # --unsafe-no-sandbox: the same harness, reading its inputs in place
+    text = (grader_dir / "judge_harness.py").read_text(encoding="utf-8")
+    text = text.replace('IN = "/grader"', f"IN = {str(grader_dir)!r}")
+    (grader_dir / "judge_harness.py").write_text(text, encoding="utf-8")
+    return [sys.executable, "-I", str(grader_dir / "judge_harness.py")], dict(os.environ)
 
+
+def _run_harness(grader_dir: Path, limits: Limits, timeout: float, cap: int) -> tuple[str, bytes]:
+    """Run the harness in a fresh sandbox: ('', what it sent back) or (what went wrong, b'')."""
+    cmd, popen_env = _harness_command(grader_dir, limits)
     group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    try:
-        proc = subprocess.Popen(cgroup.enter(group, cmd), env=popen_env, stdin=subprocess.DEVNULL, stdout=out_w,
-                                stderr=err_w, start_new_session=True, cwd=str(grader_dir))
-    except BaseException:
-        for fd in (out_r, err_r):
-            os.close(fd)
-        if group is not None:
-            group.close()
-        raise
-    finally:
-        os.close(out_w)
-        os.close(err_w)
+    proc = start(cmd, group, env=popen_env, cwd=str(grader_dir), out=out_w, err=err_w, read_ends=(out_r, err_r))
     out = streams.Drain(out_r, head=cap, tail=0)   # the results: at most what the grader expects
     err = streams.Drain(err_r, head=0, tail=4096)  # the learner may flood stderr: only the end is kept
-    tree = _Tree(proc.pid)
+    tree = Tree(proc.pid)
     trouble = ""
-    t0 = time.monotonic()
     try:
-        while proc.poll() is None:
-            if time.monotonic() - t0 > timeout:
-                trouble = f"the grader's run of your code took longer than {timeout:g} s"
-            elif out.over.is_set():
-                trouble = f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
-            elif STOP.is_set():
-                trouble = "stopped"
-            if trouble:
-                tree.kill()
-                break
-            time.sleep(0.05)
+        trouble = _watch_harness(proc, tree, out, timeout, cap)
     finally:
         if proc.poll() is None:
             tree.kill()
@@ -165,14 +144,38 @@ def _run_harness(grader_dir: Path, limits: Limits, timeout: float, cap: int) -> 
         err.join()
     if STOP.is_set():
         raise KeyboardInterrupt
-    if not trouble and oom:
-        trouble = f"the grader's run of your code used more than {limits.memory_mb} MB of memory"
-    if not trouble and out.over.is_set():
-        trouble = f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
-    if not trouble and proc.returncode != 0:
-        trouble = f"the grader's run of your code ended with status {proc.returncode}" + (
-            f" ({_clean(err.text()[-300:], 300)})" if os.environ.get("SOFTMAX_LAB_JUDGE_DEBUG") else "")
+    trouble = trouble or _harness_trouble(proc.returncode, oom, out, err, limits, cap)
     return trouble, (b"" if trouble else bytes(out.head))
+
+
+def _watch_harness(proc, tree, out, timeout: float, cap: int) -> str:
+    """Wait for the harness; kill it past its time, when it sends back too much, or on Ctrl-C (then say why)."""
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        trouble = ""
+        if time.monotonic() - t0 > timeout:
+            trouble = f"the grader's run of your code took longer than {timeout:g} s"
+        elif out.over.is_set():
+            trouble = f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
+        elif STOP.is_set():
+            trouble = "stopped"
+        if trouble:
+            tree.kill()
+            return trouble
+        time.sleep(0.05)
+    return ""
+
+
+def _harness_trouble(returncode: int, oom: int, out, err, limits: Limits, cap: int) -> str:
+    """What went wrong with a harness that ended by itself ('' when nothing did)."""
+    if oom:
+        return f"the grader's run of your code used more than {limits.memory_mb} MB of memory"
+    if out.over.is_set():
+        return f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
+    if returncode != 0:
+        return f"the grader's run of your code ended with status {returncode}" + (
+            f" ({_clean(err.text()[-300:], 300)})" if os.environ.get("SOFTMAX_LAB_JUDGE_DEBUG") else "")
+    return ""
 
 
 _FILE_NAME = re.compile(r"e\d{1,4}_c\d{1,4}_[A-Za-z_][A-Za-z0-9_]{0,40}\.npy")
