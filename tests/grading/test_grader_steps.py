@@ -257,11 +257,13 @@ def test_read_records_skips_what_is_not_a_record():
 
 def test_watch_kills_a_run_past_its_wall_clock_limit():
     r, w = os.pipe()
-    proc = process.start(["sleep", "30"], None, env={"PATH": "/usr/bin:/bin"}, cwd="/", out=w, err=w, read_ends=(r,))
+    limits = Limits(wall_timeout=0.3, memory_mb=0, cgroup=False)
+    child = process.start(["sleep", "30"], limits, env={"PATH": "/usr/bin:/bin"}, cwd="/", out=w, err=w)
     t0 = time.monotonic()
-    killed = runner.watch(proc, process.Tree(proc.pid), Limits(wall_timeout=0.3, memory_mb=0), t0)
+    killed = runner.watch(child, limits, t0)
     os.close(r)
-    assert killed == ("wall", "the whole notebook ran longer than 0.3 s") and proc.returncode is not None
+    assert killed == ("wall", "the whole notebook ran longer than 0.3 s") and child.proc.returncode is not None
+    assert child.finish() == 0
     assert time.monotonic() - t0 < 5
 
 
@@ -281,10 +283,11 @@ def test_the_sandboxed_and_plain_commands_run_the_same_pytest(tmp_path):
 def test_harness_watch_stops_a_harness_past_its_time():
     r, w = os.pipe()
     e_r, e_w = os.pipe()
-    proc = process.start(["sleep", "30"], None, env={"PATH": "/usr/bin:/bin"}, cwd="/", out=w, err=e_w)
+    child = process.start(["sleep", "30"], Limits(cgroup=False), env={"PATH": "/usr/bin:/bin"}, cwd="/", out=w,
+                          err=e_w)
     out = type("Drain", (), {"over": threading.Event()})()
-    trouble = judge._watch_harness(proc, process.Tree(proc.pid), out, 0.2, 2**20)
-    proc.wait()
+    trouble = judge._watch_harness(child, out, 0.2, 2**20)
+    child.finish()
     for fd in (r, e_r):
         os.close(fd)
     assert trouble == "the grader's run of your code took longer than 0.2 s"

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cgroup, sandbox, streams
-from .process import STOP, Limits, Tree, start
+from . import sandbox, streams
+from .process import STOP, Limits, start
 
 REGISTRY: dict[str, object] = {}  # exercise id -> judge; tests add the fixture chapter's here
 _LOADED = False
@@ -105,11 +105,12 @@ def _harness_command(grader_dir: Path, limits: Limits) -> tuple[list[str], dict]
     """(command, environment) of the harness: in a fresh sandbox without the package, or in place (unsafe)."""
     shutil.copy(Path(__file__).with_name("judge_harness.py"), grader_dir / "judge_harness.py")
     inner = [sys.executable, "-I", "/grader/judge_harness.py"]
+    data_limit = limits.data_limit()
     if limits.sandbox:
         env = sandbox.base_env()
         env.pop("PYTHONPATH", None)
         cmd = sandbox.command(inner, grader_dir=grader_dir, env=env, tmp_mb=256, shm_mb=min(limits.shm_mb, 64),
-                              memory_mb=limits.memory_mb, rlimit_as=limits.data_limit(), cwd="/tmp/work",
+                              memory_mb=limits.memory_mb, rlimit_as=data_limit, cwd="/tmp/work",
                               package=False)
         return cmd, {"PATH": "/usr/bin:/bin"}
     # --unsafe-no-sandbox: the same harness, reading its inputs in place
@@ -122,36 +123,28 @@ def _harness_command(grader_dir: Path, limits: Limits) -> tuple[list[str], dict]
 def _run_harness(grader_dir: Path, limits: Limits, timeout: float, cap: int) -> tuple[str, bytes]:
     """Run the harness in a fresh sandbox: ('', what it sent back) or (what went wrong, b'')."""
     cmd, popen_env = _harness_command(grader_dir, limits)
-    group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    proc = start(cmd, group, env=popen_env, cwd=str(grader_dir), out=out_w, err=err_w, read_ends=(out_r, err_r))
+    child = start(cmd, limits, env=popen_env, cwd=str(grader_dir), out=out_w, err=err_w, read_ends=(out_r, err_r))
     out = streams.Drain(out_r, head=cap, tail=0)   # the results: at most what the grader expects
     err = streams.Drain(err_r, head=0, tail=4096)  # the learner may flood stderr: only the end is kept
-    tree = Tree(proc.pid)
-    trouble = ""
+    trouble, oom = "", 0
     try:
-        trouble = _watch_harness(proc, tree, out, timeout, cap)
+        trouble = _watch_harness(child, out, timeout, cap)
     finally:
-        if proc.poll() is None:
-            tree.kill()
-        proc.wait()
-        tree.kill(group=False)
-        oom = group.oom_kills() if group is not None else 0
-        if group is not None:
-            group.close()
+        oom = child.finish()
         out.join()
         err.join()
     if STOP.is_set():
         raise KeyboardInterrupt
-    trouble = trouble or _harness_trouble(proc.returncode, oom, out, err, limits, cap)
+    trouble = trouble or _harness_trouble(child.proc.returncode, oom, out, err, limits, cap)
     return trouble, (b"" if trouble else bytes(out.head))
 
 
-def _watch_harness(proc, tree, out, timeout: float, cap: int) -> str:
+def _watch_harness(child, out, timeout: float, cap: int) -> str:
     """Wait for the harness; kill it past its time, when it sends back too much, or on Ctrl-C (then say why)."""
     t0 = time.monotonic()
-    while proc.poll() is None:
+    while child.proc.poll() is None:
         trouble = ""
         if time.monotonic() - t0 > timeout:
             trouble = f"the grader's run of your code took longer than {timeout:g} s"
@@ -160,7 +153,7 @@ def _watch_harness(proc, tree, out, timeout: float, cap: int) -> str:
         elif STOP.is_set():
             trouble = "stopped"
         if trouble:
-            tree.kill()
+            child.tree.kill()
             return trouble
         time.sleep(0.05)
     return ""

@@ -50,12 +50,14 @@ def gpu_visible() -> bool:
     return any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"))
 
 
-def start(cmd: list[str], group, *, env: dict, cwd: str, out: int, err: int, pass_fds: tuple[int, ...] = (),
-          read_ends: tuple[int, ...] = ()) -> subprocess.Popen:
-    """Start ``cmd`` in its own session, inside ``group`` (a cgroup or None). The write ends ``out``, ``err`` and
-    ``pass_fds`` are the child's now and are closed here; when it cannot start, ``read_ends`` and ``group`` too."""
+def start(cmd: list[str], limits: Limits, *, env: dict, cwd: str, out: int, err: int, pass_fds: tuple[int, ...] = (),
+          read_ends: tuple[int, ...] = ()) -> Child:
+    """Start ``cmd`` in its own session and, unless ``limits.cgroup`` is off, in a cgroup of its own. The write
+    ends ``out``, ``err`` and ``pass_fds`` are the child's now and are closed here; ``read_ends`` too when it
+    cannot start."""
+    group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
     try:
-        return subprocess.Popen(cgroup.enter(group, cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+        proc = subprocess.Popen(cgroup.enter(group, cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=err, pass_fds=pass_fds, start_new_session=True)
     except BaseException:
         for fd in read_ends:
@@ -66,6 +68,31 @@ def start(cmd: list[str], group, *, env: dict, cwd: str, out: int, err: int, pas
     finally:
         for fd in {out, err, *pass_fds}:
             os.close(fd)
+    return Child(proc, group)
+
+
+class Child:
+    """A process the grader started, its cgroup (or None) and the tree of processes it started."""
+
+    def __init__(self, proc: subprocess.Popen, group):
+        self.proc, self.group, self.tree = proc, group, Tree(proc.pid)
+
+    def kill(self) -> None:
+        """Kill the whole tree now and reap the process."""
+        self.tree.kill()
+        self.proc.wait()
+
+    def finish(self) -> int:
+        """Kill whatever is left of it, its cgroup too; return how many processes the kernel killed for memory."""
+        if self.proc.poll() is None:
+            self.kill()
+        self.proc.wait()
+        self.tree.kill(group=False)  # the kernel (own session) and anything it started, if still around
+        if self.group is None:
+            return 0
+        oom = self.group.oom_kills()
+        self.group.close()  # anything left in the cgroup dies with it
+        return oom
 
 
 def set_limits(pid: int, memory_mb: int, data_limit: bool) -> None:

@@ -14,6 +14,10 @@
   Cell results come back as JSON lines on a pipe held by the pytest process only; that process makes itself
   non-dumpable, so the kernel (the learner's code) cannot open it through ``/proc/<pid>/fd``. These records
   are still only *diagnostics*: the points come from the judge (``judge.py``), outside.
+
+``run_notebook``'s steps: ``write_scratch`` (the notebook and configs), ``sandboxed_command`` (or
+``unsandboxed_command``), ``process.start`` (in a cgroup of its own), ``supervise`` and ``watch`` (limits,
+Ctrl-C, leftovers killed, pipes drained), ``read_records`` and ``fatal_of`` (why the run broke off, if it did).
 """
 from __future__ import annotations
 
@@ -25,8 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cgroup, streams
-from .process import STOP, Limits, Tree, gpu_visible, set_limits, start
+from . import streams
+from .process import STOP, Child, Limits, gpu_visible, set_limits, start
 
 __all__ = ["run_notebook", "RunResult", "Limits", "STOP", "gpu_visible", "parse_record", "code_cell_numbers"]
 
@@ -52,7 +56,6 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     ``exercise_cells``: nbval cell numbers of the learner's cells (nbval markers in them are ignored).
     """
     scratch, grader_dir = write_scratch(nb, sanitize)
-    group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
     rfd, wfd = os.pipe()
     config = {"fd": wfd, "timeouts": {str(k): v for k, v in (timeouts or {}).items()},
               "exercise_cells": list(exercise_cells or [])}
@@ -63,15 +66,16 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     result, t0 = RunResult(), time.monotonic()
     log_r, log_w = os.pipe()
     try:
-        proc = start(cmd, group, env=popen_env, cwd=cwd, out=log_w, err=log_w, pass_fds=(wfd,), read_ends=(rfd, log_r))
+        child = start(cmd, limits, env=popen_env, cwd=cwd, out=log_w, err=log_w, pass_fds=(wfd,),
+                      read_ends=(rfd, log_r))
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     # Both pipes are drained to their end with caps: a flood of output cannot exhaust the grader's memory.
     records = streams.Drain(rfd, head=MAX_RECORD_BYTES, tail=0)
     log = streams.Drain(log_r, head=0, tail=LOG_BYTES)
-    set_limits(proc.pid, limits.memory_mb, limits.data_limit() and not limits.sandbox)
-    killed = supervise(proc, group, (records, log), limits, t0, result)
+    set_limits(child.proc.pid, limits.memory_mb, limits.data_limit() and not limits.sandbox)
+    killed = supervise(child, (records, log), limits, t0, result)
     result.seconds = round(time.monotonic() - t0, 2)
     result.log = log.text()[-6000:]
     if not limits.keep_scratch:
@@ -79,7 +83,7 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     else:
         result.log += f"\n(scratch directory kept: {scratch})"
     started, finished, unreadable = read_records(result, streams.lines_of(bytes(records.head), 1 << 20))
-    result.fatal = fatal_of(result, started, finished, unreadable, killed, proc.returncode, limits,
+    result.fatal = fatal_of(result, started, finished, unreadable, killed, child.proc.returncode, limits,
                             has_code=bool(code_cell_numbers(nb)))
     return result
 
@@ -114,13 +118,14 @@ def sandboxed_command(grader_dir: Path, limits: Limits, config: dict, env: dict 
     """(command, cwd, environment) of the run in a fresh bubblewrap sandbox."""
     from . import sandbox
 
+    data_limit = limits.data_limit()
     child_env = sandbox.base_env({"SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
                                   "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     child_env.update(env or {})
     inner = pytest_command("/grader/pytest.ini", "/tmp", "/grader/nbval_sanitize.cfg", limits.cell_timeout,
                            "/tmp/work/submission.ipynb")
     cmd = sandbox.command(inner, grader_dir=grader_dir, env=child_env, tmp_mb=limits.tmp_mb,
-                          shm_mb=limits.shm_mb, memory_mb=limits.memory_mb, rlimit_as=limits.data_limit(), cwd="/tmp",
+                          shm_mb=limits.shm_mb, memory_mb=limits.memory_mb, rlimit_as=data_limit, cwd="/tmp",
                           prelude="cp /grader/submission.ipynb /tmp/work/ && mkdir -p /tmp/home/.config/matplotlib")
     return cmd, "/", {"PATH": "/usr/bin:/bin"}
 
@@ -154,31 +159,24 @@ def unsandboxed_command(scratch: Path, grader_dir: Path, limits: Limits, config:
     return cmd, str(scratch), child_env
 
 
-def supervise(proc, group, drains, limits: Limits, t0: float, result: RunResult) -> tuple[str, str] | None:
+def supervise(child: Child, drains, limits: Limits, t0: float, result: RunResult) -> tuple[str, str] | None:
     """Watch the run to its end, then kill whatever is left of it and read its pipes to their end."""
-    tree = Tree(proc.pid)
     try:
-        return watch(proc, tree, limits, t0)
+        return watch(child, limits, t0)
     finally:
-        if proc.poll() is None:
-            tree.kill()
-            proc.wait()
-        tree.kill(group=False)  # the kernel (own session) and anything it started, if still around
-        if group is not None:
-            result.oom_kills = group.oom_kills()
-            group.close()  # anything left in the cgroup dies with it
+        result.oom_kills = child.finish()
         for drain in drains:
             drain.join()
 
 
-def watch(proc, tree: Tree, limits: Limits, t0: float) -> tuple[str, str] | None:
+def watch(child: Child, limits: Limits, t0: float) -> tuple[str, str] | None:
     """Wait for the run to end; kill it past its memory or wall-clock limit or on Ctrl-C: (why, words), or None."""
     killed = None
     next_scan = 0.0
-    while proc.poll() is None:
+    while child.proc.poll() is None:
         now = time.monotonic()
         if now >= next_scan:
-            rss = tree.scan()
+            rss = child.tree.scan()
             next_scan = now + 0.5
             if limits.memory_mb > 0 and rss > limits.memory_mb * 2**20:
                 killed = ("memory", f"used more than {limits.memory_mb} MB of memory (the grader's limit)")
@@ -187,8 +185,7 @@ def watch(proc, tree: Tree, limits: Limits, t0: float) -> tuple[str, str] | None
         if STOP.is_set():
             killed = ("stopped", "grading was interrupted")
         if killed:
-            tree.kill()
-            proc.wait()
+            child.kill()
             break
         time.sleep(0.1)
     return killed
