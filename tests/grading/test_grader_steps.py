@@ -324,7 +324,8 @@ STEPS = {"grader.py": ["grade_notebook", "match_submission"],
          "statuses.py": ["decide_from_cells", "exercise_status"], "scoring.py": ["judge_exercises", "score"],
          "runner.py": ["run_notebook", "write_scratch", "sandboxed_command", "unsandboxed_command", "supervise",
                        "watch", "read_records", "fatal_of"],
-         "judge.py": ["_harness_command", "_run_harness", "_watch_harness", "_harness_trouble"]}
+         "judge.py": ["_run_group", "_write_inputs", "_case_spec", "_harness_command", "_run_harness",
+                      "_watch_harness", "_harness_trouble"]}
 
 
 def test_every_step_is_short_and_says_what_it_does():

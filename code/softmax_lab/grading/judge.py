@@ -184,7 +184,8 @@ def parse_results(data: bytes) -> tuple[dict, dict[str, bytes]]:
         head = _strict_json(line.decode("utf-8"))
     except RecursionError:
         raise ValueError("nested too deep") from None
-    if not isinstance(head, dict) or not isinstance(head.get("results"), dict) or not isinstance(head.get("files"), list):
+    if (not isinstance(head, dict) or not isinstance(head.get("results"), dict)
+            or not isinstance(head.get("files"), list)):
         raise ValueError("not a results header")
     files, at = {}, 0
     for item in head["files"]:
@@ -242,38 +243,10 @@ def run(chapter_id: str, sources: dict[str, str], limits: Limits, seed: int) -> 
 
 
 def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float) -> dict[str, Verdict]:
+    """Judge one group of exercises (kernels, or Python) in one harness run: inputs out, arrays back, verdicts."""
     grader_dir = scratch / "in"
     grader_dir.mkdir()
-    spec, plans = [], {}
-    expected = 0  # bytes of output arrays the harness may send back
-    for n, (ident, source) in enumerate(sorted(group.items())):
-        judge = table[ident]
-        if judge.kind == "kernel":
-            cases = judge.cases(rng)
-            entries = []
-            for k, case in enumerate(cases):
-                bufs = {}
-                for name, buf in case.buffers.items():
-                    fname = f"e{n}_c{k}_{name}.npy"
-                    _write_array(grader_dir / fname, buf.storage, buf.dtype)
-                    bufs[name] = {"file": fname, "dtype": buf.dtype}
-                    if buf.size:
-                        bufs[name].update(size=buf.size, windows=[list(w) for w in buf.windows], base=buf.base)
-                    if buf.output:
-                        expected += 4096 + buf.storage.size * 8
-                entries.append({"grid": list(case.grid), "args": [{a[0]: a[1]} for a in case.args],
-                                "constexprs": case.constexprs, "buffers": bufs, "int64": case.int64,
-                                "outputs": [b for b, v in case.buffers.items() if v.output]})
-            spec.append({"id": ident, "kind": "kernel", "kernel": judge.kernel, "source": source,
-                         "int64": judge.int64, "cases": entries, "out_prefix": f"e{n}_"})
-            plans[ident] = (n, cases)
-        else:
-            calls = judge.calls(rng)
-            spec.append({"id": ident, "kind": "python", "source": source,
-                         "calls": [{"fn": c.fn, "args": c.args, **({"fold": c.fold, "tile": c.tile} if c.fold
-                                                                   else {})} for c in calls]})
-            plans[ident] = (n, calls)
-    (grader_dir / "judge.json").write_text(json.dumps({"exercises": spec}), encoding="utf-8")
+    plans, expected = _write_inputs(group, table, rng, grader_dir)
     trouble, data = _run_harness(grader_dir, limits, timeout, MAX_RESULTS_BYTES + expected)
     raw, files = {}, {}
     if not trouble:
@@ -290,14 +263,55 @@ def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float)
             v.note = trouble or "the grader's run of your code left no result for this exercise"
             for item in items:
                 v.add(item.name, "not run")
-            out[ident] = v
-            continue
-        if table[ident].kind == "kernel":
+        elif table[ident].kind == "kernel":
             _kernel_verdict(v, rec, table[ident], items, files, n)
         else:
             _python_verdict(v, rec, items)
         out[ident] = v
     return out
+
+
+def _write_inputs(group, table, rng, grader_dir: Path) -> tuple[dict, int]:
+    """Draw every exercise's inputs from ``rng`` and write them with ``judge.json`` for the harness: returns
+    exercise id -> (its number, its cases or calls), and the bytes of output the harness may send back."""
+    spec, plans = [], {}
+    expected = 0
+    for n, (ident, source) in enumerate(sorted(group.items())):
+        judge = table[ident]
+        if judge.kind == "kernel":
+            cases = judge.cases(rng)
+            entries = []
+            for k, case in enumerate(cases):
+                entry, size = _case_spec(n, k, case, grader_dir)
+                entries.append(entry)
+                expected += size
+            spec.append({"id": ident, "kind": "kernel", "kernel": judge.kernel, "source": source,
+                         "int64": judge.int64, "cases": entries, "out_prefix": f"e{n}_"})
+            plans[ident] = (n, cases)
+        else:
+            calls = judge.calls(rng)
+            spec.append({"id": ident, "kind": "python", "source": source,
+                         "calls": [{"fn": c.fn, "args": c.args, **({"fold": c.fold, "tile": c.tile} if c.fold
+                                                                   else {})} for c in calls]})
+            plans[ident] = (n, calls)
+    (grader_dir / "judge.json").write_text(json.dumps({"exercises": spec}), encoding="utf-8")
+    return plans, expected
+
+
+def _case_spec(n: int, k: int, case, grader_dir: Path) -> tuple[dict, int]:
+    """One kernel case for the harness (its buffers written as .npy files), and the bytes its outputs may take."""
+    bufs, expected = {}, 0
+    for name, buf in case.buffers.items():
+        fname = f"e{n}_c{k}_{name}.npy"
+        _write_array(grader_dir / fname, buf.storage, buf.dtype)
+        bufs[name] = {"file": fname, "dtype": buf.dtype}
+        if buf.size:
+            bufs[name].update(size=buf.size, windows=[list(w) for w in buf.windows], base=buf.base)
+        if buf.output:
+            expected += 4096 + buf.storage.size * 8
+    return ({"grid": list(case.grid), "args": [{a[0]: a[1]} for a in case.args], "constexprs": case.constexprs,
+             "buffers": bufs, "int64": case.int64, "outputs": [b for b, v in case.buffers.items() if v.output]},
+            expected)
 
 
 def _kernel_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes], n: int) -> None:
