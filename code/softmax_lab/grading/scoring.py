@@ -27,25 +27,32 @@ def judge_exercises(chapter: Chapter, runs: Runs, decided: dict, opts) -> tuple[
 
 def score(name: str, chapter: Chapter, nb, runs: Runs, decided: dict, verdicts: dict, notes: list[str],
           opts) -> list[dict]:
-    """One row per exercise: the judge's verdict, points (partial credit, hint cap), the notes."""
+    """One row per exercise: the judge's verdict, then points (partial credit, hint cap), then the notes."""
+    judged = {ex.id: after_judge(ex, decided[ex.id], verdicts.get(ex.id), opts.partial) for ex in chapter.exercises}
     used = hints.merge(hints.levels_used(nb), [h for rec in runs.run.cells.values() for h in rec.get("hints", [])])
+    capped = {ex.id: hints.capped(judged[ex.id][2], ex.points, used.get(ex.id, 0), opts.answer_hint_cap)
+              for ex in chapter.exercises}
     rows = []
     for ex in chapter.exercises:
+        (status, msg, _), (points, cap_note) = judged[ex.id], capped[ex.id]
         extra = [n for n in [runs.graft.found.get(ex.id, "")] + notes if n]
-        status, msg, ck_rec = decided[ex.id]
-        jv = verdicts.get(ex.id)
-        if status == "passed" and jv is not None and not jv.ok:
-            status = "failed"
-            msg = ("the notebook's check passed, but the grader's own launch of your code on fresh inputs did not "
-                   "(the grader calls your kernel/functions itself; the check cell's output alone earns nothing):\n"
-                   + jv.text(ex.id))
-        points = ex.points if status == "passed" else 0
-        if status == "failed" and opts.partial:
-            points = round(ex.points * partial_fraction(jv, ck_rec, ex.id), 2)
-        points, cap_note = hints.capped(points, ex.points, used.get(ex.id, 0), opts.answer_hint_cap)
         msg = "\n".join([msg] + [f"note: {n}" for n in extra] + ([cap_note] if cap_note else []))
         rows.append(make_row(name, chapter.chapter, ex.id, points, ex.points, status, msg, used.get(ex.id, 0)))
     return rows
+
+
+def after_judge(ex, decision: tuple[str, str, dict | None], jv, partial: bool) -> tuple[str, str, float]:
+    """(status, message, points before the hint cap) once the judge's verdict ``jv`` (or None) is taken in."""
+    status, msg, ck_rec = decision
+    if status == "passed" and jv is not None and not jv.ok:
+        status = "failed"
+        msg = ("the notebook's check passed, but the grader's own launch of your code on fresh inputs did not "
+               "(the grader calls your kernel/functions itself; the check cell's output alone earns nothing):\n"
+               + jv.text(ex.id))
+    points = ex.points if status == "passed" else 0
+    if status == "failed" and partial:
+        points = round(ex.points * partial_fraction(jv, ck_rec, ex.id), 2)
+    return status, msg, points
 
 
 def partial_fraction(jv, ck_rec: dict | None, ident: str) -> float:
