@@ -55,8 +55,9 @@ def start(cmd: list[str], limits: Limits, *, env: dict, cwd: str, out: int, err:
     """Start ``cmd`` in its own session and, unless ``limits.cgroup`` is off, in a cgroup of its own. The write
     ends ``out``, ``err`` and ``pass_fds`` are the child's now and are closed here; ``read_ends`` too when it
     cannot start."""
-    group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
+    group = None
     try:
+        group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
         proc = subprocess.Popen(cgroup.enter(group, cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=err, pass_fds=pass_fds, start_new_session=True)
     except BaseException:
