@@ -167,7 +167,7 @@ def test_the_doctor_names_missing_learner_tools(monkeypatch):
 
 
 def test_a_wrong_name_suggests_the_chapter_meant_or_nothing():
-    from softmax_lab.grading.command import _nearest
+    from softmax_lab.grading.check import _nearest
 
     names = ["00_setup.ipynb", "02_masks_and_padding.ipynb", "03_naive_kernel.ipynb", "10_long_rows.ipynb"]
     assert _nearest("3", names) == ["03_naive_kernel.ipynb"]          # the chapter's number

@@ -26,7 +26,7 @@ from softmax_lab import cli
 from softmax_lab.course import registry
 from softmax_lab.course.build import learner_notebook
 from softmax_lab.course.notebook import tag_value
-from softmax_lab.grading.grader import COLUMNS
+from softmax_lab.grading.rows import COLUMNS
 from softmax_lab.grading.runner import Limits, run_notebook
 
 CH90 = FIXTURES / "90_grading_fixture.ipynb"
@@ -395,7 +395,7 @@ def test_hint_records_are_validated():
 
 
 def test_answer_hint_cap_option_and_course_config(tmp_path, capsys):
-    from softmax_lab.grading.command import course_hint_cap
+    from softmax_lab.grading.options import course_hint_cap
 
     sol = tmp_path / "solutions"
     sol.mkdir()
@@ -651,7 +651,7 @@ def test_nbgrader_source_conversion(capsys):
 
 
 def test_check_messages_for_output_that_is_not_fail_lines():
-    from softmax_lab.grading.grader import _check_message
+    from softmax_lab.grading.statuses import check_message as _check_message
 
     expected = "PASS  a\nfx-double: PASSED (1/1 checks passed)\n"
     extra = {"status": "mismatch", "stdout": "debug 42\n" + expected, "stderr": ""}
@@ -683,7 +683,8 @@ def test_grader_environment_failure_is_not_blamed_on_the_learner(tmp_path):
 def test_a_cap_that_strikes_in_a_different_cell_each_run_is_not_blamed_on_the_learner(tmp_path, monkeypatch):
     """A memory cap too low for the kernel itself may kill it in an exercise cell on one run and in another cell on
     the next. Once the same break happens with the blamed code taken out, the earlier blame is withdrawn."""
-    from softmax_lab.grading import grader
+    from softmax_lab.grading import blanking, grader
+    from softmax_lab.grading.rows import GRADER_TROUBLE
     from softmax_lab.grading.runner import RunResult
 
     calls = []
@@ -694,14 +695,14 @@ def test_a_cap_that_strikes_in_a_different_cell_each_run_is_not_blamed_on_the_le
         cell = exercise_cells[[0, 1, 0][min(len(calls), 3) - 1]]
         return RunResult(fatal={"cell": cell, "status": "memory", "message": "used more than 60 MB"})
 
-    monkeypatch.setattr(grader, "run_notebook", breaks_somewhere)
+    monkeypatch.setattr(blanking, "run_notebook", breaks_somewhere)
     path = save(pasted(), tmp_path / "mine.ipynb")
     res = grader.grade_notebook(path, "mine.ipynb", fixture_chapters(FIXTURES),
                                 grader.Options(limits=Limits(memory_mb=60)))
     assert len(calls) == 3
     assert [r["status"] for r in res.rows] == ["error", "error"]
     for r in res.rows:
-        assert grader.GRADER_TROUBLE in r["message"] and "not because of your code" in r["message"], r["message"]
+        assert GRADER_TROUBLE in r["message"] and "not because of your code" in r["message"], r["message"]
         assert "60 MB" in r["message"], r["message"]
 
 
@@ -709,7 +710,8 @@ def test_a_later_break_after_learner_code_ran_withdraws_no_blame(tmp_path, monke
     """Exercise 1 runs out of memory; with it blanked, exercise 2's cell runs to its end and the kernel dies
     between cells (a thread it left behind, say). Exercise 1 keeps its own verdict: only a break with no learner
     code run withdraws a blame."""
-    from softmax_lab.grading import grader
+    from softmax_lab.grading import blanking, grader
+    from softmax_lab.grading.rows import GRADER_TROUBLE
     from softmax_lab.grading.runner import RunResult
 
     calls = []
@@ -723,21 +725,22 @@ def test_a_later_break_after_learner_code_ran_withdraws_no_blame(tmp_path, monke
         return RunResult(cells={exercise_cells[1]: done},
                          fatal={"cell": None, "status": "memory", "message": "used more than 60 MB"})
 
-    monkeypatch.setattr(grader, "run_notebook", breaks)
+    monkeypatch.setattr(blanking, "run_notebook", breaks)
     path = save(pasted(), tmp_path / "mine.ipynb")
     res = grader.grade_notebook(path, "mine.ipynb", fixture_chapters(FIXTURES),
                                 grader.Options(limits=Limits(memory_mb=60)))
     assert len(calls) == 2
     first, second = res.rows
     assert first["status"] == "error" and "out of memory" in first["message"], first
-    assert grader.GRADER_TROUBLE not in first["message"], first["message"]
-    assert second["status"] == "error" and grader.GRADER_TROUBLE in second["message"], second
+    assert GRADER_TROUBLE not in first["message"], first["message"]
+    assert second["status"] == "error" and GRADER_TROUBLE in second["message"], second
 
 
 def test_broken_setup_cell_is_not_blamed_on_the_learner(tmp_path):
     """A setup cell of the solution that raises here (a missing package, say) is the grader's problem too."""
     from softmax_lab.grading.chapters import load_chapters
-    from softmax_lab.grading.grader import GRADER_TROUBLE, Options, grade_notebook
+    from softmax_lab.grading.grader import Options, grade_notebook
+    from softmax_lab.grading.rows import GRADER_TROUBLE
 
     sol = solution()
     sol.cells[1].source += "\nimport softmax_lab_no_such_module"

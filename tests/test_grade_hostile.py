@@ -316,7 +316,7 @@ def test_check_of_someone_elses_notebook_needs_the_sandbox(tmp_path, monkeypatch
 
 def test_own_workspace_notebook_is_recognised(tmp_path, monkeypatch):
     from softmax_lab.course import notebook
-    from softmax_lab.grading import command
+    from softmax_lab.grading import options
 
     monkeypatch.setattr(notebook, "repo_root", lambda: tmp_path)
     (tmp_path / "workspace").mkdir()
@@ -324,20 +324,20 @@ def test_own_workspace_notebook_is_recognised(tmp_path, monkeypatch):
     theirs = save(pasted(), tmp_path / "elsewhere" / NB)
     ns = type("Args", (), {})
     ns.notebooks = [mine]
-    assert command._own_notebooks(ns)
+    assert options._own_notebooks(ns)
     ns.notebooks = [mine, theirs]
-    assert not command._own_notebooks(ns)
+    assert not options._own_notebooks(ns)
 
 
 def test_grader_faults_go_to_the_instructor_not_the_feedback(monkeypatch, capsys):
-    from softmax_lab.grading import command
+    from softmax_lab.grading import grade
     from softmax_lab.grading.submissions import Submission
 
     def broken(*a, **k):
         raise RuntimeError(f"internal detail {T.ROOT}")
 
-    monkeypatch.setattr(command, "grade_notebook", broken)
-    res = command._grade_one(Submission(CH90, "x/" + NB, "x"), {}, None)
+    monkeypatch.setattr(grade, "grade_notebook", broken)
+    res = grade._grade_one(Submission(CH90, "x/" + NB, "x"), {}, None)
     assert "grader failed" in res.rows[0]["message"] and str(T.ROOT) not in res.rows[0]["message"]
     assert "Traceback" in capsys.readouterr().err
 

@@ -344,12 +344,12 @@ def test_make_lab_installs_the_save_hook(tmp_path):
 
 def test_level_4_names_the_cap_the_grader_applies(monkeypatch, tmp_path):
     """The cap in the text is the grader's: [grading] answer_hint_cap of the course's softmax-lab.toml."""
-    from softmax_lab.grading import command
+    from softmax_lab.grading import options
 
     assert hints.answer_cap() == grading_hints.DEFAULT_ANSWER_HINT_CAP == 0.5
     hints.table()  # the ladders, read from this checkout before its course file is swapped
     (tmp_path / "solutions").mkdir()
-    (tmp_path / command.COURSE_CONFIG).write_text("[grading]\nanswer_hint_cap = 0.25\n")
+    (tmp_path / options.COURSE_CONFIG).write_text("[grading]\nanswer_hint_cap = 0.25\n")
     monkeypatch.setattr(hints, "_repo_solutions", lambda: tmp_path / "solutions")
     assert "earns at most 25% of its points" in hints.level_text("ch04-fused", 4)
-    assert command.course_hint_cap(tmp_path / "solutions") == 0.25
+    assert options.course_hint_cap(tmp_path / "solutions") == 0.25

@@ -32,7 +32,7 @@ COMMANDS = {
                          "copy new chapters into workspace/, or --update changed ones beside yours"),
     "doctor": Command("softmax_lab.doctor", "add_arguments", "run",
                       "check the environment and name the fix for each problem"),
-    "check": Command("softmax_lab.grading.command", "add_check_arguments", "run_check",
+    "check": Command("softmax_lab.grading.check", "add_arguments", "run",
                      "validate your own notebook's exercises (learners)"),
     # authors
     "build": Command("softmax_lab.course.build", "add_arguments", "run",
@@ -44,7 +44,7 @@ COMMANDS = {
     # instructors
     "release": Command("softmax_lab.course.release", "add_arguments", "run",
                        "build the class edition into OUT: learner notebooks and package, no answers (instructors)"),
-    "grade": Command("softmax_lab.grading.command", "add_grade_arguments", "run_grade",
+    "grade": Command("softmax_lab.grading.grade", "add_arguments", "run",
                      "grade learners' notebooks into a gradebook (instructors)"),
     "similarity": Command("softmax_lab.grading.similarity", "add_arguments", "run",
                           "flag copied code: each graded function against the package, solutions, classmates"),

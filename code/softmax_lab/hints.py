@@ -189,7 +189,7 @@ def answer_cap() -> float:
     if folder is None:
         return DEFAULT_ANSWER_HINT_CAP
     try:
-        from .grading.command import course_hint_cap
+        from .grading.options import course_hint_cap
 
         return course_hint_cap(folder)
     except Exception:  # noqa: BLE001 - a broken course file is the grader's to report

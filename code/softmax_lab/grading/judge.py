@@ -21,7 +21,6 @@ import math
 import os
 import pkgutil
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cgroup, sandbox, streams
-from .runner import STOP, Limits, gpu_visible
+from . import sandbox, streams
+from .process import STOP, Limits, start
 
 REGISTRY: dict[str, object] = {}  # exercise id -> judge; tests add the fixture chapter's here
 _LOADED = False
@@ -102,77 +101,74 @@ def _clean(text, limit=300) -> str:
     return text[:limit]
 
 
-def _run_harness(grader_dir: Path, limits: Limits, timeout: float, cap: int) -> tuple[str, bytes]:
-    """Run the harness in a fresh sandbox: ('', what it sent back) or (what went wrong, b'')."""
+def _harness_command(grader_dir: Path, limits: Limits) -> tuple[list[str], dict]:
+    """(command, environment) of the harness: in a fresh sandbox without the package, or in place (unsafe)."""
     shutil.copy(Path(__file__).with_name("judge_harness.py"), grader_dir / "judge_harness.py")
-    rlimit_as = (not gpu_visible()) if limits.rlimit_as is None else limits.rlimit_as
     inner = [sys.executable, "-I", "/grader/judge_harness.py"]
+    data_limit = limits.data_limit()
     if limits.sandbox:
         env = sandbox.base_env()
         env.pop("PYTHONPATH", None)
         cmd = sandbox.command(inner, grader_dir=grader_dir, env=env, tmp_mb=256, shm_mb=min(limits.shm_mb, 64),
-                              memory_mb=limits.memory_mb, rlimit_as=rlimit_as, cwd="/tmp/work", package=False)
-        popen_env = {"PATH": "/usr/bin:/bin"}
-    else:  # --unsafe-no-sandbox: the same harness, reading its inputs in place
-        text = (grader_dir / "judge_harness.py").read_text(encoding="utf-8")
-        text = text.replace('IN = "/grader"', f"IN = {str(grader_dir)!r}")
-        (grader_dir / "judge_harness.py").write_text(text, encoding="utf-8")
-        cmd = [sys.executable, "-I", str(grader_dir / "judge_harness.py")]
-        popen_env = dict(os.environ)
-    from .runner import _Tree
+                              memory_mb=limits.memory_mb, rlimit_as=data_limit, cwd="/tmp/work",
+                              package=False)
+        return cmd, {"PATH": "/usr/bin:/bin"}
+    # --unsafe-no-sandbox: the same harness, reading its inputs in place
+    text = (grader_dir / "judge_harness.py").read_text(encoding="utf-8")
+    text = text.replace('IN = "/grader"', f"IN = {str(grader_dir)!r}")
+    (grader_dir / "judge_harness.py").write_text(text, encoding="utf-8")
+    return [sys.executable, "-I", str(grader_dir / "judge_harness.py")], dict(os.environ)
 
-    group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
+
+def _run_harness(grader_dir: Path, limits: Limits, timeout: float, cap: int) -> tuple[str, bytes]:
+    """Run the harness in a fresh sandbox: ('', what it sent back) or (what went wrong, b'')."""
+    cmd, popen_env = _harness_command(grader_dir, limits)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    try:
-        proc = subprocess.Popen(cgroup.enter(group, cmd), env=popen_env, stdin=subprocess.DEVNULL, stdout=out_w,
-                                stderr=err_w, start_new_session=True, cwd=str(grader_dir))
-    except BaseException:
-        for fd in (out_r, err_r):
-            os.close(fd)
-        if group is not None:
-            group.close()
-        raise
-    finally:
-        os.close(out_w)
-        os.close(err_w)
+    child = start(cmd, limits, env=popen_env, cwd=str(grader_dir), out=out_w, err=err_w, read_ends=(out_r, err_r))
     out = streams.Drain(out_r, head=cap, tail=0)   # the results: at most what the grader expects
     err = streams.Drain(err_r, head=0, tail=4096)  # the learner may flood stderr: only the end is kept
-    tree = _Tree(proc.pid)
-    trouble = ""
-    t0 = time.monotonic()
+    trouble, oom = "", 0
     try:
-        while proc.poll() is None:
-            if time.monotonic() - t0 > timeout:
-                trouble = f"the grader's run of your code took longer than {timeout:g} s"
-            elif out.over.is_set():
-                trouble = f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
-            elif STOP.is_set():
-                trouble = "stopped"
-            if trouble:
-                tree.kill()
-                break
-            time.sleep(0.05)
+        trouble = _watch_harness(child, out, timeout, cap)
     finally:
-        if proc.poll() is None:
-            tree.kill()
-        proc.wait()
-        tree.kill(group=False)
-        oom = group.oom_kills() if group is not None else 0
-        if group is not None:
-            group.close()
+        oom = child.finish()
         out.join()
         err.join()
     if STOP.is_set():
         raise KeyboardInterrupt
-    if not trouble and oom:
-        trouble = f"the grader's run of your code used more than {limits.memory_mb} MB of memory"
-    if not trouble and out.over.is_set():
-        trouble = f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
-    if not trouble and proc.returncode != 0:
-        trouble = f"the grader's run of your code ended with status {proc.returncode}" + (
-            f" ({_clean(err.text()[-300:], 300)})" if os.environ.get("SOFTMAX_LAB_JUDGE_DEBUG") else "")
+    trouble = trouble or _harness_trouble(child.proc.returncode, oom, out, err, limits, cap)
     return trouble, (b"" if trouble else bytes(out.head))
+
+
+def _watch_harness(child, out, timeout: float, cap: int) -> str:
+    """Wait for the harness; kill it past its time, when it sends back too much, or on Ctrl-C (then say why)."""
+    t0 = time.monotonic()
+    while child.proc.poll() is None:
+        trouble = ""
+        if time.monotonic() - t0 > timeout:
+            trouble = f"the grader's run of your code took longer than {timeout:g} s"
+        elif out.over.is_set():
+            trouble = f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
+        elif STOP.is_set():
+            trouble = "stopped"
+        if trouble:
+            child.tree.kill()
+            return trouble
+        time.sleep(0.05)
+    return ""
+
+
+def _harness_trouble(returncode: int, oom: int, out, err, limits: Limits, cap: int) -> str:
+    """What went wrong with a harness that ended by itself ('' when nothing did)."""
+    if oom:
+        return f"the grader's run of your code used more than {limits.memory_mb} MB of memory"
+    if out.over.is_set():
+        return f"the grader's run of your code sent back more than {cap // 2**20 + 1} MB"
+    if returncode != 0:
+        return f"the grader's run of your code ended with status {returncode}" + (
+            f" ({_clean(err.text()[-300:], 300)})" if os.environ.get("SOFTMAX_LAB_JUDGE_DEBUG") else "")
+    return ""
 
 
 _FILE_NAME = re.compile(r"e\d{1,4}_c\d{1,4}_[A-Za-z_][A-Za-z0-9_]{0,40}\.npy")
@@ -188,7 +184,8 @@ def parse_results(data: bytes) -> tuple[dict, dict[str, bytes]]:
         head = _strict_json(line.decode("utf-8"))
     except RecursionError:
         raise ValueError("nested too deep") from None
-    if not isinstance(head, dict) or not isinstance(head.get("results"), dict) or not isinstance(head.get("files"), list):
+    if (not isinstance(head, dict) or not isinstance(head.get("results"), dict)
+            or not isinstance(head.get("files"), list)):
         raise ValueError("not a results header")
     files, at = {}, 0
     for item in head["files"]:
@@ -246,38 +243,10 @@ def run(chapter_id: str, sources: dict[str, str], limits: Limits, seed: int) -> 
 
 
 def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float) -> dict[str, Verdict]:
+    """Judge one group of exercises (kernels, or Python) in one harness run: inputs out, arrays back, verdicts."""
     grader_dir = scratch / "in"
     grader_dir.mkdir()
-    spec, plans = [], {}
-    expected = 0  # bytes of output arrays the harness may send back
-    for n, (ident, source) in enumerate(sorted(group.items())):
-        judge = table[ident]
-        if judge.kind == "kernel":
-            cases = judge.cases(rng)
-            entries = []
-            for k, case in enumerate(cases):
-                bufs = {}
-                for name, buf in case.buffers.items():
-                    fname = f"e{n}_c{k}_{name}.npy"
-                    _write_array(grader_dir / fname, buf.storage, buf.dtype)
-                    bufs[name] = {"file": fname, "dtype": buf.dtype}
-                    if buf.size:
-                        bufs[name].update(size=buf.size, windows=[list(w) for w in buf.windows], base=buf.base)
-                    if buf.output:
-                        expected += 4096 + buf.storage.size * 8
-                entries.append({"grid": list(case.grid), "args": [{a[0]: a[1]} for a in case.args],
-                                "constexprs": case.constexprs, "buffers": bufs, "int64": case.int64,
-                                "outputs": [b for b, v in case.buffers.items() if v.output]})
-            spec.append({"id": ident, "kind": "kernel", "kernel": judge.kernel, "source": source,
-                         "int64": judge.int64, "cases": entries, "out_prefix": f"e{n}_"})
-            plans[ident] = (n, cases)
-        else:
-            calls = judge.calls(rng)
-            spec.append({"id": ident, "kind": "python", "source": source,
-                         "calls": [{"fn": c.fn, "args": c.args, **({"fold": c.fold, "tile": c.tile} if c.fold
-                                                                   else {})} for c in calls]})
-            plans[ident] = (n, calls)
-    (grader_dir / "judge.json").write_text(json.dumps({"exercises": spec}), encoding="utf-8")
+    plans, expected = _write_inputs(group, table, rng, grader_dir)
     trouble, data = _run_harness(grader_dir, limits, timeout, MAX_RESULTS_BYTES + expected)
     raw, files = {}, {}
     if not trouble:
@@ -294,14 +263,55 @@ def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float)
             v.note = trouble or "the grader's run of your code left no result for this exercise"
             for item in items:
                 v.add(item.name, "not run")
-            out[ident] = v
-            continue
-        if table[ident].kind == "kernel":
+        elif table[ident].kind == "kernel":
             _kernel_verdict(v, rec, table[ident], items, files, n)
         else:
             _python_verdict(v, rec, items)
         out[ident] = v
     return out
+
+
+def _write_inputs(group, table, rng, grader_dir: Path) -> tuple[dict, int]:
+    """Draw every exercise's inputs from ``rng`` and write them with ``judge.json`` for the harness: returns
+    exercise id -> (its number, its cases or calls), and the bytes of output the harness may send back."""
+    spec, plans = [], {}
+    expected = 0
+    for n, (ident, source) in enumerate(sorted(group.items())):
+        judge = table[ident]
+        if judge.kind == "kernel":
+            cases = judge.cases(rng)
+            entries = []
+            for k, case in enumerate(cases):
+                entry, size = _case_spec(n, k, case, grader_dir)
+                entries.append(entry)
+                expected += size
+            spec.append({"id": ident, "kind": "kernel", "kernel": judge.kernel, "source": source,
+                         "int64": judge.int64, "cases": entries, "out_prefix": f"e{n}_"})
+            plans[ident] = (n, cases)
+        else:
+            calls = judge.calls(rng)
+            spec.append({"id": ident, "kind": "python", "source": source,
+                         "calls": [{"fn": c.fn, "args": c.args, **({"fold": c.fold, "tile": c.tile} if c.fold
+                                                                   else {})} for c in calls]})
+            plans[ident] = (n, calls)
+    (grader_dir / "judge.json").write_text(json.dumps({"exercises": spec}), encoding="utf-8")
+    return plans, expected
+
+
+def _case_spec(n: int, k: int, case, grader_dir: Path) -> tuple[dict, int]:
+    """One kernel case for the harness (its buffers written as .npy files), and the bytes its outputs may take."""
+    bufs, expected = {}, 0
+    for name, buf in case.buffers.items():
+        fname = f"e{n}_c{k}_{name}.npy"
+        _write_array(grader_dir / fname, buf.storage, buf.dtype)
+        bufs[name] = {"file": fname, "dtype": buf.dtype}
+        if buf.size:
+            bufs[name].update(size=buf.size, windows=[list(w) for w in buf.windows], base=buf.base)
+        if buf.output:
+            expected += 4096 + buf.storage.size * 8
+    return ({"grid": list(case.grid), "args": [{a[0]: a[1]} for a in case.args], "constexprs": case.constexprs,
+             "buffers": bufs, "int64": case.int64, "outputs": [b for b, v in case.buffers.items() if v.output]},
+            expected)
 
 
 def _kernel_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes], n: int) -> None:

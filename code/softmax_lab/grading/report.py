@@ -1,68 +1,15 @@
-"""What grading writes: the gradebook CSV, its resume state, feedback per learner, the manual-grading sheets.
-
-Every file is written whole to a temporary file next to it and then moved into place (``os.replace``), after
-each graded submission: an interrupted or crashed run leaves the previous complete version, never half a file.
-"""
+"""What the gradebook's files say: the CSV (safe from spreadsheet formulas), feedback per learner, the manual-grading
+sheets. ``gradebook.py`` decides when they are written, and writes them atomically."""
 from __future__ import annotations
 
 import csv
 import hashlib
 import html
 import io
-import json
-import os
 import re
-import tempfile
-from pathlib import Path
 
 from .chapters import Chapter
-from .grader import COLUMNS
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:  # lone surrogates -> ?
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def file_hash(path: Path) -> str:
-    from .chapters import MAX_NOTEBOOK_BYTES
-    from .streams import read_regular
-
-    try:  # a FIFO or a device among the submissions must not block the grader
-        return hashlib.sha256(read_regular(path, MAX_NOTEBOOK_BYTES)).hexdigest()
-    except OSError:
-        try:
-            st = Path(path).lstat()
-            return f"unreadable-{st.st_size}-{st.st_mtime_ns}"
-        except OSError:
-            return ""
-
-
-# ------------------------------------------------------------------------------------------------ gradebook
-
-
-def read_gradebook(path: Path) -> list[dict]:
-    if not Path(path).exists():
-        return []
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames != COLUMNS:
-            raise ValueError(f"{path} is not a gradebook (columns {reader.fieldnames}, expected {COLUMNS})")
-        return [{k: unescape_cell(v or "") for k, v in r.items()} for r in reader]
-
+from .rows import COLUMNS
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
@@ -95,43 +42,6 @@ def csv_text(rows: list[dict], columns: list[str]) -> str:
 
 def gradebook_text(rows: list[dict]) -> str:
     return csv_text(rows, COLUMNS)
-
-
-def state_path(gradebook: Path) -> Path:
-    """Resume state next to the gradebook: the sha256 of each graded submission file."""
-    return Path(gradebook).with_name(Path(gradebook).name + ".state.json")
-
-
-def read_state(gradebook: Path) -> dict[str, str]:
-    try:
-        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
-        return {str(k): str(v) for k, v in data.get("graded", {}).items()}
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
-def read_state_options(gradebook: Path) -> dict[str, str]:
-    """The grading options the gradebook was made with ({} when unknown)."""
-    try:
-        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
-        return {str(k): str(v) for k, v in (data.get("options") or {}).items()}
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
-def read_state_seeds(gradebook: Path) -> dict[str, int]:
-    """The judge's seed per submission (its fresh inputs can be drawn again from it)."""
-    try:
-        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
-        return {str(k): int(v) for k, v in (data.get("seeds") or {}).items()}
-    except (OSError, ValueError, AttributeError, TypeError):
-        return {}
-
-
-def write_state(gradebook: Path, graded: dict[str, str], options: dict[str, str] | None = None,
-                seeds: dict[str, int] | None = None) -> None:
-    atomic_write(state_path(gradebook), json.dumps({"graded": dict(sorted(graded.items())), "options": options or {},
-                                                    "seeds": dict(sorted((seeds or {}).items()))}, indent=1) + "\n")
 
 
 # -------------------------------------------------------------------------------------------------- feedback

@@ -14,49 +14,29 @@
   Cell results come back as JSON lines on a pipe held by the pytest process only; that process makes itself
   non-dumpable, so the kernel (the learner's code) cannot open it through ``/proc/<pid>/fd``. These records
   are still only *diagnostics*: the points come from the judge (``judge.py``), outside.
+
+``run_notebook``'s steps: ``write_scratch`` (the notebook and configs), ``sandboxed_command`` (or
+``unsandboxed_command``), ``process.start`` (in a cgroup of its own), ``supervise`` and ``watch`` (limits,
+Ctrl-C, leftovers killed, pipes drained), ``read_records`` and ``fatal_of`` (why the run broke off, if it did).
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cgroup, streams
+from . import streams
+from .process import STOP, Child, Limits, gpu_visible, set_limits, start
 
-try:  # psutil comes with IPython; without it we fall back to process groups and no RSS watchdog
-    import psutil
-except ImportError:  # pragma: no cover
-    psutil = None
+__all__ = ["run_notebook", "RunResult", "Limits", "STOP", "gpu_visible", "parse_record", "code_cell_numbers"]
 
 MAX_RECORD_BYTES = 8 * 2**20  # what the grader keeps of one run's cell records
 LOG_BYTES = 64 * 1024          # what it keeps of the run's own output (the last bytes)
-
-STOP = threading.Event()  # set on Ctrl-C: every running notebook is killed
-
-
-@dataclass
-class Limits:
-    cell_timeout: float = 120.0    # seconds per cell from the first exercise on
-    setup_timeout: float = 300.0   # seconds per cell before the first exercise (imports, helpers)
-    wall_timeout: float = 900.0    # seconds for one run of the whole notebook
-    memory_mb: int = 8192          # memory cap for the whole run (0: none)
-    rlimit_as: bool | None = None  # the data-size limit (historical name); None: only when no GPU is visible
-    keep_scratch: bool = False
-    sandbox: bool = True           # False only with --unsafe-no-sandbox
-    tmp_mb: int = 1024             # size of the sandbox's private /tmp (tmpfs)
-    shm_mb: int = 256              # size of its /dev/shm (tmpfs)
-    cgroup: bool = True            # a cgroup per run; False with --unsafe-no-cgroup or where none can be made
-    tasks: int = 4096              # processes and threads per run (the cgroup's pids.max; chapter 9's CUDA
-                                   # simulator runs one thread per simulated CUDA thread)
-    cpus: float = 2.0              # CPU quota per run, in CPUs (the cgroup's cpu.max / cfs quota)
+PLUGIN = "softmax_lab.grading.nbval_plugin"  # pytest -p: imports no torch into the pytest process
 
 
 @dataclass
@@ -68,82 +48,147 @@ class RunResult:
     oom_kills: int = 0             # processes the kernel killed for memory (the cgroup's count)
 
 
-def gpu_visible() -> bool:
-    """A GPU may be used (cheap test, without importing torch): CUDA reserves far more than the cap."""
-    if os.environ.get("SOFTMAX_LAB_DEVICE", "").strip().lower() in ("cpu", "interpreter"):
-        return False
-    return any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"))
+def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, sanitize: str | None = None,
+                 env: dict | None = None, exercise_cells: list[int] | None = None) -> RunResult:
+    """Run ``nb`` (a notebook node) under nbval in a fresh sandbox; see the module docstring.
 
-
-def _limit(pid: int, memory_mb: int, rlimit_as: bool) -> None:
-    """Set the child's limits right after it starts (children inherit them; the kernel starts much later).
-    prlimit instead of preexec_fn: preexec_fn is unsafe in a program with threads (--jobs)."""
-    import resource
-
+    ``timeouts`` maps nbval cell numbers to per-cell timeouts (others get ``limits.cell_timeout``);
+    ``exercise_cells``: nbval cell numbers of the learner's cells (nbval markers in them are ignored).
+    """
+    scratch, grader_dir = write_scratch(nb, sanitize)
+    rfd, wfd = os.pipe()
+    config = {"fd": wfd, "timeouts": {str(k): v for k, v in (timeouts or {}).items()},
+              "exercise_cells": list(exercise_cells or [])}
+    if limits.sandbox:
+        cmd, cwd, popen_env = sandboxed_command(grader_dir, limits, config, env)
+    else:
+        cmd, cwd, popen_env = unsandboxed_command(scratch, grader_dir, limits, config, env)
+    result, t0 = RunResult(), time.monotonic()
+    log_r, log_w = os.pipe()
     try:
-        resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))  # a segfault leaves no core file behind
-        if rlimit_as and memory_mb > 0:
-            cap = memory_mb * 2**20
-            resource.prlimit(pid, resource.RLIMIT_DATA, (cap, cap))
-    except (OSError, AttributeError, ValueError):  # not Linux, or the child is already gone
-        pass
+        child = start(cmd, limits, env=popen_env, cwd=cwd, out=log_w, err=log_w, pass_fds=(wfd,),
+                      read_ends=(rfd, log_r))
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    # Both pipes are drained to their end with caps: a flood of output cannot exhaust the grader's memory.
+    records = streams.Drain(rfd, head=MAX_RECORD_BYTES, tail=0)
+    log = streams.Drain(log_r, head=0, tail=LOG_BYTES)
+    set_limits(child.proc.pid, limits.memory_mb, limits.data_limit() and not limits.sandbox)
+    killed = supervise(child, (records, log), limits, t0, result)
+    result.seconds = round(time.monotonic() - t0, 2)
+    result.log = log.text()[-6000:]
+    if not limits.keep_scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        result.log += f"\n(scratch directory kept: {scratch})"
+    started, finished, unreadable = read_records(result, streams.lines_of(bytes(records.head), 1 << 20))
+    result.fatal = fatal_of(result, started, finished, unreadable, killed, child.proc.returncode, limits,
+                            has_code=bool(code_cell_numbers(nb)))
+    return result
 
 
-class _Tree:
-    """The processes started for one run, remembered as they appear (the kernel leaves our session)."""
+def write_scratch(nb, sanitize: str | None) -> tuple[Path, Path]:
+    """A fresh scratch folder whose ``in/`` holds the notebook, pytest.ini and nbval's sanitize config."""
+    from . import sandbox
+    from ..course import sanitize_config
 
-    def __init__(self, pid: int):
-        self.pid = pid
-        self.seen: dict[int, object] = {}
-        try:
-            self.root = psutil.Process(pid) if psutil else None
-        except Exception:  # noqa: BLE001 - already gone
-            self.root = None
+    scratch = sandbox.new_scratch()
+    grader_dir = scratch / "in"
+    grader_dir.mkdir()
+    # Lone surrogates (valid in JSON, not in UTF-8) become "?": the sandbox reads the notebook back as UTF-8.
+    import nbformat  # here, not at the top: it takes a second to load (check --help must not wait)
 
-    def scan(self) -> int:
-        """Refresh the process list; return the total resident memory in bytes."""
-        if self.root is None:
-            return 0
-        total = 0
-        try:
-            procs = [self.root] + self.root.children(recursive=True)
-        except psutil.Error:
-            procs = []
-        for p in procs:
-            self.seen.setdefault(p.pid, p)
-        for p in list(self.seen.values()):
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-    def kill(self, group: bool = True) -> None:
-        """Kill every process seen; ``group``: also the root's process group (only while the root is not yet
-        reaped: afterwards its number may belong to someone else)."""
-        self.scan()
-        if group:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        for p in self.seen.values():
-            try:
-                p.kill()  # psutil checks the create time: a reused pid is never hit
-            except Exception:  # noqa: BLE001
-                pass
+    (grader_dir / "submission.ipynb").write_bytes(nbformat.writes(nb).encode("utf-8", "replace"))
+    (grader_dir / "pytest.ini").write_text("[pytest]\naddopts =\n", encoding="utf-8")
+    text = sanitize_config() if sanitize is None else sanitize
+    (grader_dir / "nbval_sanitize.cfg").write_text(text, encoding="utf-8")
+    return scratch, grader_dir
 
 
-PLUGIN = "softmax_lab.grading.nbval_plugin"  # pytest -p: imports no torch into the pytest process
+def pytest_command(ini: str, rootdir: str, sanitize_cfg: str, cell_timeout: float, notebook: str) -> list[str]:
+    """pytest running one notebook under nbval with the grader's plugin."""
+    return [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "nbval.plugin",
+            "-p", "no:cacheprovider", "-c", ini, "--rootdir", rootdir,
+            "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", sanitize_cfg,
+            "--nbval-cell-timeout", str(cell_timeout), "--nbval-kernel-startup-timeout", "120", notebook]
 
 
-def _write_config(scratch: Path, sanitize: str) -> tuple[Path, Path]:
-    """pytest.ini and nbval's sanitize config, in the folder given."""
-    ini = scratch / "pytest.ini"
-    ini.write_text("[pytest]\naddopts =\n", encoding="utf-8")
-    cfg = scratch / "nbval_sanitize.cfg"
-    cfg.write_text(sanitize, encoding="utf-8")
-    return ini, cfg
+def sandboxed_command(grader_dir: Path, limits: Limits, config: dict, env: dict | None) -> tuple[list, str, dict]:
+    """(command, cwd, environment) of the run in a fresh bubblewrap sandbox."""
+    from . import sandbox
+
+    data_limit = limits.data_limit()
+    child_env = sandbox.base_env({"SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
+                                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    child_env.update(env or {})
+    inner = pytest_command("/grader/pytest.ini", "/tmp", "/grader/nbval_sanitize.cfg", limits.cell_timeout,
+                           "/tmp/work/submission.ipynb")
+    cmd = sandbox.command(inner, grader_dir=grader_dir, env=child_env, tmp_mb=limits.tmp_mb,
+                          shm_mb=limits.shm_mb, memory_mb=limits.memory_mb, rlimit_as=data_limit, cwd="/tmp",
+                          prelude="cp /grader/submission.ipynb /tmp/work/ && mkdir -p /tmp/home/.config/matplotlib")
+    return cmd, "/", {"PATH": "/usr/bin:/bin"}
+
+
+def unsandboxed_command(scratch: Path, grader_dir: Path, limits: Limits, config: dict,
+                        env: dict | None) -> tuple[list, str, dict]:
+    """(command, cwd, environment) of the run as a plain process: --unsafe-no-sandbox, trusted notebooks only."""
+    work, home = scratch / "work", scratch / "home"
+    work.mkdir()
+    home.mkdir()
+    nb_path = work / "submission.ipynb"
+    shutil.copy(grader_dir / "submission.ipynb", nb_path)
+    child_env = dict(os.environ if env is None else env)
+    real_home = Path.home()
+    child_env.update({
+        "SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
+        "HOME": str(home),
+        "IPYTHONDIR": str(home / ".ipython"),
+        "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLBACKEND": "Agg",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1"),
+        "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
+        "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(real_home / ".triton" / "cache")),
+        "MPLCONFIGDIR": os.environ.get("MPLCONFIGDIR", str(real_home / ".config" / "matplotlib")),
+    })
+    cmd = pytest_command(str(grader_dir / "pytest.ini"), str(scratch), str(grader_dir / "nbval_sanitize.cfg"),
+                         limits.cell_timeout, str(nb_path))
+    return cmd, str(scratch), child_env
+
+
+def supervise(child: Child, drains, limits: Limits, t0: float, result: RunResult) -> tuple[str, str] | None:
+    """Watch the run to its end, then kill whatever is left of it and read its pipes to their end."""
+    try:
+        return watch(child, limits, t0)
+    finally:
+        result.oom_kills = child.finish()
+        for drain in drains:
+            drain.join()
+
+
+def watch(child: Child, limits: Limits, t0: float) -> tuple[str, str] | None:
+    """Wait for the run to end; kill it past its memory or wall-clock limit or on Ctrl-C: (why, words), or None."""
+    killed = None
+    next_scan = 0.0
+    while child.proc.poll() is None:
+        now = time.monotonic()
+        if now >= next_scan:
+            rss = child.tree.scan()
+            next_scan = now + 0.5
+            if limits.memory_mb > 0 and rss > limits.memory_mb * 2**20:
+                killed = ("memory", f"used more than {limits.memory_mb} MB of memory (the grader's limit)")
+        if now - t0 > limits.wall_timeout:
+            killed = ("wall", f"the whole notebook ran longer than {limits.wall_timeout:g} s")
+        if STOP.is_set():
+            killed = ("stopped", "grading was interrupted")
+        if killed:
+            child.kill()
+            break
+        time.sleep(0.1)
+    return killed
 
 
 RECORD_STATUSES = ("passed", "mismatch", "raised", "timeout", "died", "grader-error", "setup-error", "skipped")
@@ -199,148 +244,12 @@ def parse_record(line: str) -> dict | None:
     return out
 
 
-def code_cell_numbers(nb) -> dict[int, int]:
-    """notebook cell index -> nbval's cell number (nbval counts code cells only)."""
-    out, n = {}, 0
-    for k, cell in enumerate(nb.cells):
-        if cell.cell_type == "code":
-            out[k] = n
-            n += 1
-    return out
-
-
-def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, sanitize: str | None = None,
-                 env: dict | None = None, exercise_cells: list[int] | None = None) -> RunResult:
-    """Run ``nb`` (a notebook node) under nbval in a fresh sandbox; see the module docstring.
-
-    ``timeouts`` maps nbval cell numbers to per-cell timeouts (others get ``limits.cell_timeout``);
-    ``exercise_cells``: nbval cell numbers of the learner's cells (nbval markers in them are ignored).
-    """
-    from . import sandbox
-    from ..course import sanitize_config
-
-    scratch = sandbox.new_scratch()
-    grader_dir = scratch / "in"
-    grader_dir.mkdir()
-    # Lone surrogates (valid in JSON, not in UTF-8) become "?": the sandbox reads the notebook back as UTF-8.
-    import nbformat  # here, not at the top: it takes a second to load (check --help must not wait)
-
-    (grader_dir / "submission.ipynb").write_bytes(nbformat.writes(nb).encode("utf-8", "replace"))
-    _write_config(grader_dir, sanitize_config() if sanitize is None else sanitize)
-
-    group = cgroup.create(limits.memory_mb, limits.tasks, limits.cpus) if limits.cgroup else None
-    rfd, wfd = os.pipe()
-    config = {"fd": wfd, "timeouts": {str(k): v for k, v in (timeouts or {}).items()},
-              "exercise_cells": list(exercise_cells or [])}
-    rlimit_as = (not gpu_visible()) if limits.rlimit_as is None else limits.rlimit_as
-    if limits.sandbox:
-        child_env = sandbox.base_env({"SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
-                                      "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
-        child_env.update(env or {})
-        inner = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "nbval.plugin",
-                 "-p", "no:cacheprovider", "-c", "/grader/pytest.ini", "--rootdir", "/tmp",
-                 "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", "/grader/nbval_sanitize.cfg",
-                 "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",
-                 "/tmp/work/submission.ipynb"]
-        cmd = sandbox.command(inner, grader_dir=grader_dir, env=child_env, tmp_mb=limits.tmp_mb,
-                              shm_mb=limits.shm_mb, memory_mb=limits.memory_mb, rlimit_as=rlimit_as, cwd="/tmp",
-                              prelude="cp /grader/submission.ipynb /tmp/work/ && mkdir -p /tmp/home/.config/matplotlib")
-        cwd = "/"
-        post_limit = False
-    else:  # --unsafe-no-sandbox: the old separate process, for trusted notebooks only
-        work, home = scratch / "work", scratch / "home"
-        work.mkdir()
-        home.mkdir()
-        nb_path = work / "submission.ipynb"
-        shutil.copy(grader_dir / "submission.ipynb", nb_path)
-        child_env = dict(os.environ if env is None else env)
-        real_home = Path.home()
-        child_env.update({
-            "SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
-            "HOME": str(home),
-            "IPYTHONDIR": str(home / ".ipython"),
-            "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "MPLBACKEND": "Agg",
-            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-            "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", "1"),
-            "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
-            "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(real_home / ".triton" / "cache")),
-            "MPLCONFIGDIR": os.environ.get("MPLCONFIGDIR", str(real_home / ".config" / "matplotlib")),
-        })
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "nbval.plugin",
-               "-p", "no:cacheprovider", "-c", str(grader_dir / "pytest.ini"), "--rootdir", str(scratch),
-               "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", str(grader_dir / "nbval_sanitize.cfg"),
-               "--nbval-cell-timeout", str(limits.cell_timeout), "--nbval-kernel-startup-timeout", "120",
-               str(nb_path)]
-        cwd = str(scratch)
-        post_limit = True
-
-    result = RunResult()
-    t0 = time.monotonic()
-    killed: tuple[str, str] | None = None
-    log_r, log_w = os.pipe()
-    try:
-        proc = subprocess.Popen(cgroup.enter(group, cmd), cwd=cwd,
-                                env=child_env if not limits.sandbox else {"PATH": "/usr/bin:/bin"},
-                                stdin=subprocess.DEVNULL, stdout=log_w, stderr=log_w, pass_fds=(wfd,),
-                                start_new_session=True)
-    except BaseException:
-        for fd in (rfd, log_r):
-            os.close(fd)
-        if group is not None:
-            group.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    finally:
-        os.close(wfd)
-        os.close(log_w)
-
-    # Both pipes are drained to their end with caps: a flood of output cannot exhaust the grader's memory.
-    records = streams.Drain(rfd, head=MAX_RECORD_BYTES, tail=0)
-    log = streams.Drain(log_r, head=0, tail=LOG_BYTES)
-    _limit(proc.pid, limits.memory_mb, rlimit_as and post_limit)
-    tree = _Tree(proc.pid)
-    try:
-        next_scan = 0.0
-        while proc.poll() is None:
-            now = time.monotonic()
-            if now >= next_scan:
-                rss = tree.scan()
-                next_scan = now + 0.5
-                if limits.memory_mb > 0 and rss > limits.memory_mb * 2**20:
-                    killed = ("memory", f"used more than {limits.memory_mb} MB of memory (the grader's limit)")
-            if now - t0 > limits.wall_timeout:
-                killed = ("wall", f"the whole notebook ran longer than {limits.wall_timeout:g} s")
-            if STOP.is_set():
-                killed = ("stopped", "grading was interrupted")
-            if killed:
-                tree.kill()
-                proc.wait()
-                break
-            time.sleep(0.1)
-    finally:
-        if proc.poll() is None:
-            tree.kill()
-            proc.wait()
-        tree.kill(group=False)  # the kernel (own session) and anything it started, if still around
-        if group is not None:
-            result.oom_kills = group.oom_kills()
-            group.close()  # anything left in the cgroup dies with it
-        records.join()
-        log.join()
-    result.seconds = round(time.monotonic() - t0, 2)
-    result.log = log.text()[-6000:]
-    if not limits.keep_scratch:
-        shutil.rmtree(scratch, ignore_errors=True)
-    else:
-        result.log += f"\n(scratch directory kept: {scratch})"
-    lines = streams.lines_of(bytes(records.head), 1 << 20)
-
+def read_records(result: RunResult, lines: list[str]) -> tuple[list[int], bool, str | None]:
+    """Fill ``result.cells`` from the plugin's lines: (cells started, whether pytest finished, why it could not
+    collect the notebook or None)."""
     started: list[int] = []
     finished = False
-    unreadable = None  # why pytest could not collect the notebook, if it could not
+    unreadable = None
     for line in lines:
         rec = parse_record(line)
         if rec is None:
@@ -353,27 +262,43 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
             finished = True
         elif rec.get("event") == "collect-error":
             unreadable = rec["message"] or "an error while collecting it"
+    return started, finished, unreadable
+
+
+def fatal_of(result: RunResult, started: list[int], finished: bool, unreadable: str | None,
+             killed: tuple[str, str] | None, returncode: int | None, limits: Limits, has_code: bool) -> dict | None:
+    """Why the run broke off ({"cell", "status", "message"}), or None when it ran to its end."""
     running = next((c for c in reversed(started) if c not in result.cells), None)
     broken = next((r for r in result.cells.values()
                    if r["status"] in ("died", "timeout", "grader-error", "setup-error")), None)
+    fatal = None
     if killed and killed[0] == "wall" and running is None and broken is not None:
         # the budget ran out while nbval was stopping after a cell's own timeout: that cell is the cause
-        result.fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
+        fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
     elif killed:
-        result.fatal = {"cell": running, "status": killed[0], "message": killed[1]}
+        fatal = {"cell": running, "status": killed[0], "message": killed[1]}
     elif broken is not None:
-        result.fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
-    elif unreadable is not None or (finished and not started and code_cell_numbers(nb)):
+        fatal = {"cell": broken["cell"], "status": broken["status"], "message": broken["message"]}
+    elif unreadable is not None or (finished and not started and has_code):
         why = unreadable or "pytest ran none of its cells (see the grader log)"
-        result.fatal = {"cell": None, "status": "setup-error", "message": f"pytest could not read the notebook: {why}"}
+        fatal = {"cell": None, "status": "setup-error", "message": f"pytest could not read the notebook: {why}"}
     elif not finished:
-        sig = -proc.returncode if proc.returncode and proc.returncode < 0 else None
-        if limits.sandbox and proc.returncode and proc.returncode > 128:
-            sig = proc.returncode - 128  # bwrap reports a child killed by a signal as 128 + signal
-        how = f"was killed by signal {sig}" if sig else f"exited with status {proc.returncode}"
-        result.fatal = {"cell": running, "status": "died", "message": f"the grading process {how}"}
-    if result.oom_kills and result.fatal and result.fatal["status"] == "died":
-        result.fatal = {**result.fatal, "status": "memory",
-                        "message": f"used more than {limits.memory_mb} MB of memory, files in /tmp and /dev/shm "
-                                   "included (the kernel's limit)"}
-    return result
+        sig = -returncode if returncode and returncode < 0 else None
+        if limits.sandbox and returncode and returncode > 128:
+            sig = returncode - 128  # bwrap reports a child killed by a signal as 128 + signal
+        how = f"was killed by signal {sig}" if sig else f"exited with status {returncode}"
+        fatal = {"cell": running, "status": "died", "message": f"the grading process {how}"}
+    if result.oom_kills and fatal and fatal["status"] == "died":
+        fatal = {**fatal, "status": "memory", "message": f"used more than {limits.memory_mb} MB of memory, files in "
+                 "/tmp and /dev/shm included (the kernel's limit)"}
+    return fatal
+
+
+def code_cell_numbers(nb) -> dict[int, int]:
+    """notebook cell index -> nbval's cell number (nbval counts code cells only)."""
+    out, n = {}, 0
+    for k, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            out[k] = n
+            n += 1
+    return out

@@ -1,0 +1,287 @@
+"""The gradebook being written: its rows, what is known of each submission, and the files it keeps beside the CSV.
+
+    gradebook.csv             one row per (submission, exercise)
+    gradebook.csv.state.json  the hash of each file graded, the options and the judge's seeds: a rerun resumes
+    feedback/LEARNER.md       each learner's results;  gradebook.manual.csv/.md  free-text answers to grade by hand
+
+Every file is written whole to a temporary file next to it and then moved into place (``os.replace``), after
+each graded submission: an interrupted or crashed run leaves the previous complete version, never half a file.
+What the files say is ``report.py``.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..cli import UsageError
+from .chapters import Chapter, InvalidNotebook, answers, match_chapter, read_submission
+from .grader import Options
+from .report import (feedback_markdown, feedback_name, gradebook_text, manual_csv, manual_markdown,
+                     unescape_cell)
+from .rows import COLUMNS, GRADER_TROUBLE, make_row
+from .submissions import Submission
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:  # lone surrogates -> ?
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def file_hash(path: Path) -> str:
+    from .chapters import MAX_NOTEBOOK_BYTES
+    from .streams import read_regular
+
+    try:  # a FIFO or a device among the submissions must not block the grader
+        return hashlib.sha256(read_regular(path, MAX_NOTEBOOK_BYTES)).hexdigest()
+    except OSError:
+        try:
+            st = Path(path).lstat()
+            return f"unreadable-{st.st_size}-{st.st_mtime_ns}"
+        except OSError:
+            return ""
+
+
+def read_gradebook(path: Path) -> list[dict]:
+    if not Path(path).exists():
+        return []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames != COLUMNS:
+            raise ValueError(f"{path} is not a gradebook (columns {reader.fieldnames}, expected {COLUMNS})")
+        return [{k: unescape_cell(v or "") for k, v in r.items()} for r in reader]
+
+
+def state_path(gradebook: Path) -> Path:
+    """Resume state next to the gradebook: the sha256 of each graded submission file."""
+    return Path(gradebook).with_name(Path(gradebook).name + ".state.json")
+
+
+def read_state(gradebook: Path) -> dict[str, str]:
+    try:
+        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
+        return {str(k): str(v) for k, v in data.get("graded", {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def read_state_options(gradebook: Path) -> dict[str, str]:
+    """The grading options the gradebook was made with ({} when unknown)."""
+    try:
+        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
+        return {str(k): str(v) for k, v in (data.get("options") or {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def read_state_seeds(gradebook: Path) -> dict[str, int]:
+    """The judge's seed per submission (its fresh inputs can be drawn again from it)."""
+    try:
+        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
+        return {str(k): int(v) for k, v in (data.get("seeds") or {}).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def write_state(gradebook: Path, graded: dict[str, str], options: dict[str, str] | None = None,
+                seeds: dict[str, int] | None = None) -> None:
+    atomic_write(state_path(gradebook), json.dumps({"graded": dict(sorted(graded.items())), "options": options or {},
+                                                    "seeds": dict(sorted((seeds or {}).items()))}, indent=1) + "\n")
+
+
+def fingerprint(args, opts: Options, chapters: dict[str, Chapter]) -> dict[str, str]:
+    """What changes grades: a resumed gradebook must have been made with the same values."""
+    sols = hashlib.sha256()
+    for k in sorted(chapters):
+        sols.update(chapters[k].path.read_bytes())
+        sols.update(repr([(e.id, e.points) for e in chapters[k].exercises]).encode())
+    return {"partial_credit": str(bool(opts.partial)), "chapter": str(opts.expected_chapter or ""),
+            "timeout": f"{args.timeout:g}", "setup_timeout": f"{args.setup_timeout:g}",
+            "notebook_timeout": f"{args.notebook_timeout:g}", "memory_mb": str(args.memory_mb),
+            "sanitize": hashlib.sha256(opts.sanitize.encode()).hexdigest()[:16], "solutions": sols.hexdigest()[:16],
+            "sandbox": str(not args.unsafe_no_sandbox), "answer_hint_cap": f"{opts.answer_hint_cap:g}",
+            **({"cgroup": "False"} if getattr(args, "unsafe_no_cgroup", False) else {})}
+
+
+@dataclass
+class Gradebook:
+    """One gradebook being written: its files, the rows so far, and what is known about each submission."""
+    out: Path
+    feedback_dir: Path
+    chapters: dict[str, Chapter]
+    roster: list[str]
+    chapter_arg: str | None
+    unsafe: bool
+    fingerprint: dict[str, str]
+    refused: list[Submission] = field(default_factory=list)
+    no_cgroup: bool = False                                          # --unsafe-no-cgroup
+    rows: dict[str, list[dict]] = field(default_factory=dict)        # submission -> its rows
+    state: dict[str, str] = field(default_factory=dict)              # submission -> file hash graded
+    hashes: dict[str, str] = field(default_factory=dict)             # submission -> its file's hash now
+    seeds: dict[str, int] = field(default_factory=dict)              # submission -> the judge's seed
+    learner_of: dict[str, str] = field(default_factory=dict)
+    chapter_of: dict[str, Chapter] = field(default_factory=dict)
+    answers_by: dict[str, dict[str, str]] = field(default_factory=dict)
+    manual_points: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    @property
+    def manual_csv_path(self) -> Path:
+        return self.out.with_name(f"{self.out.stem}.manual.csv")
+
+    @property
+    def manual_md_path(self) -> Path:
+        return self.out.with_name(f"{self.out.stem}.manual.md")
+
+
+def resume(book: Gradebook, force: bool) -> None:
+    """Load the rows, state and seeds of an earlier run with the same options (none with ``force``)."""
+    if force:
+        return
+    try:
+        old_rows = read_gradebook(book.out)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    old_options = read_state_options(book.out)
+    if old_rows and old_options != book.fingerprint:
+        changed = sorted(k for k in set(old_options) | set(book.fingerprint)
+                         if old_options.get(k) != book.fingerprint.get(k))
+        raise UsageError(f"{book.out} was graded with other options ({', '.join(changed) or 'unknown: an older grader'}"
+                         " differ): rerun with --force to regrade every notebook with these options, or use the same "
+                         "options (a resumed gradebook must not mix two ways of grading)")
+    book.state, book.seeds = read_state(book.out), read_state_seeds(book.out)
+    for r in old_rows:
+        book.rows.setdefault(r["submission"], []).append(r)
+
+
+def read_manual_points(path: Path) -> dict[tuple[str, str, str], str]:
+    """Points the instructor entered in the manual-grading sheet, by (submission, question, answer): they survive
+    reruns (and --force) as long as the answer they graded is unchanged."""
+    points: dict[tuple[str, str, str], str] = {}
+    if path.exists():
+        with open(path, encoding="utf-8", newline="") as f:
+            for r in csv.DictReader(f):
+                if (r.get("points") or "").strip():
+                    points[(r.get("submission", ""), r.get("question", ""), r.get("answer", ""))] = r["points"]
+    return points
+
+
+def to_grade(book: Gradebook, subs: list[Submission]) -> list[Submission]:
+    """The submissions not in the gradebook yet, changed since, or graded when the grader itself was in trouble;
+    their old rows are dropped."""
+    book.hashes = hashes = {s.name: file_hash(s.path) for s in subs}
+    todo = [s for s in subs if s.name not in book.rows
+            or (s.name in book.state and book.state[s.name] != hashes[s.name])
+            or any(GRADER_TROUBLE in r["message"] or "the grader failed" in r["message"] for r in book.rows[s.name])]
+    for s in todo:
+        book.rows.pop(s.name, None)
+    for s in subs:
+        if s.name in book.rows and s.name not in book.state:
+            book.state[s.name] = hashes[s.name]
+    return todo
+
+
+def answers_of(sub: Submission, chapters: dict[str, Chapter]) -> tuple[Chapter | None, dict[str, str]]:
+    try:
+        nb = read_submission(sub.path)
+    except InvalidNotebook:
+        return None, {}
+    ch, _ = match_chapter(nb, sub.path, chapters)
+    return (ch, answers(ch, nb)) if ch else (None, {})
+
+
+def missing_rows(book: Gradebook) -> dict[str, list[dict]]:
+    """Roster learners without any submission: one `missing` row (per exercise of --chapter when given)."""
+    have = {book.learner_of.get(n, "") for n in book.rows}
+    extra = {}
+    ch = book.chapters.get(book.chapter_arg) if book.chapter_arg else None
+    for rid in book.roster:
+        if rid in have:
+            continue
+        name = f"{rid}/"
+        if ch:
+            extra[name] = [make_row(name, ch.chapter, ex.id, 0, ex.points, "missing", "no submission from this learner")
+                           for ex in ch.exercises]
+        else:
+            extra[name] = [make_row(name, "", "", 0, 0, "missing", "no submission from this learner")]
+    return extra
+
+
+def duplicate_notes(book: Gradebook) -> dict[str, str]:
+    """One learner, several notebooks of one chapter: all graded, each flagged."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name in book.rows:
+        ch = book.chapter_of.get(name)
+        if ch is not None and name in book.learner_of:
+            groups.setdefault((book.learner_of[name], ch.chapter), []).append(name)
+    notes = {}
+    for (learner, chap), names in groups.items():
+        if len(names) > 1:
+            for n in names:
+                notes[n] = (f"note: duplicate: learner {learner} handed in {len(names)} notebooks of chapter "
+                            f"{chap} ({', '.join(sorted(names))}); all are graded - keep the one that counts")
+    return notes
+
+
+def _with_note(rows: list[dict], note: str) -> list[dict]:
+    return [{**r, "message": (r["message"] + "\n" + note).strip()} for r in rows]
+
+
+def gradebook_rows(book: Gradebook) -> list[dict]:
+    """Every row of the gradebook file: graded rows with their notes, refused files, roster learners missing."""
+    every = dict(book.rows)
+    for name, note in duplicate_notes(book).items():
+        every[name] = _with_note(book.rows[name], note)
+    for s in book.refused:
+        every[s.name] = [make_row(s.name, "", "", 0, 0, "error", "not graded: a symbolic link or not a regular "
+                                  "file (hand in the notebook itself)")]
+    if book.unsafe:
+        every = {n: _with_note(rs, "note: graded WITHOUT the sandbox (--unsafe-no-sandbox)") for n, rs in every.items()}
+    if book.no_cgroup:
+        every = {n: _with_note(rs, "note: graded WITHOUT kernel-enforced memory, task and CPU limits "
+                                   "(--unsafe-no-cgroup)") for n, rs in every.items()}
+    every.update(missing_rows(book))
+    return [r for name in sorted(every) for r in every[name]]
+
+
+def manual_entries(book: Gradebook) -> list[dict]:
+    """One row per (submission, free-text question) for the manual-grading sheets."""
+    entries = []
+    for name in sorted(book.rows):
+        ch = book.chapter_of.get(name)
+        for q in (ch.questions if ch else []):
+            answer = book.answers_by.get(name, {}).get(q.id, "")
+            entries.append({"submission": name, "chapter": ch.chapter, "question": q.id,
+                            "points": book.manual_points.get((name, q.id, answer), ""), "max_points": q.points,
+                            "answer": answer})
+    return entries
+
+
+def write_all(book: Gradebook, learners: set[str]) -> None:
+    """The gradebook, its state, the feedback of ``learners`` and the manual-grading sheets, each atomically."""
+    atomic_write(book.out, gradebook_text(gradebook_rows(book)))
+    write_state(book.out, book.state, book.fingerprint, book.seeds)
+    for learner in learners:
+        mine = [r for name in sorted(book.rows) if book.learner_of.get(name) == learner for r in book.rows[name]]
+        if mine:
+            atomic_write(book.feedback_dir / feedback_name(learner),
+                         feedback_markdown(learner, mine, book.chapters, book.answers_by))
+    entries = manual_entries(book)
+    atomic_write(book.manual_csv_path, manual_csv(entries))
+    atomic_write(book.manual_md_path, manual_markdown(entries, book.chapters, book.manual_csv_path.name))

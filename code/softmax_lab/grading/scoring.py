@@ -1,0 +1,74 @@
+"""Judge and score: the learner's code relaunched by the grader on fresh inputs, then points, partial credit and
+the cap after a complete-answer hint, one gradebook row per exercise.
+
+The judge can only take points away from what nbval's run gave: a check that passed in the notebook proves
+nothing by itself.
+"""
+from __future__ import annotations
+
+from . import hints
+from .blanking import Runs
+from .chapters import Chapter
+from .rows import make_row
+from .statuses import SUMMARY
+
+
+def judge_exercises(chapter: Chapter, runs: Runs, decided: dict, opts) -> tuple[dict, int]:
+    """The judge's verdicts (exercise id -> judge.Verdict) for the exercises that passed (or failed, with
+    --partial-credit), and the seed their inputs were drawn from."""
+    from . import judge  # numpy: loaded only once a notebook is graded
+
+    table = judge.judges(chapter.chapter) if opts.judge else {}
+    wanted = {ex.id: runs.graft.nb.cells[ex.cell].source for ex in chapter.exercises if ex.id in table
+              and (decided[ex.id][0] == "passed" or (opts.partial and decided[ex.id][0] == "failed"))}
+    seed = opts.seed if opts.seed is not None else judge.new_seed()
+    return (judge.run(chapter.chapter, wanted, opts.limits, seed) if wanted else {}), seed
+
+
+def score(name: str, chapter: Chapter, nb, runs: Runs, decided: dict, verdicts: dict, notes: list[str],
+          opts) -> list[dict]:
+    """One row per exercise: the judge's verdict, then points (partial credit, hint cap), then the notes."""
+    judged = {ex.id: after_judge(ex, decided[ex.id], verdicts.get(ex.id), opts.partial) for ex in chapter.exercises}
+    used = hints.merge(hints.levels_used(nb), [h for rec in runs.run.cells.values() for h in rec.get("hints", [])])
+    capped = {ex.id: hints.capped(judged[ex.id][2], ex.points, used.get(ex.id, 0), opts.answer_hint_cap)
+              for ex in chapter.exercises}
+    rows = []
+    for ex in chapter.exercises:
+        (status, msg, _), (points, cap_note) = judged[ex.id], capped[ex.id]
+        extra = [n for n in [runs.graft.found.get(ex.id, "")] + notes if n]
+        msg = "\n".join([msg] + [f"note: {n}" for n in extra] + ([cap_note] if cap_note else []))
+        rows.append(make_row(name, chapter.chapter, ex.id, points, ex.points, status, msg, used.get(ex.id, 0)))
+    return rows
+
+
+def after_judge(ex, decision: tuple[str, str, dict | None], jv, partial: bool) -> tuple[str, str, float]:
+    """(status, message, points before the hint cap) once the judge's verdict ``jv`` (or None) is taken in."""
+    status, msg, ck_rec = decision
+    if status == "passed" and jv is not None and not jv.ok:
+        status = "failed"
+        msg = ("the notebook's check passed, but the grader's own launch of your code on fresh inputs did not "
+               "(the grader calls your kernel/functions itself; the check cell's output alone earns nothing):\n"
+               + jv.text(ex.id))
+    points = ex.points if status == "passed" else 0
+    if status == "failed" and partial:
+        points = round(ex.points * partial_fraction(jv, ck_rec, ex.id), 2)
+    return status, msg, points
+
+
+def partial_fraction(jv, ck_rec: dict | None, ident: str) -> float:
+    """k/n for --partial-credit, computed by the grader and clamped below 1 (the exercise failed).
+
+    From the grader's own checks (the judge) when it ran; otherwise from the check's LAST output line, only when
+    it is exactly the verdict line of this exercise (a learner's print cannot come after it)."""
+    fractions = []
+    if jv is not None and jv.total > 0:
+        fractions.append(jv.passed / jv.total)
+    if ck_rec is not None:
+        lines = [ln for ln in (ck_rec.get("stdout") or "").splitlines() if ln.strip()]
+        m = SUMMARY.fullmatch(lines[-1].strip()) if lines else None
+        if m and m.group("id") == ident and 0 < int(m.group("n")) <= 10000:
+            fractions.append(min(int(m.group("k")), int(m.group("n"))) / int(m.group("n")))
+    if not fractions:
+        return 0.0
+    frac = min(fractions)
+    return max(0.0, min(frac, 0.99))
