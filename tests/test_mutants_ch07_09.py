@@ -340,7 +340,7 @@ def test_sectors_mutant_that_ignores_where_an_access_ends(capsys):
     def first_byte_only(addresses, access_bytes=4):
         return len({a // 32 for a in addresses}), len({a // 128 for a in addresses})
 
-    cases = list(ch09._sector_cases())
+    cases = list(ch09.sectors._sector_cases())
     old = [c for c in cases if "straddle" not in c[0]]
     assert all(first_byte_only(a, b) == cl.count_sectors(a, b) for _, a, b in old)  # the old cases pass it
     fails_naming(ch09.check_sectors, [first_byte_only], "ch09-sectors", ["straddle"], capsys)

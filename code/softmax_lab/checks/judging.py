@@ -135,11 +135,18 @@ def big_rows_output(ref: np.ndarray, big_step: int, dtype: str = "float32") -> B
                kernel_step=big_step)
 
 
+_GPU_SCALE = False  # set by the grader (``set_gpu_scale``): the checks never import it
+
+
+def set_gpu_scale(on: bool) -> None:
+    """The grader says whether its sandbox sees a GPU with the memory for the 2**31-element cases."""
+    global _GPU_SCALE
+    _GPU_SCALE = bool(on)
+
+
 def gpu_scale() -> bool:
     """Judge 64-bit offsets with real tensors past 2**31 elements (a GPU with the memory for them)."""
-    from ..grading.runner import gpu_visible
-
-    return gpu_visible()
+    return _GPU_SCALE
 
 
 def rows_input(rng, x: np.ndarray, step: int | None = None, dtype: str = "float32") -> Buf:

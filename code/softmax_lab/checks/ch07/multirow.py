@@ -1,0 +1,90 @@
+"""Exercise ch07-multirow: the learner's ``[ROWS, BLOCK]`` kernel, written from scratch: boundary shapes with
+padding rows, all-negative rows, strided inputs and outputs, and from ``memcount`` one read and one write per
+element in ``cdiv(n_rows, ROWS)`` programs."""
+from __future__ import annotations
+
+import torch
+import triton
+
+from .. import judging
+from ...device import DEVICE
+from .._pitfalls import Verdict, random_rows
+from ..common import Report
+from ..judging import BIG_STEP, INT64_HINT, KernelJudge, np2, softmax_case, softmax_rows
+from ._kernels import NOT_IMPLEMENTED, _counted, _kernel_problem, _not_implemented, _programs_problem, _traffic_problem
+
+
+# (name, values, ROWS, input row step, output row step)
+MULTIROW_CASES = [
+    ("random 1x1, ROWS = 2 (one padding row)", random_rows((1, 1), 700), 2, None, None),
+    ("random 2x31, ROWS = 4 (two padding rows)", random_rows((2, 31), 701), 4, None, None),
+    ("random 3x32, ROWS = 2 (last program has one row)", random_rows((3, 32), 702), 2, None, None),
+    ("random 4x33, ROWS = 4", random_rows((4, 33), 703), 4, None, None),
+    ("random 2x255, ROWS = 1", random_rows((2, 255), 704), 1, None, None),
+    ("random 3x257, ROWS = 2", random_rows((3, 257), 705), 2, None, None),
+    ("random 9x20, ROWS = 4 (3 programs)", random_rows((9, 20), 706), 4, None, None),
+    ("all-negative rows (-1000 and below), 3x3, ROWS = 4", -1000.0 - random_rows((3, 3), 707).abs(), 4, None,
+     None),
+    ("large values [1000, 1001, 1002], ROWS = 2", torch.tensor([[1000.0, 1001.0, 1002.0]]), 2, None, None),
+    ("strided input big[:, :20] of 5x27, ROWS = 2", random_rows((5, 20), 708), 2, 27, None),
+    ("strided output: out rows 31 apart, 5x20, ROWS = 2", random_rows((5, 20), 709), 2, None, 31),
+    ("strided input and output, 6x10 (rows 16 and 13 apart), ROWS = 4", random_rows((6, 10), 710), 4, 16, 13),
+]
+
+
+def check_multirow(my_multirow_softmax) -> Verdict:
+    """Exercise ch07-multirow: ``my_multirow_softmax(x, out, ROWS)`` launches the learner's
+    ``my_multirow_kernel``, ROWS rows per program as one [ROWS, BLOCK] tile."""
+    report = Report("ch07-multirow")
+    if _not_implemented(lambda x, out: my_multirow_softmax(x, out, ROWS=2), random_rows((2, 4), 1).to(DEVICE)):
+        report.add("your kernel and launcher", NOT_IMPLEMENTED)
+        return Verdict(report.show())
+    for i, (name, values, rows, s_in, s_out) in enumerate(MULTIROW_CASES):
+        report.run(name, lambda v=values, r=rows, a=s_in, b=s_out, i=i: _kernel_problem(
+            lambda x, out: my_multirow_softmax(x, out, ROWS=r), v, a, b, seed=720 + i))
+
+    def traffic() -> str:
+        x = random_rows((6, 40), 730).to(DEVICE)
+        c, _ = _counted(my_multirow_softmax, x, ROWS=4)
+        return _traffic_problem(c, x.numel())
+
+    def programs() -> str:
+        x = random_rows((9, 16), 731).to(DEVICE)
+        for rows in (1, 2, 4, 8, 16):
+            c, _ = _counted(my_multirow_softmax, x, ROWS=rows)
+            problem = _programs_problem(c, triton.cdiv(9, rows), f"cdiv(9, {rows}): one program per {rows} rows"
+                                        + (", the last one partly padding" if 9 % rows else ""))
+            if problem:
+                if c.programs == 9 and rows > 1:
+                    problem += " - one program per row: the grid is cdiv(n_rows, ROWS)"
+                elif c.programs == 9 // rows:
+                    problem += " - floor division drops the last rows: use triton.cdiv"
+                return f"ROWS = {rows}: {problem}"
+        return ""
+
+    report.run("memcount 6x40, ROWS = 4: each element read once and written once, nothing else", traffic)
+    report.run("memcount 9x16, ROWS = 1, 2, 4, 8, 16: cdiv(n_rows, ROWS) programs in one launch", programs)
+    return Verdict(report.show())
+
+
+def _multirow_cases(rng):
+    out = []
+    for (R, C), rows in zip([(1, 1), (2, 31), (3, 32), (5, 33), (2, int(rng.integers(100, 255))), (7, 257)],
+                            [2, 4, 2, 4, 1, int(rng.choice([2, 4, 8]))]):
+        args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
+        out.append(softmax_case(rng, f"{R}x{C}, ROWS = {rows}", softmax_rows(rng, (R, C)), args, np2(C),
+                                (triton.cdiv(R, rows),), constexprs={"ROWS": rows}))
+    for R, C, rows in [(6, int(rng.integers(5, 60)), 4), (5, int(rng.integers(200, 300)), 2)]:
+        args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
+        out.append(softmax_case(rng, f"strided input and output {R}x{C}, ROWS = {rows}", softmax_rows(rng, (R, C)),
+                                args, np2(C), (triton.cdiv(R, rows),), strided=True, constexprs={"ROWS": rows}))
+    args = ["out", "x", "x_stride", "out_stride", ("int", 3), "n"]
+    out.append(softmax_case(rng, "64-bit row offsets", softmax_rows(rng, (3, 7)), args, 8, (2,), strided=True,
+                            int64=True, hint=INT64_HINT, constexprs={"ROWS": 2}))
+    if judging.gpu_scale():  # last: a fault here may spoil the GPU context for later launches
+        out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 37)),
+                                args, 64, (2,), hint=INT64_HINT, big_step=BIG_STEP, constexprs={"ROWS": 2}))
+    return out
+
+
+JUDGES = {"ch07-multirow": KernelJudge("my_multirow_kernel", _multirow_cases, int64=True)}
