@@ -8,7 +8,7 @@ Interrupt in a few lines.
 import importlib
 import pkgutil
 
-from .common import Report, explain_exception, softmax_case  # noqa: F401
+from .common import Report, explain_exception  # noqa: F401
 from .guard import guarded
 
 
@@ -25,7 +25,7 @@ def _exercises_by_check() -> dict[str, list[str]]:
     return found
 
 
-__all__ = ["Report", "explain_exception", "softmax_case"]
+__all__ = ["Report", "explain_exception"]
 _CHECKED = _exercises_by_check()
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):

@@ -7,13 +7,18 @@ caught and named.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 import triton
+import triton.language as tl
 
 from ..testing import BOUNDARY_SHAPES
 from ._pitfalls import Verdict, random_rows, softmax_problem, traffic_problem
 from .common import Report, _returned, lane_map_of
 from ..device import DEVICE as _DEVICE
+from .judging import KernelJudge, PCall, PythonJudge, np2, softmax_case, softmax_rows
 
 __all__ = ["check_masked_rows", "MASK_CASES", "check_padding_self_test"]
 
@@ -53,10 +58,6 @@ def check_masked_rows(softmax_rows) -> Verdict:
 
 # ------------------------------------------------------------------ your own self-test: would it catch padding?
 
-import math  # noqa: E402
-
-import numpy as np  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 SELF_TEST_TOL = 1e-3  # expected outputs may be written with 3-4 decimals
 MAX_CASES, MAX_LEN = 16, 64
@@ -147,8 +148,6 @@ def check_padding_self_test(padding_self_test) -> Verdict:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def _judge_cases(rng):
-    from .judging import np2, softmax_case, softmax_rows
-
     shapes = [(1, 3), (2, 31), (3, 32), (4, 33), (2, int(rng.integers(100, 255))), (3, 257),
               (3, int(rng.integers(3, 8)))]
     out = []
@@ -159,15 +158,11 @@ def _judge_cases(rng):
 
 
 def _self_test_calls(rng):
-    from .judging import PCall
-
     return [PCall(name, "padding_self_test", [], lambda value, p=pad: self_test_problem(value, p, simulate_padded))
             for name, pad in PADDINGS]
 
 
 def _judges():
-    from .judging import KernelJudge, PythonJudge
-
     return {"ch02-masked-load-store": KernelJudge("softmax_rows_kernel", _judge_cases),
             "ch02-padding-self-test": PythonJudge(_self_test_calls)}
 

@@ -11,6 +11,7 @@ import torch
 from ..device import DEVICE
 from ._pitfalls import Verdict, random_rows, softmax_problem, traffic_problem
 from .common import Report
+from .judging import KernelJudge, np2, softmax_case, softmax_rows
 
 __all__ = ["check_naive", "NAIVE_CASES"]
 
@@ -45,8 +46,6 @@ def check_naive(naive_softmax) -> Verdict:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def _judge_cases(rng):
-    from .judging import np2, softmax_case, softmax_rows
-
     out = []
     for R, C in [(1, 1), (2, int(rng.integers(20, 40))), (3, 32), (2, int(rng.integers(3, 9)))]:
         x = softmax_rows(rng, (R, C))
@@ -57,8 +56,6 @@ def _judge_cases(rng):
 
 
 def _judges():
-    from .judging import KernelJudge
-
     return {"ch03-naive-normalize": KernelJudge("my_naive_kernel", _judge_cases)}
 
 

@@ -22,10 +22,11 @@ import contextlib
 
 from ..device import DEVICE, ON_GPU
 from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import (GUARD, GUARD_LEN, OUTSIDE, Verdict, counted, explain, guarded_input, no_launch, quiet,
+from ._pitfalls import (OUTSIDE, Verdict, counted, explain, guarded_input, no_launch, quiet,
                         random_rows, softmax_problem, traffic_problem)
-from .common import Report, _returned, lane_map_of
-from .judging import BIG_STEP, INT64_HINT
+from .common import GUARD, GUARD_LEN, Report, _returned, guarded, lane_map_of
+from . import judging
+from .judging import BIG_STEP, INT64_HINT, KernelJudge, PCall, PythonJudge, np2, softmax_case, softmax_rows
 
 __all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES", "pid_offset_probe"]
 
@@ -167,7 +168,7 @@ INT64_CASE = "64-bit row offsets (row * row_stride past 2**31 elements)"
 
 def strided_output(rows: int, n: int, step: int, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """A NaN-filled (rows, n) view with rows ``step`` apart, GUARD in the gaps and after the end."""
-    flat = torch.full((rows * step + GUARD_LEN,), GUARD, dtype=dtype, device=DEVICE)
+    flat = guarded(rows * step, dtype, DEVICE)
     out = flat[: rows * step].view(rows, step)[:, :n]
     out.fill_(float("nan"))
     return out, flat
@@ -312,8 +313,6 @@ def expect_counts(want: tuple[int, int]):
 
 
 def _traffic_calls(rng):
-    from .judging import PCall
-
     calls = []
     for _ in range(3):
         r, c = int(rng.integers(1, 50)), int(rng.integers(1, 3000))
@@ -324,7 +323,6 @@ def _traffic_calls(rng):
 
 
 def _fused_cases(rng):
-    from .judging import BIG_STEP, INT64_HINT, gpu_scale, np2, softmax_case, softmax_rows  # noqa: F811 (tests patch)
 
     args = ["out", "x", "x_stride", "out_stride", "n"]
     out = []
@@ -337,15 +335,13 @@ def _fused_cases(rng):
     x = softmax_rows(rng, (3, 7))
     out.append(softmax_case(rng, "64-bit row offsets", x, args, 8, (3,), strided=True, int64=True,
                             hint=INT64_HINT))
-    if gpu_scale():  # last: a fault here may spoil the GPU context for later launches
+    if judging.gpu_scale():  # last: a fault here may spoil the GPU context for later launches
         out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 37)),
                                 args, 64, (3,), hint=INT64_HINT, big_step=BIG_STEP))
     return out
 
 
 def _judges():
-    from .judging import KernelJudge, PythonJudge
-
     return {"ch04-traffic": PythonJudge(_traffic_calls),
             "ch04-fused": KernelJudge("my_fused_kernel", _fused_cases, int64=True)}
 

@@ -18,8 +18,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-GUARD = 12345.0       # written around every output view; a masked store never touches it
-GUARD_LEN = 64
+from .common import GUARD, GUARD_LEN
+
 TOL = {"float32": (1e-6, 1e-5), "float16": (1e-3, 1e-2), "bfloat16": (8e-3, 4e-2), "float64": (1e-12, 1e-10)}
 TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
          "int32": torch.int32, "int64": torch.int64}

@@ -9,7 +9,7 @@ import triton
 from ...device import DEVICE
 from ...reference import softmax_ref
 from .._pitfalls import explain, quiet
-from ..common import Report
+from ..common import GUARD, Report, guarded
 
 
 STRIDE_OUT = ("the output rows landed {where}: step output rows with out_row_stride (out.stride(0)), not with "
@@ -20,18 +20,17 @@ GAP_WRITE = ("the kernel wrote into the gap between output rows (or past the las
              "step output rows with out_row_stride")
 
 
-OUT_GUARD = 12345.0
 
 
 def _strided_buffers(values: torch.Tensor, in_step: int, out_step: int, seed: int):
     """x (a view with rows ``in_step`` apart, random values in the gaps) and out (rows ``out_step`` apart:
-    NaN where the results go, OUT_GUARD in the gaps and after the end), both on DEVICE, with their buffers."""
+    NaN where the results go, GUARD in the gaps and after the end), both on DEVICE, with their buffers."""
     rows, n = values.shape
     g = torch.Generator().manual_seed(seed)
     flat_in = (torch.randn(rows * in_step + 64, generator=g) * 3).to(values.dtype).to(DEVICE)
     x = flat_in[: rows * in_step].view(rows, in_step)[:, :n]
     x.copy_(values.to(DEVICE))
-    flat_out = torch.full((rows * out_step + 64,), OUT_GUARD, dtype=values.dtype, device=DEVICE)
+    flat_out = guarded(rows * out_step, values.dtype, DEVICE)
     out = flat_out[: rows * out_step].view(rows, out_step)[:, :n]
     out.fill_(float("nan"))
     return x, out, flat_in, flat_out
@@ -56,7 +55,7 @@ def _kernel_problem(launch, values: torch.Tensor, in_step: int | None = None, ou
         ref = softmax_ref(values)
         gaps = torch.ones(flat.numel(), dtype=torch.bool)
         gaps[: rows * out_step].view(rows, out_step)[:, :n] = False
-        if not bool((flat[gaps] == OUT_GUARD).all()):
+        if not bool((flat[gaps] == GUARD).all()):
             for what, step in (("n_cols", n), ("the input's row stride", in_step)):
                 if step != out_step:
                     moved = _rows_at(flat, rows, n, step)

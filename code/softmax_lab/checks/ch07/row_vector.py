@@ -11,9 +11,9 @@ from ...device import DEVICE
 from ...kernels._launch import row_vector as vector_rule  # the exercise's rule: what the launchers use
 from ...reference import softmax_ref
 from .._pitfalls import Verdict, quiet
-from ..common import Report
+from ..common import GUARD, Report
 from ..judging import PCall, PythonJudge, expect_equal
-from ._kernels import OUT_GUARD, _not_written
+from ._kernels import _not_written
 
 
 def _rows_of(n_rows: int, n_cols: int, row_step: int, dtype, start: int = 0) -> torch.Tensor:
@@ -58,7 +58,7 @@ def _fused_with(vec, tensors) -> str:
     if not bad:
         return ""
     x.copy_(torch.randn(x.shape, generator=torch.Generator().manual_seed(7)).to(x.dtype))
-    y.fill_(OUT_GUARD)
+    y.fill_(GUARD)
     with quiet():
         fused_softmax_kernel[(n_rows,)](y, x, *[i // vec for i in (x.stride(0), y.stride(0), n_cols)],
                                         BLOCK=triton.next_power_of_2(n_cols), VEC=vec)
