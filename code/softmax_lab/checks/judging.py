@@ -247,18 +247,22 @@ def softmax_rows(rng, shape) -> np.ndarray:
 
 
 def softmax_case(rng, name, x, args, block, grid, strided=False, int64=False, hint="", dtype="float32",
-                 constexprs=None, big_step=0) -> KCase:
+                 constexprs=None, big_step=0, steps=None) -> KCase:
     """One row-wise softmax launch: ``args`` names the kernel's arguments in order, from
     x, out, n (columns), x_stride, out_stride; the other arguments are given as ("int", v).
-    ``big_step``: rows that far apart in huge buffers (the GPU's 64-bit offset case)."""
+    ``big_step``: rows that far apart in huge buffers (the GPU's 64-bit offset case); ``steps``: the input's and
+    the output's row steps from a case table (None: contiguous, or random gaps when ``strided``)."""
     R, C = x.shape
     if big_step:
         xin = big_rows_input(rng, x, big_step, dtype)
         out = big_rows_output(softmax64(view_of(xin, cast(xin.storage, dtype))), big_step, dtype)
         xs = ys = big_step
     else:
-        xs = C + int(rng.integers(3, 40)) if strided else C
-        ys = C + int(rng.integers(3, 40)) if strided else C
+        if steps is not None:
+            xs, ys = steps[0] or C, steps[1] or C
+        else:
+            xs = C + int(rng.integers(3, 40)) if strided else C
+            ys = C + int(rng.integers(3, 40)) if strided else C
         xin = rows_input(rng, x, xs, dtype)
         out = rows_output(softmax64(view_of(xin, xin.storage)), ys, dtype)
     table = {"x": ("buf", "x"), "out": ("buf", "out"), "n": ("int", C), "x_stride": ("int", xs),

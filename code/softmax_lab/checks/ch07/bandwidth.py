@@ -12,6 +12,7 @@ from ..common import Report
 from ..judging import PCall, PythonJudge, expect_equal
 
 
+# The cases, read by the notebook check and by the grader's judge alike (the judge adds fresh ones).
 # (what, M, N, dtype, ms): the seeds' measured figures (the write-up's naive and final kernels, the book's Triton
 # kernel), one made-up bf16 time, and one element.
 BANDWIDTH_CASES = [
@@ -23,8 +24,21 @@ BANDWIDTH_CASES = [
 ]
 
 
+def fresh_cases(rng: np.random.Generator) -> list[tuple]:
+    """One random (what, M, N, dtype, ms) per dtype, from the grader's seed."""
+    cases = []
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        M, N = int(rng.integers(1, 100000)), int(rng.integers(1, 5000))
+        cases.append((f"{M}x{N}", M, N, dtype, float(np.round(rng.uniform(0.01, 5.0), 4))))
+    return cases
+
+
+def _bytes_rule(M: int, N: int, dtype) -> int:
+    return 2 * M * N * torch.tensor([], dtype=dtype).element_size()
+
+
 def _bytes_problem(bytes_moved, M, N, dtype) -> str:
-    want = 2 * M * N * torch.tensor([], dtype=dtype).element_size()
+    want = _bytes_rule(M, N, dtype)
     got = bytes_moved(M, N, dtype)
     if got is None:
         return "bytes_moved returned None"
@@ -49,7 +63,7 @@ def _bytes_problem(bytes_moved, M, N, dtype) -> str:
 
 
 def _gbps_problem(achieved_gbps, M, N, dtype, ms) -> str:
-    want = 2 * M * N * torch.tensor([], dtype=dtype).element_size() / (ms * 1e-3) / 1e9
+    want = _bytes_rule(M, N, dtype) / (ms * 1e-3) / 1e9
     got = achieved_gbps(M, N, dtype, ms)
     if got is None:
         return "achieved_gbps returned None"
@@ -81,15 +95,14 @@ def check_bandwidth(bytes_moved, achieved_gbps) -> Verdict:
 
 
 def _bandwidth_calls(rng):
+    """The grader's calls: every named case and one fresh case per dtype from its seed."""
     calls = []
-    for dtype, size in (("float16", 2), ("float32", 4), ("bfloat16", 2)):
-        M, N = int(rng.integers(1, 100000)), int(rng.integers(1, 5000))
-        ms = float(np.round(rng.uniform(0.01, 5.0), 4))
-        want = 2 * M * N * size
-        calls.append(PCall(f"bytes_moved({M}, {N}, {dtype})", "bytes_moved", [M, N, {"dtype": dtype}],
+    for _, M, N, dtype, ms in BANDWIDTH_CASES + fresh_cases(rng):
+        name, want = str(dtype).removeprefix("torch."), _bytes_rule(M, N, dtype)
+        calls.append(PCall(f"bytes_moved({M}, {N}, {name})", "bytes_moved", [M, N, {"dtype": name}],
                            expect_equal(want)))
-        calls.append(PCall(f"achieved_gbps({M}, {N}, {dtype}, {ms})", "achieved_gbps",
-                           [M, N, {"dtype": dtype}, ms], expect_equal(want / (ms * 1e-3) / 1e9)))
+        calls.append(PCall(f"achieved_gbps({M}, {N}, {name}, {ms:g})", "achieved_gbps",
+                           [M, N, {"dtype": name}, ms], expect_equal(want / (ms * 1e-3) / 1e9)))
     return calls
 
 

@@ -3,7 +3,7 @@ padding rows, all-negative rows, strided inputs and outputs, and from ``memcount
 element in ``cdiv(n_rows, ROWS)`` programs."""
 from __future__ import annotations
 
-import torch
+import numpy as np
 import triton
 
 from .. import judging
@@ -11,25 +11,35 @@ from ...device import DEVICE
 from .._pitfalls import Verdict, random_rows
 from ..common import Report
 from ..judging import BIG_STEP, INT64_HINT, KernelJudge, np2, softmax_case, softmax_rows
-from ._kernels import NOT_IMPLEMENTED, _counted, _kernel_problem, _not_implemented, _programs_problem, _traffic_problem
+from ._kernels import (NOT_IMPLEMENTED, _counted, _kernel_problem, _not_implemented, _programs_problem,
+                       _traffic_problem, case_values, fresh_layout, fresh_values)
 
 
-# (name, values, ROWS, input row step, output row step)
+# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), ROWS, input row
+# step, output row step, values: "random", "negative" or "large"; see _kernels.case_values). The check draws the
+# values from fixed seeds; the judge draws them, and JUDGE_FRESH more cases, from the grader's seed.
 MULTIROW_CASES = [
-    ("random 1x1, ROWS = 2 (one padding row)", random_rows((1, 1), 700), 2, None, None),
-    ("random 2x31, ROWS = 4 (two padding rows)", random_rows((2, 31), 701), 4, None, None),
-    ("random 3x32, ROWS = 2 (last program has one row)", random_rows((3, 32), 702), 2, None, None),
-    ("random 4x33, ROWS = 4", random_rows((4, 33), 703), 4, None, None),
-    ("random 2x255, ROWS = 1", random_rows((2, 255), 704), 1, None, None),
-    ("random 3x257, ROWS = 2", random_rows((3, 257), 705), 2, None, None),
-    ("random 9x20, ROWS = 4 (3 programs)", random_rows((9, 20), 706), 4, None, None),
-    ("all-negative rows (-1000 and below), 3x3, ROWS = 4", -1000.0 - random_rows((3, 3), 707).abs(), 4, None,
-     None),
-    ("large values [1000, 1001, 1002], ROWS = 2", torch.tensor([[1000.0, 1001.0, 1002.0]]), 2, None, None),
-    ("strided input big[:, :20] of 5x27, ROWS = 2", random_rows((5, 20), 708), 2, 27, None),
-    ("strided output: out rows 31 apart, 5x20, ROWS = 2", random_rows((5, 20), 709), 2, None, 31),
-    ("strided input and output, 6x10 (rows 16 and 13 apart), ROWS = 4", random_rows((6, 10), 710), 4, 16, 13),
+    ("random 1x1, ROWS = 2 (one padding row)", (1, 1), 2, None, None, "random"),
+    ("random 2x31, ROWS = 4 (two padding rows)", (2, 31), 4, None, None, "random"),
+    ("random 3x32, ROWS = 2 (last program has one row)", (3, 32), 2, None, None, "random"),
+    ("random 4x33, ROWS = 4", (4, 33), 4, None, None, "random"),
+    ("random 2x255, ROWS = 1", (2, 255), 1, None, None, "random"),
+    ("random 3x257, ROWS = 2", (3, 257), 2, None, None, "random"),
+    ("random 9x20, ROWS = 4 (3 programs)", (9, 20), 4, None, None, "random"),
+    ("all-negative rows (-1000 and below), 3x3, ROWS = 4", (3, 3), 4, None, None, "negative"),
+    ("large values [1000, 1001, 1002], ROWS = 2", (1, 3), 2, None, None, "large"),
+    ("strided input big[:, :20] of 5x27, ROWS = 2", (5, 20), 2, 27, None, "random"),
+    ("strided output: out rows 31 apart, 5x20, ROWS = 2", (5, 20), 2, None, 31, "random"),
+    ("strided input and output, 6x10 (rows 16 and 13 apart), ROWS = 4", (6, 10), 4, 16, 13, "random"),
 ]
+JUDGE_FRESH = 2  # fresh cases in every grader run, besides all the named ones
+
+
+def fresh_case(rng: np.random.Generator) -> tuple:
+    """One random case like MULTIROW_CASES', from the grader's seed."""
+    R, C, rows = int(rng.integers(2, 10)), int(rng.integers(5, 300)), int(rng.choice([1, 2, 4, 8]))
+    s_in, s_out = fresh_layout(rng, C)
+    return f"{R}x{C}, ROWS = {rows}{', strided' if s_in else ''}", (R, C), rows, s_in, s_out, "random"
 
 
 def check_multirow(my_multirow_softmax) -> Verdict:
@@ -39,7 +49,9 @@ def check_multirow(my_multirow_softmax) -> Verdict:
     if _not_implemented(lambda x, out: my_multirow_softmax(x, out, ROWS=2), random_rows((2, 4), 1).to(DEVICE)):
         report.add("your kernel and launcher", NOT_IMPLEMENTED)
         return Verdict(report.show())
-    for i, (name, values, rows, s_in, s_out) in enumerate(MULTIROW_CASES):
+    seeds = iter(range(700, 800))
+    for i, (name, shape, rows, s_in, s_out, kind) in enumerate(MULTIROW_CASES):
+        values = case_values(kind, shape, 0 if kind == "large" else next(seeds))
         report.run(name, lambda v=values, r=rows, a=s_in, b=s_out, i=i: _kernel_problem(
             lambda x, out: my_multirow_softmax(x, out, ROWS=r), v, a, b, seed=720 + i))
 
@@ -68,16 +80,13 @@ def check_multirow(my_multirow_softmax) -> Verdict:
 
 
 def _multirow_cases(rng):
+    """The grader's launches: every named case and JUDGE_FRESH fresh ones with values from its seed, then the
+    64-bit offsets (counted in the interpreter; on a GPU, real rows 2**30 apart)."""
     out = []
-    for (R, C), rows in zip([(1, 1), (2, 31), (3, 32), (5, 33), (2, int(rng.integers(100, 255))), (7, 257)],
-                            [2, 4, 2, 4, 1, int(rng.choice([2, 4, 8]))]):
+    for name, (R, C), rows, s_in, s_out, kind in MULTIROW_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]:
         args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
-        out.append(softmax_case(rng, f"{R}x{C}, ROWS = {rows}", softmax_rows(rng, (R, C)), args, np2(C),
-                                (triton.cdiv(R, rows),), constexprs={"ROWS": rows}))
-    for R, C, rows in [(6, int(rng.integers(5, 60)), 4), (5, int(rng.integers(200, 300)), 2)]:
-        args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
-        out.append(softmax_case(rng, f"strided input and output {R}x{C}, ROWS = {rows}", softmax_rows(rng, (R, C)),
-                                args, np2(C), (triton.cdiv(R, rows),), strided=True, constexprs={"ROWS": rows}))
+        out.append(softmax_case(rng, name, fresh_values(kind, (R, C), rng), args, np2(C), (triton.cdiv(R, rows),),
+                                steps=(s_in, s_out), constexprs={"ROWS": rows}))
     args = ["out", "x", "x_stride", "out_stride", ("int", 3), "n"]
     out.append(softmax_case(rng, "64-bit row offsets", softmax_rows(rng, (3, 7)), args, 8, (2,), strided=True,
                             int64=True, hint=INT64_HINT, constexprs={"ROWS": 2}))

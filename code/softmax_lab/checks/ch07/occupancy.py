@@ -2,6 +2,8 @@
 one SM (registers, threads, shared memory, the block limit), as the official tutorial sizes its persistent grid."""
 from __future__ import annotations
 
+import numpy as np
+
 from .._pitfalls import Verdict
 from ..common import Report
 from ..judging import PCall, PythonJudge, expect_equal
@@ -17,8 +19,17 @@ def occupancy_rule(n_regs: int, num_warps: int, shared_bytes: int = 0) -> int:
     return max(0, min(fits))
 
 
+# The cases, read by the notebook check and by the grader's judge alike: (n_regs, num_warps, shared bytes) where
+# each limit decides in turn, and fresh ones in the judge.
 OCCUPANCY_CASES = [(22, 4, 0), (64, 32, 0), (16, 1, 0), (40, 8, 0), (22, 4, 65536), (128, 4, 0), (255, 8, 0),
                    (32, 2, 1024), (24, 4, 100000)]
+JUDGE_FRESH = 6  # fresh cases in every grader run, besides all the named ones
+
+
+def fresh_case(rng: np.random.Generator) -> tuple[int, int, int]:
+    """One random (n_regs, num_warps, shared bytes), from the grader's seed."""
+    r, w = int(rng.integers(16, 256)), int(rng.choice(WARPS))
+    return r, w, int(rng.choice([0, 0, int(rng.integers(256, 120000))]))
 
 
 def _occupancy_problem(programs_per_sm, n_regs, warps, shared) -> str:
@@ -55,16 +66,10 @@ def check_occupancy(programs_per_sm) -> Verdict:
 
 
 def _occupancy_calls(rng):
-    calls = []
-    for _ in range(6):
-        r, w = int(rng.integers(16, 256)), int(rng.choice(WARPS))
-        shared = int(rng.choice([0, 0, int(rng.integers(256, 120000))]))
-        calls.append(PCall(f"programs_per_sm({r}, {w}, {shared})", "programs_per_sm", [r, w, shared],
-                           expect_equal(occupancy_rule(r, w, shared))))
-    for r, w, shared in ((22, 4, 0), (16, 1, 0), (22, 4, 65536)):
-        calls.append(PCall(f"programs_per_sm({r}, {w}, {shared})", "programs_per_sm", [r, w, shared],
-                           expect_equal(occupancy_rule(r, w, shared))))
-    return calls
+    """The grader's calls: every named case and JUDGE_FRESH fresh ones from its seed."""
+    cases = OCCUPANCY_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]
+    return [PCall(f"programs_per_sm({r}, {w}, {shared})", "programs_per_sm", [r, w, shared],
+                  expect_equal(occupancy_rule(r, w, shared))) for r, w, shared in cases]
 
 
 JUDGES = {"ch07-occupancy": PythonJudge(_occupancy_calls)}

@@ -2,28 +2,39 @@
 rows, every row read once and written exactly once."""
 from __future__ import annotations
 
-import torch
+import numpy as np
 
 from ...device import DEVICE
 from .._pitfalls import Verdict, random_rows
 from ..common import Report
-from ..judging import KernelJudge, np2, softmax_case, softmax_rows
-from ._kernels import NOT_IMPLEMENTED, _counted, _kernel_problem, _not_implemented, _programs_problem, _traffic_problem
+from ..judging import KernelJudge, np2, softmax_case
+from ._kernels import (NOT_IMPLEMENTED, _counted, _kernel_problem, _not_implemented, _programs_problem,
+                       _traffic_problem, case_values, fresh_layout, fresh_values)
 
 
+# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), programs asked
+# for, input row step, output row step, values; see _kernels.case_values). The check draws the values from fixed
+# seeds; the judge draws them, and JUDGE_FRESH more cases, from the grader's seed.
 PERSISTENT_CASES = [
-    ("random 1x1, 2 programs asked for", random_rows((1, 1), 740), 2, None, None),
-    ("random 2x31, 3 programs", random_rows((2, 31), 741), 3, None, None),
-    ("random 3x32, 2 programs", random_rows((3, 32), 742), 2, None, None),
-    ("random 4x33, 3 programs", random_rows((4, 33), 743), 3, None, None),
-    ("random 2x255, 1 program", random_rows((2, 255), 744), 1, None, None),
-    ("random 3x257, 2 programs", random_rows((3, 257), 745), 2, None, None),
-    ("random 11x20, 4 programs (rows per program differ)", random_rows((11, 20), 746), 4, None, None),
-    ("all-negative rows (-1000 and below), 5x3, 2 programs", -1000.0 - random_rows((5, 3), 747).abs(), 2, None,
-     None),
-    ("large values [1000, 1001, 1002], 2 programs", torch.tensor([[1000.0, 1001.0, 1002.0]]), 2, None, None),
-    ("strided input and output, 7x10 (rows 16 and 13 apart), 3 programs", random_rows((7, 10), 748), 3, 16, 13),
+    ("random 1x1, 2 programs asked for", (1, 1), 2, None, None, "random"),
+    ("random 2x31, 3 programs", (2, 31), 3, None, None, "random"),
+    ("random 3x32, 2 programs", (3, 32), 2, None, None, "random"),
+    ("random 4x33, 3 programs", (4, 33), 3, None, None, "random"),
+    ("random 2x255, 1 program", (2, 255), 1, None, None, "random"),
+    ("random 3x257, 2 programs", (3, 257), 2, None, None, "random"),
+    ("random 11x20, 4 programs (rows per program differ)", (11, 20), 4, None, None, "random"),
+    ("all-negative rows (-1000 and below), 5x3, 2 programs", (5, 3), 2, None, None, "negative"),
+    ("large values [1000, 1001, 1002], 2 programs", (1, 3), 2, None, None, "large"),
+    ("strided input and output, 7x10 (rows 16 and 13 apart), 3 programs", (7, 10), 3, 16, 13, "random"),
 ]
+JUDGE_FRESH = 2  # fresh cases in every grader run, besides all the named ones
+
+
+def fresh_case(rng: np.random.Generator) -> tuple:
+    """One random case like PERSISTENT_CASES', from the grader's seed."""
+    R, C, progs = int(rng.integers(2, 12)), int(rng.integers(5, 300)), int(rng.integers(1, 5))
+    s_in, s_out = fresh_layout(rng, C)
+    return f"{R}x{C}, {progs} program(s){', strided' if s_in else ''}", (R, C), progs, s_in, s_out, "random"
 
 
 def check_persistent(my_persistent_softmax) -> Verdict:
@@ -33,7 +44,9 @@ def check_persistent(my_persistent_softmax) -> Verdict:
     if _not_implemented(lambda x, out: my_persistent_softmax(x, out, n_programs=2), random_rows((3, 4), 1).to(DEVICE)):
         report.add("your kernel and launcher", NOT_IMPLEMENTED)
         return Verdict(report.show())
-    for i, (name, values, progs, s_in, s_out) in enumerate(PERSISTENT_CASES):
+    seeds = iter(range(740, 800))
+    for i, (name, shape, progs, s_in, s_out, kind) in enumerate(PERSISTENT_CASES):
+        values = case_values(kind, shape, 0 if kind == "large" else next(seeds))
         report.run(name, lambda v=values, p=progs, a=s_in, b=s_out, i=i: _kernel_problem(
             lambda x, out: my_persistent_softmax(x, out, n_programs=p), v, a, b, seed=750 + i))
 
@@ -63,14 +76,12 @@ def check_persistent(my_persistent_softmax) -> Verdict:
 
 
 def _persistent_cases(rng):
+    """The grader's launches: every named case and JUDGE_FRESH fresh ones, with values from its seed."""
     out = []
-    for R, C, progs, strided in [(1, 1, 1, False), (2, 31, 1, False), (5, 32, 2, False), (7, 33, 3, False),
-                                 (4, int(rng.integers(100, 255)), 3, False), (9, 257, 4, False),
-                                 (6, int(rng.integers(5, 60)), 4, True), (5, int(rng.integers(200, 300)), 2, True)]:
+    for name, (R, C), progs, s_in, s_out, kind in PERSISTENT_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]:
         args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
-        name = f"{'strided input and output ' if strided else ''}{R}x{C}, {progs} program{'s' if progs > 1 else ''}"
-        out.append(softmax_case(rng, name, softmax_rows(rng, (R, C)), args, np2(C), (progs,), strided=strided,
-                                constexprs={"NUM_STAGES": 2}))
+        out.append(softmax_case(rng, name, fresh_values(kind, (R, C), rng), args, np2(C), (progs,),
+                                steps=(s_in, s_out), constexprs={"NUM_STAGES": 2}))
     return out
 
 

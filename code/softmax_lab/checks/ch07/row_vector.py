@@ -26,7 +26,8 @@ def _rows_of(n_rows: int, n_cols: int, row_step: int, dtype, start: int = 0) -> 
 BF, F16, F32 = torch.bfloat16, torch.float16, torch.float32
 
 
-# (case, n_cols, [(n_rows, row step, dtype, start) for the input, then the output])
+# The cases, read by the notebook check and by the grader's judge alike, then fresh ones in both.
+# (case, n_cols, [(n_rows, row step, dtype, start) for the input, then the output, ...])
 VECTOR_CASES = [
     ("rows of 1000 fp32, contiguous", 1000, [(3, 1000, F32, 0), (3, 1000, F32, 0)]),
     ("rows of 1000 bf16, contiguous", 1000, [(3, 1000, BF, 0), (3, 1000, BF, 0)]),
@@ -39,7 +40,18 @@ VECTOR_CASES = [
 ]
 
 
-FRESH_VECTOR_CASES = 40
+FRESH_VECTOR_CASES = 40  # fresh cases in every notebook check (one verdict line for all of them)
+JUDGE_FRESH = 10         # fresh cases in every grader run, besides all the named ones
+
+
+def fresh_case(rng: np.random.Generator) -> tuple[int, list[tuple]]:
+    """One random (n_cols, specs) like VECTOR_CASES': two or three tensors of 2 to 4 rows (one row: its stride
+    never matters, and either answer is safe), from a new generator every notebook run or the grader's seed."""
+    dtypes = [[F32, F16, BF][int(rng.integers(3))] for _ in range(int(rng.integers(2, 4)))]
+    n_cols = int(rng.choice([int(rng.integers(1, 3000)), 8 * int(rng.integers(1, 400))]))
+    rows = int(rng.integers(2, 5))
+    return n_cols, [(rows, n_cols + int(rng.choice([0, 0, 1, 2, 4, 8, int(rng.integers(0, 32))])), d, 0)
+                    for d in dtypes]
 
 
 def _fused_with(vec, tensors) -> str:
@@ -88,11 +100,9 @@ def _vector_problem(row_vector, n_cols, tensors) -> str:
 def _fresh_vectors(row_vector) -> str:
     rng = np.random.default_rng()
     for _ in range(FRESH_VECTOR_CASES):
-        dtypes = [[F32, F16, BF][int(rng.integers(3))] for _ in range(int(rng.integers(2, 4)))]
-        n_cols = int(rng.choice([int(rng.integers(1, 3000)), 8 * int(rng.integers(1, 400))]))
-        rows = int(rng.integers(2, 5))  # (one row: its stride never matters, and either answer is safe)
-        tensors = [_rows_of(rows, n_cols, n_cols + int(rng.choice([0, 0, 1, 2, 4, 8, int(rng.integers(0, 32))])),
-                            d) for d in dtypes]
+        n_cols, specs = fresh_case(rng)
+        tensors = [_rows_of(r, n_cols, step, d, start) for r, step, d, start in specs]
+        rows = specs[0][0]
         problem = _vector_problem(row_vector, n_cols, tensors)
         if problem:
             shapes = ", ".join(f"{str(t.dtype)[6:]} rows {t.stride(0)} apart" for t in tensors)
@@ -113,16 +123,17 @@ def check_row_vector(row_vector) -> Verdict:
 
 
 def _vector_calls(rng):
+    """The grader's calls: every named case and JUDGE_FRESH fresh ones from its seed, on shape-only tensors (a
+    view's start offset is the pointer's business, so the grader's views start at 0)."""
+    cases = [(n_cols, specs) for _, n_cols, specs in VECTOR_CASES]
     calls = []
-    for _ in range(10):
-        n_cols, rows = int(rng.choice([int(rng.integers(1, 3000)), 8 * int(rng.integers(1, 400))])), int(rng.integers(2, 4))
-        dtypes = [str(rng.choice(["float32", "float16", "bfloat16"])) for _ in range(int(rng.integers(2, 4)))]
-        steps = [n_cols + int(rng.choice([0, 0, 1, 2, 4, 8])) for _ in dtypes]
-        tensors = [torch.empty_strided((rows, n_cols), (st, 1), dtype=getattr(torch, d), device="meta")
-                   for st, d in zip(steps, dtypes)]
-        args = [{"strided": {"shape": [rows, n_cols], "stride": [st, 1], "dtype": d}} for st, d in zip(steps, dtypes)]
-        calls.append(PCall(f"row_vector({n_cols}, rows {steps} apart, {'/'.join(dtypes)})", "row_vector",
-                           [n_cols, *args], expect_equal(vector_rule(n_cols, *tensors))))
+    for n_cols, specs in cases + [fresh_case(rng) for _ in range(JUDGE_FRESH)]:
+        tensors = [torch.empty_strided((r, n_cols), (step, 1), dtype=d, device="meta") for r, step, d, _ in specs]
+        dtypes = [str(d).removeprefix("torch.") for _, _, d, _ in specs]
+        args = [{"strided": {"shape": [r, n_cols], "stride": [step, 1], "dtype": name}}
+                for (r, step, _, _), name in zip(specs, dtypes)]
+        calls.append(PCall(f"row_vector({n_cols}, rows {[s[1] for s in specs]} apart, {'/'.join(dtypes)})",
+                           "row_vector", [n_cols, *args], expect_equal(vector_rule(n_cols, *tensors))))
     return calls
 
 

@@ -24,6 +24,7 @@ def rows_rule(M: int, N: int, n_sms: int) -> int:
     return rows
 
 
+# The cases, read by the notebook check and by the grader's judge alike: the named boundary cases and fresh ones.
 # (M, N, n_sms): short rows on an H200 (132 SMs), the edges of the rule, and a small GPU.
 ROWS_CASES = [
     (65536, 128, 132),   # many short rows: the tile cap decides
@@ -35,6 +36,13 @@ ROWS_CASES = [
     (32, 16, 132),       # too few rows to fill the GPU at all
     (100000, 100, 20),   # a small GPU
 ]
+FRESH_SHAPES = 24  # fresh shapes in every notebook check (one verdict line for all of them)
+JUDGE_FRESH = 8    # fresh shapes in every grader run, besides all the named ones
+
+
+def fresh_case(rng: np.random.Generator) -> tuple[int, int, int]:
+    """One random (M, N, n_sms): drawn from a new generator every notebook run, from the grader's seed in the judge."""
+    return int(rng.integers(1, 300000)), int(2 ** rng.uniform(0, 16)), int(rng.integers(8, 160))
 
 
 def _rows_problem(choose_rows, M, N, n_sms) -> str:
@@ -77,14 +85,11 @@ def check_choose_rows(choose_rows) -> Verdict:
     return Verdict(report.show())
 
 
-FRESH_SHAPES = 24
-
-
 def _fresh_rows(choose_rows) -> str:
     """The rule on shapes drawn now (not a fixed list): a table of the named cases' answers fails here."""
     rng = np.random.default_rng()
     for _ in range(FRESH_SHAPES):
-        M, N, sms = int(rng.integers(1, 300000)), int(2 ** rng.uniform(0, 16)), int(rng.integers(8, 160))
+        M, N, sms = fresh_case(rng)
         problem = _rows_problem(choose_rows, M, N, sms)
         if problem:
             return f"{M} rows of {N}, {sms} SMs: {problem}"
@@ -92,15 +97,10 @@ def _fresh_rows(choose_rows) -> str:
 
 
 def _rows_calls(rng):
-    calls = []
-    for _ in range(8):
-        M, N, sms = int(rng.integers(1, 200000)), int(rng.integers(1, 70000)), int(rng.integers(8, 160))
-        calls.append(PCall(f"choose_rows({M}, {N}, {sms})", "choose_rows", [M, N, sms],
-                           expect_equal(rows_rule(M, N, sms))))
-    for M, N, sms in ((65536, 128, 132), (1055, 64, 132)):
-        calls.append(PCall(f"choose_rows({M}, {N}, {sms})", "choose_rows", [M, N, sms],
-                           expect_equal(rows_rule(M, N, sms))))
-    return calls
+    """The grader's calls: every named case and JUDGE_FRESH fresh ones from its seed."""
+    shapes = ROWS_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]
+    return [PCall(f"choose_rows({M}, {N}, {sms})", "choose_rows", [M, N, sms], expect_equal(rows_rule(M, N, sms)))
+            for M, N, sms in shapes]
 
 
 JUDGES = {"ch07-rows": PythonJudge(_rows_calls)}

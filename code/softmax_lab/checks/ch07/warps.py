@@ -17,6 +17,18 @@ H200_REGISTERS = [(1024, 4, 8, 22, 0), (2048, 8, 8, 22, 0), (4096, 8, 16, 34, 0)
                   (16384, 16, 32, 57, 0), (32768, 32, 32, 53, 0), (65536, 32, 64, 64, 48)]
 
 
+# The cases, read by the notebook check and by the grader's judge alike (the judge adds fresh ones).
+VALUES_CASES = [(1024, 4), (2048, 8), (1024, 16), (4096, 2), (65536, 32), (128, 4), (32, 1)]  # (BLOCK, num_warps)
+SWEEP_COLS = [1000, 128, 4097]                                  # row lengths for one_knob_sweeps
+SPILL_CASES = [(65536, 16), (4096, 1), (8192, 1), (1024, 32)]    # spills by the model, beyond the recorded ones
+JUDGE_FRESH = 4  # fresh (BLOCK, num_warps) settings and one fresh row length in every grader run
+
+
+def fresh_case(rng: np.random.Generator) -> tuple[int, int]:
+    """One random (BLOCK, num_warps), from the grader's seed."""
+    return int(2 ** rng.integers(4, 17)), int(rng.choice(WARPS + (32,)))
+
+
 def values_rule(block: int, num_warps: int) -> int:
     return max(1, block // (32 * num_warps))
 
@@ -84,15 +96,15 @@ def check_warps(values_per_thread, one_knob_sweeps, predict_spill) -> Verdict:
         return Verdict(report.show())
     except Exception:  # noqa: BLE001 - reported by the cases below
         pass
-    for block, warps in ((1024, 4), (2048, 8), (1024, 16), (4096, 2), (65536, 32), (128, 4), (32, 1)):
+    for block, warps in VALUES_CASES:
         report.run(f"values per thread, BLOCK = {block}, num_warps = {warps}",
                    lambda b=block, w=warps: _values_problem(values_per_thread, b, w))
-    for n in (1000, 128, 4097):
+    for n in SWEEP_COLS:
         report.run(f"one knob at a time, rows of {n}", lambda n=n: _sweeps_problem(one_knob_sweeps, n))
     report.run("spill predicted as the H200 compiler did, on the 7 recorded settings (results/cuda_layer.md)",
                lambda: next((f"BLOCK = {b}, num_warps = {w}: " + p for b, w, _, _, s in H200_REGISTERS
                              if (p := _spill_problem(predict_spill, b, w, s))), ""))
-    for block, warps in ((65536, 16), (4096, 1), (8192, 1), (1024, 32)):
+    for block, warps in SPILL_CASES:
         report.run(f"spill predicted by the model, BLOCK = {block}, num_warps = {warps}",
                    lambda b=block, w=warps: _spill_problem(predict_spill, b, w))
     return Verdict(report.show())
@@ -112,15 +124,16 @@ def _expect_bool(want: bool):
 
 
 def _warps_calls(rng):
-    calls = []
-    for _ in range(4):
-        b, w = int(2 ** rng.integers(4, 17)), int(rng.choice(WARPS + (32,)))
-        calls.append(PCall(f"values_per_thread({b}, {w})", "values_per_thread", [b, w], expect_equal(values_rule(b, w))))
-        calls.append(PCall(f"predict_spill({b}, {w})", "predict_spill", [b, w], _expect_bool(spill_rule(b, w))))
-    for b, w, _, _, spills in H200_REGISTERS:
-        calls.append(PCall(f"predict_spill({b}, {w})", "predict_spill", [b, w], _expect_bool(spills > 0)))
-    n = int(rng.integers(2, 9000))
-    calls.append(PCall(f"one_knob_sweeps({n})", "one_knob_sweeps", [n], _expect_sweeps(n)))
+    """The grader's calls: every named case and fresh ones from its seed."""
+    fresh = [fresh_case(rng) for _ in range(JUDGE_FRESH)]
+    calls = [PCall(f"values_per_thread({b}, {w})", "values_per_thread", [b, w], expect_equal(values_rule(b, w)))
+             for b, w in VALUES_CASES + fresh]
+    calls += [PCall(f"predict_spill({b}, {w})", "predict_spill", [b, w], _expect_bool(spills > 0))
+              for b, w, _, _, spills in H200_REGISTERS]
+    calls += [PCall(f"predict_spill({b}, {w})", "predict_spill", [b, w], _expect_bool(spill_rule(b, w)))
+              for b, w in SPILL_CASES + fresh]
+    calls += [PCall(f"one_knob_sweeps({n})", "one_knob_sweeps", [n], _expect_sweeps(n))
+              for n in SWEEP_COLS + [int(rng.integers(2, 9000))]]
     return calls
 
 
