@@ -1,6 +1,8 @@
-"""Exercise checks, one module per chapter (``ch02.py`` ...). Each public check prints verdict lines.
+"""Exercise checks, one module per chapter (``ch02.py`` ...), or one package per long chapter with one module per
+exercise (``ch07/row_vector.py``): the registry's id names the module (``course.registry.check_module``), which
+holds the exercise's case table, its notebook check and the grader's judge. Each public check prints verdict lines.
 
-Every ``chNN`` module found here is imported, and its ``__all__`` re-exported, so a notebook can write
+Every ``chNN`` module or package found here is imported, and its ``__all__`` re-exported, so a notebook can write
 ``from softmax_lab.checks import check_masked_load``. Each ``check_*`` function is wrapped once, here, by
 ``guard.guarded`` (in its module too): it refuses an old definition, stops a runaway kernel and answers an
 Interrupt in a few lines.

@@ -7,8 +7,10 @@ and include what the chapters teach: padding, masked stores (guard zones around 
 and outputs, and on kernels that must use them, 64-bit row offsets. The learner's code runs in a sandbox; the
 outputs come back as arrays, and the verdict is computed here, outside, against float64 references.
 
-Each chapter module declares ``JUDGES = {exercise_id: KernelJudge(...) | PythonJudge(...)}``;
-``softmax_lab.grading.judge`` finds them.
+The module an exercise's id names (``course.registry.check_module``) declares ``JUDGES = {exercise_id:
+KernelJudge(...) | PythonJudge(...)}``, built from the same case table as its notebook check;
+``softmax_lab.grading.judge`` imports that module and nothing else. The grader never gets imported from here: it
+says what the checks need to know (``set_gpu_scale``).
 """
 from __future__ import annotations
 

@@ -57,26 +57,63 @@ def online_problem(fn, x: torch.Tensor, block: int, pitfall: str = "") -> str:
     return f"{problem} - {pitfall}" if pitfall else problem
 
 
-def _cases(seed: int = 50):
-    """(name, x, BLOCK, pitfall) for the online kernel, fresh from ``seed`` so CPU and GPU see the same rows."""
-    d = DEVICE
-    mask_hint = ("a row longer than one block: loop over tiles with start + tl.arange(0, BLOCK), mask "
-                 "cols < n_cols on every load and store, and pad with -inf")
-    shapes = [(1, 1), (2, 31), (3, 32), (4, 33), (2, 255), (3, 257)]
-    for i, shape in enumerate(shapes):
-        yield f"random {shape[0]}x{shape[1]}, BLOCK=32", randn(shape, device=d, seed=seed + i), 32, mask_hint
-    yield "long rows 2x300, BLOCK=64", randn((2, 300), device=d, seed=seed + 10), 64, mask_hint
-    rising = torch.linspace(-8.0, 8.0, 192, device=d).repeat(2, 1)
-    yield "max in the last tile (rising row 2x192, BLOCK=32)", rising, 32, RESCALE
-    neg = torch.tensor([[-1002.0, -1001.0, -1000.0]], device=d)
-    yield "all-negative row [-1002, -1001, -1000], BLOCK=32", neg, 32, \
-        "max became 0: pad masked lanes with -inf, not 0"
-    lead = randn((2, 300), device=d, seed=seed + 11)
-    lead[:, :128] = NEG_INF
-    yield "first two tiles all -inf (2x300, BLOCK=64)", lead, 64, INF_TILE
-    big = randn((3, 350), device=d, seed=seed + 12)
-    yield "strided view big[:, :300], BLOCK=64", big[:, :300], 64, \
-        "rows are not contiguous: step between rows with the row stride, not n_cols"
+MASK_HINT = ("a row longer than one block: loop over tiles with start + tl.arange(0, BLOCK), mask "
+             "cols < n_cols on every load and store, and pad with -inf")
+ROW_STRIDE = "rows are not contiguous: step between rows with the row stride, not n_cols"
+
+# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), BLOCK, values,
+# the pitfall a FAIL names, the check's seed, the input's row step). Values: "random", "rising" (the max in the
+# last tile), "negative" ([-1002, -1001, -1000]) or "lead -inf" (the first two tiles all -inf). The check draws
+# them from its fixed seeds (CPU and GPU see the same rows); the judge from the grader's seed, plus JUDGE_FRESH
+# fresh cases with strided inputs and outputs.
+ONLINE_CASES = [
+    *[(f"random {r}x{c}, BLOCK=32", (r, c), 32, "random", MASK_HINT, 50 + i, None)
+      for i, (r, c) in enumerate([(1, 1), (2, 31), (3, 32), (4, 33), (2, 255), (3, 257)])],
+    ("long rows 2x300, BLOCK=64", (2, 300), 64, "random", MASK_HINT, 60, None),
+    ("max in the last tile (rising row 2x192, BLOCK=32)", (2, 192), 32, "rising", RESCALE, None, None),
+    ("all-negative row [-1002, -1001, -1000], BLOCK=32", (1, 3), 32, "negative",
+     "max became 0: pad masked lanes with -inf, not 0", None, None),
+    ("first two tiles all -inf (2x300, BLOCK=64)", (2, 300), 64, "lead -inf", INF_TILE, 61, None),
+    ("strided view big[:, :300], BLOCK=64", (3, 300), 64, "random", ROW_STRIDE, 62, 350),
+]
+JUDGE_FRESH = 2  # fresh cases in every grader run, besides all the named ones
+
+
+def case_values(kind: str, shape: tuple, seed: int | None, step: int | None) -> torch.Tensor:
+    """The check's values for one case of ONLINE_CASES (a view with rows ``step`` apart when given)."""
+    if kind == "rising":
+        return torch.linspace(-8.0, 8.0, shape[1], device=DEVICE).repeat(shape[0], 1)
+    if kind == "negative":
+        return torch.tensor([[-1002.0, -1001.0, -1000.0]], device=DEVICE)
+    x = randn((shape[0], step or shape[1]), device=DEVICE, seed=seed)
+    if kind == "lead -inf":
+        x[:, :128] = NEG_INF
+    return x[:, :shape[1]]
+
+
+def fresh_values(kind: str, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    """The judge's values for the same case, from the grader's seed (float64)."""
+    if kind == "rising":
+        return np.tile(np.linspace(-8, 8, shape[1]), (shape[0], 1)) + rng.normal(0, 0.01, shape)
+    if kind == "negative":
+        return np.array([[-1002.0, -1001.0, -1000.0]])
+    if kind == "lead -inf":
+        x = rng.normal(0, 3, shape)
+        x[:, :128] = NEG_INF
+        return x
+    return softmax_rows(rng, shape)
+
+
+def fresh_case(rng: np.random.Generator) -> tuple:
+    """One random case like ONLINE_CASES', rows strided in and out, from the grader's seed."""
+    R, C, block = int(rng.integers(2, 5)), int(rng.integers(65, 300)), int(rng.choice([32, 64]))
+    return f"strided input and output {R}x{C}, BLOCK={block}", (R, C), block, "random", ROW_STRIDE, None, -1
+
+
+def _cases():
+    """(name, x, BLOCK, pitfall) for the notebook check."""
+    for name, shape, block, kind, pitfall, seed, step in ONLINE_CASES:
+        yield name, case_values(kind, shape, seed, step), block, pitfall
 
 
 def lane_launch(online_softmax):
@@ -126,20 +163,13 @@ def check_online_softmax(online_softmax) -> Verdict:
 
 
 def _kernel_cases(rng):
+    """The grader's launches: every named case and JUDGE_FRESH fresh ones with values from its seed, then the
+    64-bit offsets (counted in the interpreter; on a GPU, real rows 2**30 apart)."""
     args = ["x", "out", "x_stride", "out_stride", "n"]
     out = []
-    for R, C, block in [(1, 1, 32), (2, 31, 32), (4, 33, 32), (3, int(rng.integers(200, 300)), 64),
-                        (2, int(rng.integers(65, 130)), 32)]:
-        x = softmax_rows(rng, (R, C))
-        out.append(softmax_case(rng, f"{R}x{C}, BLOCK={block}", x, args, block, (R,)))
-    x = np.tile(np.linspace(-8, 8, 192), (2, 1)) + rng.normal(0, 0.01, (2, 192))
-    out.append(softmax_case(rng, "max in the last tile 2x192, BLOCK=32", x, args, 32, (2,)))
-    x = rng.normal(0, 3, (2, 300))
-    x[:, :128] = NEG_INF
-    out.append(softmax_case(rng, "first two tiles all -inf 2x300, BLOCK=64", x, args, 64, (2,)))
-    x = softmax_rows(rng, (3, int(rng.integers(100, 200))))
-    out.append(softmax_case(rng, f"strided input and output 3x{x.shape[1]}, BLOCK=64", x, args, 64, (3,),
-                            strided=True))
+    for name, (R, C), block, kind, _, _, step in ONLINE_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]:
+        out.append(softmax_case(rng, name, fresh_values(kind, (R, C), rng), args, block, (R,),
+                                strided=step == -1, steps=None if step == -1 else (step, None)))
     x = softmax_rows(rng, (3, 40))
     out.append(softmax_case(rng, "64-bit row offsets", x, args, 32, (3,), strided=True, int64=True, hint=INT64_HINT))
     if judging.gpu_scale():  # last: a fault here may spoil the GPU context for later launches
