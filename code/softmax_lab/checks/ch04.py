@@ -337,7 +337,7 @@ def _fused_cases(rng):
                             hint=INT64_HINT))
     if judging.gpu_scale():  # last: a fault here may spoil the GPU context for later launches
         out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 37)),
-                                args, 64, (3,), hint=INT64_HINT, big_step=BIG_STEP))
+                                args, 64, (3,), hint=INT64_HINT, big_step=judging.BIG_STEP))
     return out
 
 

@@ -31,7 +31,7 @@ from ._pitfalls import Verdict
 from .common import GUARD, Report, lane_map_of
 from ..device import DEVICE as _DEVICE
 from . import judging
-from .judging import BIG_STEP, Buf, INT64_HINT, KCase, KernelJudge, big_rows_input, big_rows_output, np2, rows_input, rows_output
+from .judging import Buf, INT64_HINT, KCase, KernelJudge, big_rows_input, big_rows_output, np2, rows_input, rows_output
 
 __all__ = ["check_masked_softmax"]
 
@@ -347,7 +347,7 @@ def _judge_cases(rng):
         _judge_case(rng, "chapter 6's sum: one row of 4096 fp16 scores, one 8 and 4095 zeros", 1, 1, 4096, "float16",
                     False, None, x=_chapter6_judge_row(rng)),
     ] + ([_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 1, 1, 3, "float32", True, None,
-                      big_step=BIG_STEP)] if judging.gpu_scale() else [])  # last: a fault may spoil the GPU context
+                      big_step=judging.BIG_STEP)] if judging.gpu_scale() else [])  # last: a fault may spoil the GPU context
 
 
 def _judges():

@@ -24,7 +24,7 @@ from ._pitfalls import Verdict
 from .common import Report, _returned, lane_map_of
 from ..device import DEVICE as _DEVICE
 from . import judging
-from .judging import BIG_STEP, KernelJudge
+from .judging import KernelJudge
 
 __all__ = ["check_softmax_backward"]
 
@@ -202,7 +202,7 @@ def _judge_cases(rng):
             _judge_case(rng, "fp16 2x100, dy = 1000 + noise (accumulate in fp32)", 2, 100, "float16", offset=True),
             _judge_case(rng, f"strided 3x{C}", 3, C, "float32", strided=True),
             _judge_case(rng, "64-bit row offsets", 3, 9, "float32", strided=True, int64=True)] + (
-        [_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 3, 40, "float32", big_step=BIG_STEP)]
+        [_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 3, 40, "float32", big_step=judging.BIG_STEP)]
         if judging.gpu_scale() else [])  # last: a fault may spoil the GPU context
 
 

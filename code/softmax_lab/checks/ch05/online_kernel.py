@@ -13,7 +13,7 @@ from ...reference import softmax_ref
 from ...testing import compare, poisoned_like, randn
 from .._pitfalls import Verdict, quiet
 from ..common import Report, _returned, lane_map_of
-from ..judging import BIG_STEP, INT64_HINT, KernelJudge, softmax_case, softmax_rows
+from ..judging import INT64_HINT, KernelJudge, softmax_case, softmax_rows
 from ._online import INF_TILE, NEG_INF, RESCALE, _per_element
 
 
@@ -174,7 +174,7 @@ def _kernel_cases(rng):
     out.append(softmax_case(rng, "64-bit row offsets", x, args, 32, (3,), strided=True, int64=True, hint=INT64_HINT))
     if judging.gpu_scale():  # last: a fault here may spoil the GPU context for later launches
         out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 70)),
-                                args, 32, (3,), hint=INT64_HINT, big_step=BIG_STEP))
+                                args, 32, (3,), hint=INT64_HINT, big_step=judging.BIG_STEP))
     return out
 
 

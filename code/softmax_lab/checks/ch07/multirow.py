@@ -10,7 +10,7 @@ from .. import judging
 from ...device import DEVICE
 from .._pitfalls import Verdict, random_rows
 from ..common import Report
-from ..judging import BIG_STEP, INT64_HINT, KernelJudge, np2, softmax_case, softmax_rows
+from ..judging import INT64_HINT, KernelJudge, np2, softmax_case, softmax_rows
 from ._kernels import (NOT_IMPLEMENTED, _counted, _kernel_problem, _not_implemented, _programs_problem,
                        _traffic_problem, case_values, fresh_layout, fresh_values)
 
@@ -92,7 +92,7 @@ def _multirow_cases(rng):
                             int64=True, hint=INT64_HINT, constexprs={"ROWS": 2}))
     if judging.gpu_scale():  # last: a fault here may spoil the GPU context for later launches
         out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 37)),
-                                args, 64, (2,), hint=INT64_HINT, big_step=BIG_STEP, constexprs={"ROWS": 2}))
+                                args, 64, (2,), hint=INT64_HINT, big_step=judging.BIG_STEP, constexprs={"ROWS": 2}))
     return out
 
 
