@@ -4,8 +4,6 @@ where an access ends (ch09-sectors), a tree that starts its max from 0 (ch09-blo
 Sizes are tiny (numba's simulator runs them in CI); the solutions pass the same checks.
 """
 import softmax_lab  # noqa: F401  (first: picks GPU or interpreter before any kernel is defined)
-import math
-
 import pytest
 
 from softmax_lab import cuda_layer  # noqa: F401  (before numba: it picks real CUDA or the simulator)
