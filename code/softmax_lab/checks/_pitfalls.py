@@ -150,6 +150,17 @@ def _wrong_values(y64: torch.Tensor, ref: torch.Tensor) -> str:
     return f"{int(bad.sum())} of {bad.numel()} outputs differ from the float64 reference{at}"
 
 
+def case_values(kind: str, shape: tuple, seed: int = 0) -> torch.Tensor:
+    """A case table's values for a notebook check, from a fixed seed (its printed lines never change): "random",
+    "below -1000" (every value), "[-1002, -1001, -1000]", "[1000, 1001, 1002]" or "sevens" (identical values)."""
+    if kind.startswith("["):
+        return torch.tensor([[float(v) for v in kind.strip("[]").split(",")]])
+    if kind == "sevens":
+        return torch.full(shape, 7.0)
+    values = random_rows(shape, seed)
+    return -1000.0 - values.abs() if kind == "below -1000" else values
+
+
 def guarded_output(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A NaN-filled contiguous output shaped like x, followed in memory by a guard zone of GUARD values."""
     flat = guarded(x.numel(), x.dtype, x.device)

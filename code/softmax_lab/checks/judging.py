@@ -248,6 +248,17 @@ def softmax_rows(rng, shape) -> np.ndarray:
     return x
 
 
+def fresh_values(rng, kind: str, shape: tuple) -> np.ndarray:
+    """The same case's values for a judge (see ``_pitfalls.case_values``), drawn from the grader's seed."""
+    if kind.startswith("["):
+        return np.array([[float(v) for v in kind.strip("[]").split(",")]])
+    if kind == "sevens":
+        return np.full(shape, 7.0)
+    if kind == "below -1000":
+        return -1000.0 - np.abs(rng.normal(0, 3, shape))
+    return softmax_rows(rng, shape)
+
+
 def softmax_case(rng, name, x, args, block, grid, strided=False, int64=False, hint="", dtype="float32",
                  constexprs=None, big_step=0, steps=None) -> KCase:
     """One row-wise softmax launch: ``args`` names the kernel's arguments in order, from

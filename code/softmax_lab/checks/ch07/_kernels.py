@@ -8,9 +8,8 @@ import triton
 
 from ...device import DEVICE
 from ...reference import softmax_ref
-from .._pitfalls import explain, quiet, random_rows
+from .._pitfalls import explain, quiet
 from ..common import GUARD, Report, guarded
-from ..judging import softmax_rows
 
 
 STRIDE_OUT = ("the output rows landed {where}: step output rows with out_row_stride (out.stride(0)), not with "
@@ -21,24 +20,6 @@ GAP_WRITE = ("the kernel wrote into the gap between output rows (or past the las
              "step output rows with out_row_stride")
 
 
-
-
-def case_values(kind: str, shape: tuple, seed: int) -> torch.Tensor:
-    """A case table's values for the notebook check, from a fixed seed (its printed lines never change): "random",
-    "negative" (every value below -1000) or "large" ([1000, 1001, 1002])."""
-    if kind == "large":
-        return torch.tensor([[1000.0, 1001.0, 1002.0]])
-    values = random_rows(shape, seed)
-    return -1000.0 - values.abs() if kind == "negative" else values
-
-
-def fresh_values(kind: str, shape: tuple, rng: np.random.Generator) -> np.ndarray:
-    """The same case's values for the grader's judge, drawn from its seed (float64)."""
-    if kind == "large":
-        return np.array([[1000.0, 1001.0, 1002.0]])
-    if kind == "negative":
-        return -1000.0 - np.abs(rng.normal(0, 3, shape))
-    return softmax_rows(rng, shape)
 
 
 def fresh_layout(rng: np.random.Generator, n_cols: int) -> tuple[int | None, int | None]:

@@ -8,15 +8,15 @@ import triton
 
 from .. import judging
 from ...device import DEVICE
-from .._pitfalls import Verdict, random_rows
+from .._pitfalls import Verdict, case_values, random_rows
 from ..common import Report
-from ..judging import INT64_HINT, KernelJudge, np2, softmax_case, softmax_rows
+from ..judging import INT64_HINT, KernelJudge, fresh_values, np2, softmax_case, softmax_rows
 from ._kernels import (NOT_IMPLEMENTED, _counted, _kernel_problem, _not_implemented, _programs_problem,
-                       _traffic_problem, case_values, fresh_layout, fresh_values)
+                       _traffic_problem, fresh_layout)
 
 
 # The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), ROWS, input row
-# step, output row step, values: "random", "negative" or "large"; see _kernels.case_values). The check draws the
+# step, output row step, values: see _pitfalls.case_values). The check draws the
 # values from fixed seeds; the judge draws them, and JUDGE_FRESH more cases, from the grader's seed.
 MULTIROW_CASES = [
     ("random 1x1, ROWS = 2 (one padding row)", (1, 1), 2, None, None, "random"),
@@ -26,8 +26,8 @@ MULTIROW_CASES = [
     ("random 2x255, ROWS = 1", (2, 255), 1, None, None, "random"),
     ("random 3x257, ROWS = 2", (3, 257), 2, None, None, "random"),
     ("random 9x20, ROWS = 4 (3 programs)", (9, 20), 4, None, None, "random"),
-    ("all-negative rows (-1000 and below), 3x3, ROWS = 4", (3, 3), 4, None, None, "negative"),
-    ("large values [1000, 1001, 1002], ROWS = 2", (1, 3), 2, None, None, "large"),
+    ("all-negative rows (-1000 and below), 3x3, ROWS = 4", (3, 3), 4, None, None, "below -1000"),
+    ("large values [1000, 1001, 1002], ROWS = 2", (1, 3), 2, None, None, "[1000, 1001, 1002]"),
     ("strided input big[:, :20] of 5x27, ROWS = 2", (5, 20), 2, 27, None, "random"),
     ("strided output: out rows 31 apart, 5x20, ROWS = 2", (5, 20), 2, None, 31, "random"),
     ("strided input and output, 6x10 (rows 16 and 13 apart), ROWS = 4", (6, 10), 4, 16, 13, "random"),
@@ -51,7 +51,7 @@ def check_multirow(my_multirow_softmax) -> Verdict:
         return Verdict(report.show())
     seeds = iter(range(700, 800))
     for i, (name, shape, rows, s_in, s_out, kind) in enumerate(MULTIROW_CASES):
-        values = case_values(kind, shape, 0 if kind == "large" else next(seeds))
+        values = case_values(kind, shape, next(seeds) if kind in ("random", "below -1000") else 0)
         report.run(name, lambda v=values, r=rows, a=s_in, b=s_out, i=i: _kernel_problem(
             lambda x, out: my_multirow_softmax(x, out, ROWS=r), v, a, b, seed=720 + i))
 
@@ -85,7 +85,7 @@ def _multirow_cases(rng):
     out = []
     for name, (R, C), rows, s_in, s_out, kind in MULTIROW_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]:
         args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
-        out.append(softmax_case(rng, name, fresh_values(kind, (R, C), rng), args, np2(C), (triton.cdiv(R, rows),),
+        out.append(softmax_case(rng, name, fresh_values(rng, kind, (R, C)), args, np2(C), (triton.cdiv(R, rows),),
                                 steps=(s_in, s_out), constexprs={"ROWS": rows}))
     args = ["out", "x", "x_stride", "out_stride", ("int", 3), "n"]
     out.append(softmax_case(rng, "64-bit row offsets", softmax_rows(rng, (3, 7)), args, 8, (2,), strided=True,

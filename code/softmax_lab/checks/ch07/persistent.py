@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...device import DEVICE
-from .._pitfalls import Verdict, random_rows
+from .._pitfalls import Verdict, case_values, random_rows
 from ..common import Report
-from ..judging import KernelJudge, np2, softmax_case
+from ..judging import KernelJudge, fresh_values, np2, softmax_case
 from ._kernels import (NOT_IMPLEMENTED, _counted, _kernel_problem, _not_implemented, _programs_problem,
-                       _traffic_problem, case_values, fresh_layout, fresh_values)
+                       _traffic_problem, fresh_layout)
 
 
 # The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), programs asked
-# for, input row step, output row step, values; see _kernels.case_values). The check draws the values from fixed
+# for, input row step, output row step, values; see _pitfalls.case_values). The check draws the values from fixed
 # seeds; the judge draws them, and JUDGE_FRESH more cases, from the grader's seed.
 PERSISTENT_CASES = [
     ("random 1x1, 2 programs asked for", (1, 1), 2, None, None, "random"),
@@ -23,8 +23,8 @@ PERSISTENT_CASES = [
     ("random 2x255, 1 program", (2, 255), 1, None, None, "random"),
     ("random 3x257, 2 programs", (3, 257), 2, None, None, "random"),
     ("random 11x20, 4 programs (rows per program differ)", (11, 20), 4, None, None, "random"),
-    ("all-negative rows (-1000 and below), 5x3, 2 programs", (5, 3), 2, None, None, "negative"),
-    ("large values [1000, 1001, 1002], 2 programs", (1, 3), 2, None, None, "large"),
+    ("all-negative rows (-1000 and below), 5x3, 2 programs", (5, 3), 2, None, None, "below -1000"),
+    ("large values [1000, 1001, 1002], 2 programs", (1, 3), 2, None, None, "[1000, 1001, 1002]"),
     ("strided input and output, 7x10 (rows 16 and 13 apart), 3 programs", (7, 10), 3, 16, 13, "random"),
 ]
 JUDGE_FRESH = 2  # fresh cases in every grader run, besides all the named ones
@@ -46,7 +46,7 @@ def check_persistent(my_persistent_softmax) -> Verdict:
         return Verdict(report.show())
     seeds = iter(range(740, 800))
     for i, (name, shape, progs, s_in, s_out, kind) in enumerate(PERSISTENT_CASES):
-        values = case_values(kind, shape, 0 if kind == "large" else next(seeds))
+        values = case_values(kind, shape, next(seeds) if kind in ("random", "below -1000") else 0)
         report.run(name, lambda v=values, p=progs, a=s_in, b=s_out, i=i: _kernel_problem(
             lambda x, out: my_persistent_softmax(x, out, n_programs=p), v, a, b, seed=750 + i))
 
@@ -80,7 +80,7 @@ def _persistent_cases(rng):
     out = []
     for name, (R, C), progs, s_in, s_out, kind in PERSISTENT_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]:
         args = ["out", "x", "x_stride", "out_stride", ("int", R), "n"]
-        out.append(softmax_case(rng, name, fresh_values(kind, (R, C), rng), args, np2(C), (progs,),
+        out.append(softmax_case(rng, name, fresh_values(rng, kind, (R, C)), args, np2(C), (progs,),
                                 steps=(s_in, s_out), constexprs={"NUM_STAGES": 2}))
     return out
 
