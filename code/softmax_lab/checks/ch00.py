@@ -15,7 +15,15 @@ from .judging import Buf, KCase, KernelJudge, cast
 
 __all__ = ["check_double", "Verdict"]  # Verdict: what every chapter 0-4 check returns
 
+# The cases, read by the notebook check and by the grader's judge alike: vector lengths around one block of 64
+# (the check draws each vector from a fixed seed; the judge from the grader's seed, plus JUDGE_FRESH fresh lengths).
 SIZES = [1, 5, 64, 100]
+JUDGE_FRESH = 2
+
+
+def fresh_size(rng: np.random.Generator) -> int:
+    """One random vector length, from the grader's seed."""
+    return int(rng.integers(2, 200))
 TRAFFIC_CASE = "your own Triton kernel loads each element once and stores each once (counted by memcount)"
 
 
@@ -57,8 +65,9 @@ def check_double(double) -> Verdict:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def _judge_cases(rng):
+    """The grader's launches: every named length and JUDGE_FRESH fresh ones, values from its seed."""
     cases = []
-    for n in (1, int(rng.integers(2, 64)), 64, int(rng.integers(65, 200))):
+    for n in SIZES + [fresh_size(rng) for _ in range(JUDGE_FRESH)]:
         x = cast(rng.normal(0, 3, n + 64), "float32")
         out = np.full(n + GUARD_LEN, GUARD)
         out[:n] = np.nan
