@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import Verdict, case_values, softmax_problem, traffic_problem
+from ._pitfalls import Verdict, case_values, random_rows, softmax_problem, traffic_problem
 from .common import Report, _returned, lane_map_of
 from ..device import DEVICE as _DEVICE
 from .judging import KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case
