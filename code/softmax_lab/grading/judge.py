@@ -40,8 +40,8 @@ def judges(chapter: str | None = None) -> dict[str, object]:
     """Every exercise's judge (``chapter``: that chapter's), plus REGISTRY (tests add fixture judges there).
 
     The registry's id names the module (``course.registry.check_module``): ``ch07-row-vector`` is judged by
-    ``JUDGES["ch07-row-vector"]`` in ``softmax_lab.checks.ch07.row_vector``; nothing else is imported, and a
-    chapter without check modules imports none (importing them imports torch). The grader tells the checks
+    ``JUDGES["ch07-row-vector"]`` in ``softmax_lab.checks.ch07.row_vector``; no module is scanned or searched, and
+    a chapter without check modules imports none (importing them imports torch). The grader tells the checks
     whether this machine may launch the GPU-sized cases (``judging.gpu_scale``)."""
     if chapter is not None and not _has_check_module(chapter):
         return REGISTRY
