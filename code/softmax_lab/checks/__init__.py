@@ -1,6 +1,8 @@
-"""Exercise checks, one module per chapter (``ch02.py`` ...). Each public check prints verdict lines.
+"""Exercise checks, one module per chapter (``ch02.py`` ...), or one package per long chapter with one module per
+exercise (``ch07/row_vector.py``): the registry's id names the module (``course.registry.check_module``), which
+holds the exercise's case table, its notebook check and the grader's judge. Each public check prints verdict lines.
 
-Every ``chNN`` module found here is imported, and its ``__all__`` re-exported, so a notebook can write
+Every ``chNN`` module or package found here is imported, and its ``__all__`` re-exported, so a notebook can write
 ``from softmax_lab.checks import check_masked_load``. Each ``check_*`` function is wrapped once, here, by
 ``guard.guarded`` (in its module too): it refuses an old definition, stops a runaway kernel and answers an
 Interrupt in a few lines.
@@ -8,7 +10,7 @@ Interrupt in a few lines.
 import importlib
 import pkgutil
 
-from .common import Report, explain_exception, softmax_case  # noqa: F401
+from .common import Report, explain_exception  # noqa: F401
 from .guard import guarded
 
 
@@ -25,7 +27,7 @@ def _exercises_by_check() -> dict[str, list[str]]:
     return found
 
 
-__all__ = ["Report", "explain_exception", "softmax_case"]
+__all__ = ["Report", "explain_exception"]
 _CHECKED = _exercises_by_check()
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):

@@ -22,6 +22,7 @@ import torch
 from ..device import DEVICE
 from ..reference import softmax_ref
 from ..testing import compare
+from .common import GUARD, GUARD_LEN, guarded
 
 FP32_EXP_MAX = math.log(torch.finfo(torch.float32).max)  # ≈ 88.72: exp overflows past this
 
@@ -46,8 +47,6 @@ NOT_SHIFTED_NUMERATOR = ("outputs are inf or 0: the numerator is exp(x), which o
                          "exp(x - max) - subtract the same max in the numerator and the denominator")
 ROW_STRIDE = ("rows are not contiguous in memory (a view like big[:, :1000]): step from row to row with the "
               "row stride (x.stride(0)), not with n_cols")
-GUARD = 12345.0  # written after the output's last row; a masked store never touches it
-GUARD_LEN = 1024
 INPUT_GUARD = float("nan")  # after the input's last row: a load with no mask reads NaN, never what padding reads
 
 
@@ -151,9 +150,20 @@ def _wrong_values(y64: torch.Tensor, ref: torch.Tensor) -> str:
     return f"{int(bad.sum())} of {bad.numel()} outputs differ from the float64 reference{at}"
 
 
+def case_values(kind: str, shape: tuple, seed: int = 0) -> torch.Tensor:
+    """A case table's values for a notebook check, from a fixed seed (its printed lines never change): "random",
+    "below -1000" (every value), "[-1002, -1001, -1000]", "[1000, 1001, 1002]" or "sevens" (identical values)."""
+    if kind.startswith("["):
+        return torch.tensor([[float(v) for v in kind.strip("[]").split(",")]])
+    if kind == "sevens":
+        return torch.full(shape, 7.0)
+    values = random_rows(shape, seed)
+    return -1000.0 - values.abs() if kind == "below -1000" else values
+
+
 def guarded_output(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A NaN-filled contiguous output shaped like x, followed in memory by a guard zone of GUARD values."""
-    flat = torch.full((x.numel() + GUARD_LEN,), GUARD, dtype=x.dtype, device=x.device)
+    flat = guarded(x.numel(), x.dtype, x.device)
     out = flat[: x.numel()].view(x.shape)
     out.fill_(float("nan"))
     return out, flat[x.numel():]

@@ -5,15 +5,25 @@ longer than one block, and names the usual slips (no mask, nothing stored, wrong
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..device import DEVICE
-from ._pitfalls import Verdict, GUARD, GUARD_LEN, quiet, random_rows, traffic_problem
-from .common import Report
+from ._pitfalls import Verdict, quiet, random_rows, traffic_problem
+from .common import GUARD, GUARD_LEN, Report, guarded
+from .judging import Buf, KCase, KernelJudge, cast
 
 __all__ = ["check_double", "Verdict"]  # Verdict: what every chapter 0-4 check returns
 
+# The cases, read by the notebook check and by the grader's judge alike: vector lengths around one block of 64
+# (the check draws each vector from a fixed seed; the judge from the grader's seed, plus JUDGE_FRESH fresh lengths).
 SIZES = [1, 5, 64, 100]
+JUDGE_FRESH = 2
+
+
+def fresh_size(rng: np.random.Generator) -> int:
+    """One random vector length, from the grader's seed."""
+    return int(rng.integers(2, 200))
 TRAFFIC_CASE = "your own Triton kernel loads each element once and stores each once (counted by memcount)"
 
 
@@ -22,7 +32,7 @@ def _double_problem(double, n: int, seed: int) -> str:
     flat_x = torch.zeros(n + GUARD_LEN, device=DEVICE)
     x = flat_x[:n]
     x.copy_(values)
-    flat_out = torch.full((n + GUARD_LEN,), GUARD, device=DEVICE)
+    flat_out = guarded(n, device=DEVICE)
     out = flat_out[:n]
     out.fill_(float("nan"))
     with quiet():
@@ -55,12 +65,11 @@ def check_double(double) -> Verdict:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def _judge_cases(rng):
-    from .judging import Buf, KCase, cast
-
+    """The grader's launches: every named length and JUDGE_FRESH fresh ones, values from its seed."""
     cases = []
-    for n in (1, int(rng.integers(2, 64)), 64, int(rng.integers(65, 200))):
+    for n in SIZES + [fresh_size(rng) for _ in range(JUDGE_FRESH)]:
         x = cast(rng.normal(0, 3, n + 64), "float32")
-        out = np.full(n + 64, 12345.0)
+        out = np.full(n + GUARD_LEN, GUARD)
         out[:n] = np.nan
         cases.append(KCase(f"vector of {n}", ((n + 63) // 64,), [("buf", "out"), ("buf", "x"), ("int", n)],
                            {"x": Buf(x), "out": Buf(out, output=True, shape=(n,), ref=2 * x[:n])}, {"BLOCK": 64}))
@@ -68,11 +77,7 @@ def _judge_cases(rng):
 
 
 def _judges():
-    from .judging import KernelJudge
-
     return {"ch00-double": KernelJudge("double_kernel", _judge_cases)}
 
-
-import numpy as np  # noqa: E402
 
 JUDGES = _judges()

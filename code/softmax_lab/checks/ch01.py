@@ -12,6 +12,7 @@ import torch
 from ..device import DEVICE
 from ._pitfalls import Verdict, quiet, random_rows, softmax_problem, traffic_problem
 from .common import Report
+from .judging import KernelJudge, PCall, PythonJudge, np2, softmax_case
 
 __all__ = ["check_stable_row", "ROW_CASES", "check_shift_trace", "check_count_nonfinite", "STEPS"]
 
@@ -44,15 +45,10 @@ def check_stable_row(softmax_row) -> Verdict:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def _judge_cases(rng):
-    from .judging import np2, softmax_case
-
     rows = [rng.normal(0, 3, (1, n)) for n in (1, int(rng.integers(2, 32)), int(rng.integers(33, 130)))]
     rows.append(-1000.0 - np.abs(rng.normal(0, 3, (1, int(rng.integers(3, 20))))))
     rows.append(1000.0 + rng.normal(0, 3, (1, int(rng.integers(3, 20)))))
     return [softmax_case(rng, f"row of {x.shape[1]}", x, ["out", "x", "n"], np2(x.shape[1]), (1,)) for x in rows]
-
-
-
 
 
 # --------------------------------------------------------------- [0, 0, 0] versus [1000, 1000, 1000], predicted
@@ -192,16 +188,12 @@ def _expect_trace(row: str):
 
 
 def _shift_calls(rng):
-    from .judging import PCall
-
     return [PCall("trace of [0, 0, 0]", "predicted_trace", ["zeros"], _expect_trace("zeros")),
             PCall("trace of [1000, 1000, 1000]", "predicted_trace", ["thousands"], _expect_trace("thousands")),
             PCall("which steps change", "steps_that_change", [], changes_problem)]
 
 
 def _count_calls(rng):
-    from .judging import PCall
-
     rows = [[float(v) for v in rng.normal(0, 3, int(rng.integers(2, 12)))],
             [float(rng.uniform(89, 300)), 0.0, float(-rng.uniform(10, 300))],
             [float(rng.normal(0, 1))]]
@@ -211,8 +203,6 @@ def _count_calls(rng):
 
 
 def _judges():
-    from .judging import KernelJudge, PythonJudge
-
     return {"ch01-stable-row": KernelJudge("softmax_row_kernel", _judge_cases),
             "ch01-shift-trace": PythonJudge(_shift_calls),
             "ch01-count-nonfinite": PythonJudge(_count_calls)}

@@ -7,23 +7,33 @@ caught and named.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 import triton
+import triton.language as tl
 
 from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import Verdict, random_rows, softmax_problem, traffic_problem
+from ._pitfalls import Verdict, case_values, random_rows, softmax_problem, traffic_problem
 from .common import Report, _returned, lane_map_of
 from ..device import DEVICE as _DEVICE
+from .judging import KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case
 
 __all__ = ["check_masked_rows", "MASK_CASES", "check_padding_self_test"]
 
-MASK_CASES = [
-    ("3 columns in a block of 4 [[1, 2, 3]]", torch.tensor([[1.0, 2.0, 3.0]])),
-    ("all-negative row [-1002, -1001, -1000]", torch.tensor([[-1002.0, -1001.0, -1000.0]])),
-    *[(f"random {r}x{c}", random_rows((r, c), 20 + i)) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
-    ("all-negative rows 3x5", -1000.0 - random_rows((3, 5), 30).abs()),
-    ("large values [1000, 1001, 1002]", torch.tensor([[1000.0, 1001.0, 1002.0]])),
+# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values (see
+# _pitfalls.case_values), the check's seed). The check draws the values from the fixed seeds; the judge from the
+# grader's seed, plus JUDGE_FRESH fresh shapes.
+MASK_TABLE = [
+    ("3 columns in a block of 4 [[1, 2, 3]]", (1, 3), "[1, 2, 3]", 0),
+    ("all-negative row [-1002, -1001, -1000]", (1, 3), "[-1002, -1001, -1000]", 0),
+    *[(f"random {r}x{c}", (r, c), "random", 20 + i) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
+    ("all-negative rows 3x5", (3, 5), "below -1000", 30),
+    ("large values [1000, 1001, 1002]", (1, 3), "[1000, 1001, 1002]", 0),
 ]
+JUDGE_FRESH = 2  # fresh shapes in every grader run, besides all the named ones
+MASK_CASES = [(name, case_values(kind, shape, seed)) for name, shape, kind, seed in MASK_TABLE]  # the check's
 
 
 TRAFFIC_CASE = "your own Triton kernel loads each element once and stores each once (counted by memcount)"
@@ -53,10 +63,6 @@ def check_masked_rows(softmax_rows) -> Verdict:
 
 # ------------------------------------------------------------------ your own self-test: would it catch padding?
 
-import math  # noqa: E402
-
-import numpy as np  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 SELF_TEST_TOL = 1e-3  # expected outputs may be written with 3-4 decimals
 MAX_CASES, MAX_LEN = 16, 64
@@ -147,27 +153,19 @@ def check_padding_self_test(padding_self_test) -> Verdict:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def _judge_cases(rng):
-    from .judging import np2, softmax_case, softmax_rows
-
-    shapes = [(1, 3), (2, 31), (3, 32), (4, 33), (2, int(rng.integers(100, 255))), (3, 257),
-              (3, int(rng.integers(3, 8)))]
-    out = []
-    for R, C in shapes:
-        x = softmax_rows(rng, (R, C))
-        out.append(softmax_case(rng, f"{R}x{C}", x, ["out", "x", "n"], np2(C), (R,)))
-    return out
+    """The grader's launches: every named case with values from its seed, and JUDGE_FRESH fresh shapes."""
+    fresh = [(f"random {R}x{C}", (R, C), "random", 0)
+             for R, C in ((int(rng.integers(1, 4)), int(rng.integers(3, 300))) for _ in range(JUDGE_FRESH))]
+    return [softmax_case(rng, name, fresh_values(rng, kind, (R, C)), ["out", "x", "n"], np2(C), (R,))
+            for name, (R, C), kind, _ in MASK_TABLE + fresh]
 
 
 def _self_test_calls(rng):
-    from .judging import PCall
-
     return [PCall(name, "padding_self_test", [], lambda value, p=pad: self_test_problem(value, p, simulate_padded))
             for name, pad in PADDINGS]
 
 
 def _judges():
-    from .judging import KernelJudge, PythonJudge
-
     return {"ch02-masked-load-store": KernelJudge("softmax_rows_kernel", _judge_cases),
             "ch02-padding-self-test": PythonJudge(_self_test_calls)}
 

@@ -6,23 +6,27 @@ classic rows. Typical slips it names: exp(x) in the numerator (output scaled by 
 """
 from __future__ import annotations
 
-import torch
-
 from ..device import DEVICE
-from ._pitfalls import Verdict, random_rows, softmax_problem, traffic_problem
+from ._pitfalls import Verdict, case_values, random_rows, softmax_problem, traffic_problem
 from .common import Report
+from .judging import KernelJudge, fresh_values, np2, softmax_case
 
 __all__ = ["check_naive", "NAIVE_CASES"]
 
-NAIVE_CASES = [
-    ("random 1x1", random_rows((1, 1), 40)),
-    ("random 2x31", random_rows((2, 31), 41)),
-    ("random 3x32", random_rows((3, 32), 42)),
-    ("random 4x33", random_rows((4, 33), 43)),
-    ("all-negative row [-1002, -1001, -1000]", torch.tensor([[-1002.0, -1001.0, -1000.0]])),
-    ("large values [1000, 1001, 1002]", torch.tensor([[1000.0, 1001.0, 1002.0]])),
-    ("identical values 2x7", torch.full((2, 7), 7.0)),
+# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values (see
+# _pitfalls.case_values), the check's seed). The check draws the values from the fixed seeds; the judge from the
+# grader's seed, plus JUDGE_FRESH fresh shapes.
+NAIVE_TABLE = [
+    ("random 1x1", (1, 1), "random", 40),
+    ("random 2x31", (2, 31), "random", 41),
+    ("random 3x32", (3, 32), "random", 42),
+    ("random 4x33", (4, 33), "random", 43),
+    ("all-negative row [-1002, -1001, -1000]", (1, 3), "[-1002, -1001, -1000]", 0),
+    ("large values [1000, 1001, 1002]", (1, 3), "[1000, 1001, 1002]", 0),
+    ("identical values 2x7", (2, 7), "sevens", 0),
 ]
+JUDGE_FRESH = 2  # fresh shapes in every grader run, besides all the named ones
+NAIVE_CASES = [(name, case_values(kind, shape, seed)) for name, shape, kind, seed in NAIVE_TABLE]  # the check's
 
 
 TRAFFIC_CASE = ("your own Triton kernel: 2N² + N loads per row of N, one store per program (counted by memcount, "
@@ -45,20 +49,14 @@ def check_naive(naive_softmax) -> Verdict:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def _judge_cases(rng):
-    from .judging import np2, softmax_case, softmax_rows
-
-    out = []
-    for R, C in [(1, 1), (2, int(rng.integers(20, 40))), (3, 32), (2, int(rng.integers(3, 9)))]:
-        x = softmax_rows(rng, (R, C))
-        out.append(softmax_case(rng, f"{R}x{C}", x, ["out", "x", "n"], min(np2(C), 1024), (R * C,)))
-    x = 1000.0 + rng.normal(0, 3, (1, 5))
-    out.append(softmax_case(rng, "large values 1x5", x, ["out", "x", "n"], 8, (5,)))
-    return out
+    """The grader's launches: every named case with values from its seed, and JUDGE_FRESH fresh shapes."""
+    fresh = [(f"random {R}x{C}", (R, C), "random", 0)
+             for R, C in ((int(rng.integers(1, 4)), int(rng.integers(3, 40))) for _ in range(JUDGE_FRESH))]
+    return [softmax_case(rng, name, fresh_values(rng, kind, (R, C)), ["out", "x", "n"], min(np2(C), 1024), (R * C,))
+            for name, (R, C), kind, _ in NAIVE_TABLE + fresh]
 
 
 def _judges():
-    from .judging import KernelJudge
-
     return {"ch03-naive-normalize": KernelJudge("my_naive_kernel", _judge_cases)}
 
 

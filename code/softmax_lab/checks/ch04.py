@@ -15,29 +15,36 @@ the program id; on a GPU also a real launch on rows 2**30 elements apart, past 2
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 
-import contextlib
-
 from ..device import DEVICE, ON_GPU
 from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import (GUARD, GUARD_LEN, OUTSIDE, Verdict, counted, explain, guarded_input, no_launch, quiet,
+from ._pitfalls import (OUTSIDE, Verdict, case_values, counted, explain, guarded_input, no_launch, quiet,
                         random_rows, softmax_problem, traffic_problem)
-from .common import Report, _returned, lane_map_of
-from .judging import BIG_STEP, INT64_HINT
+from .common import GUARD, GUARD_LEN, Report, _returned, guarded, lane_map_of
+from . import judging
+from .judging import (BIG_STEP, INT64_HINT, KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case,
+                      softmax_rows)
 
 __all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES", "pid_offset_probe"]
 
-# (name, values, row step in memory: None = contiguous)
-FUSED_CASES = [
-    *[(f"random {r}x{c}", random_rows((r, c), 60 + i), None) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
-    ("all-negative row [-1002, -1001, -1000]", torch.tensor([[-1002.0, -1001.0, -1000.0]]), None),
-    ("large values [1000, 1001, 1002]", torch.tensor([[1000.0, 1001.0, 1002.0]]), None),
-    ("identical values 2x37", torch.full((2, 37), 7.0), None),
-    ("strided view big[:, :1000] of a 4x1100 tensor", random_rows((4, 1000), 70), 1100),
-    ("strided view big[:, :5] of a 3x64 tensor", random_rows((3, 5), 71), 64),
+# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values (see
+# _pitfalls.case_values), the check's seed, the input's row step: None = contiguous). The check draws the values
+# from the fixed seeds; the judge from the grader's seed, plus JUDGE_FRESH fresh cases strided in and out.
+FUSED_TABLE = [
+    *[(f"random {r}x{c}", (r, c), "random", 60 + i, None) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
+    ("all-negative row [-1002, -1001, -1000]", (1, 3), "[-1002, -1001, -1000]", 0, None),
+    ("large values [1000, 1001, 1002]", (1, 3), "[1000, 1001, 1002]", 0, None),
+    ("identical values 2x37", (2, 37), "sevens", 0, None),
+    ("strided view big[:, :1000] of a 4x1100 tensor", (4, 1000), "random", 70, 1100),
+    ("strided view big[:, :5] of a 3x64 tensor", (3, 5), "random", 71, 64),
 ]
+JUDGE_FRESH = 2  # fresh cases in every grader run, besides all the named ones
+# (name, values, row step) for the check
+FUSED_CASES = [(name, case_values(kind, shape, seed), step) for name, shape, kind, seed, step in FUSED_TABLE]
 
 TRAFFIC_SHAPES = [(1, 4), (3, 5), (2, 16)]
 
@@ -167,7 +174,7 @@ INT64_CASE = "64-bit row offsets (row * row_stride past 2**31 elements)"
 
 def strided_output(rows: int, n: int, step: int, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """A NaN-filled (rows, n) view with rows ``step`` apart, GUARD in the gaps and after the end."""
-    flat = torch.full((rows * step + GUARD_LEN,), GUARD, dtype=dtype, device=DEVICE)
+    flat = guarded(rows * step, dtype, DEVICE)
     out = flat[: rows * step].view(rows, step)[:, :n]
     out.fill_(float("nan"))
     return out, flat
@@ -312,8 +319,6 @@ def expect_counts(want: tuple[int, int]):
 
 
 def _traffic_calls(rng):
-    from .judging import PCall
-
     calls = []
     for _ in range(3):
         r, c = int(rng.integers(1, 50)), int(rng.integers(1, 3000))
@@ -324,28 +329,26 @@ def _traffic_calls(rng):
 
 
 def _fused_cases(rng):
-    from .judging import BIG_STEP, INT64_HINT, gpu_scale, np2, softmax_case, softmax_rows  # noqa: F811 (tests patch)
-
+    """The grader's launches: every named case with values from its seed, JUDGE_FRESH fresh strided ones, then the
+    64-bit offsets (counted in the interpreter; on a GPU, real rows 2**30 apart)."""
     args = ["out", "x", "x_stride", "out_stride", "n"]
     out = []
-    for R, C in [(1, 1), (2, 31), (3, 32), (4, 33), (2, int(rng.integers(100, 255))), (3, 257)]:
-        x = softmax_rows(rng, (R, C))
-        out.append(softmax_case(rng, f"{R}x{C}", x, args, np2(C), (R,)))
-    for R, C in [(4, int(rng.integers(5, 60))), (3, int(rng.integers(200, 300)))]:
-        x = softmax_rows(rng, (R, C))
-        out.append(softmax_case(rng, f"strided input and output {R}x{C}", x, args, np2(C), (R,), strided=True))
+    for name, (R, C), kind, _, step in FUSED_TABLE:
+        out.append(softmax_case(rng, name, fresh_values(rng, kind, (R, C)), args, np2(C), (R,), steps=(step, None)))
+    for _ in range(JUDGE_FRESH):
+        R, C = int(rng.integers(2, 5)), int(rng.integers(5, 300))
+        out.append(softmax_case(rng, f"strided input and output {R}x{C}", softmax_rows(rng, (R, C)), args, np2(C),
+                                (R,), strided=True))
     x = softmax_rows(rng, (3, 7))
     out.append(softmax_case(rng, "64-bit row offsets", x, args, 8, (3,), strided=True, int64=True,
                             hint=INT64_HINT))
-    if gpu_scale():  # last: a fault here may spoil the GPU context for later launches
+    if judging.gpu_scale():  # last: a fault here may spoil the GPU context for later launches
         out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 37)),
-                                args, 64, (3,), hint=INT64_HINT, big_step=BIG_STEP))
+                                args, 64, (3,), hint=INT64_HINT, big_step=judging.BIG_STEP))
     return out
 
 
 def _judges():
-    from .judging import KernelJudge, PythonJudge
-
     return {"ch04-traffic": PythonJudge(_traffic_calls),
             "ch04-fused": KernelJudge("my_fused_kernel", _fused_cases, int64=True)}
 

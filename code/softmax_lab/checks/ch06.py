@@ -28,8 +28,10 @@ from ..reference import masked_softmax_ref
 from ..testing import TOLERANCES, poisoned_like, randn
 from ._pitfalls import quiet
 from ._pitfalls import Verdict
-from .common import Report, lane_map_of
+from .common import GUARD, Report, lane_map_of
 from ..device import DEVICE as _DEVICE
+from . import judging
+from .judging import Buf, INT64_HINT, KCase, KernelJudge, big_rows_input, big_rows_output, np2, rows_input, rows_output
 
 __all__ = ["check_masked_softmax"]
 
@@ -50,7 +52,6 @@ OUT_STRIDE = ("the outputs are not where they belong: the output has its own row
               "the scores'): store at y_ptr + row * y_row_stride + k")
 IN_STRIDE = ("rows of scores are not contiguous (a view like big[..., :S]): find a row's scores with "
              "x_ptr + row * x_row_stride, not row * S")
-GUARD = 12345.0  # written in the gaps of a strided output; a correct kernel never touches it
 
 
 @contextlib.contextmanager
@@ -289,8 +290,6 @@ def _with_pitfall(problem: str, pitfall: str | None) -> str:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def _judge_case(rng, name, B, H, S, dtype, causal, pad, strided=False, int64=False, big_step=0, x=None):
-    from .judging import INT64_HINT, Buf, KCase, big_rows_input, big_rows_output, np2, rows_input, rows_output
-
     R = B * H * S if x is None else x.shape[0]
     x = rng.normal(0, 3, (R, S)) if x is None else x
     if big_step:
@@ -333,8 +332,6 @@ def _chapter6_judge_row(rng):
 
 
 def _judge_cases(rng):
-    from .judging import BIG_STEP, gpu_scale
-
     S1, S2 = int(rng.integers(20, 40)), int(rng.integers(10, 20))
     return [
         _judge_case(rng, "no mask 1x1x1", 1, 1, 1, "float32", False, None),
@@ -350,12 +347,10 @@ def _judge_cases(rng):
         _judge_case(rng, "chapter 6's sum: one row of 4096 fp16 scores, one 8 and 4095 zeros", 1, 1, 4096, "float16",
                     False, None, x=_chapter6_judge_row(rng)),
     ] + ([_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 1, 1, 3, "float32", True, None,
-                      big_step=BIG_STEP)] if gpu_scale() else [])  # last: a fault may spoil the GPU context
+                      big_step=judging.BIG_STEP)] if judging.gpu_scale() else [])  # last: a fault may spoil the GPU context
 
 
 def _judges():
-    from .judging import KernelJudge
-
     return {"ch06-masked": KernelJudge("masked_softmax_kernel", _judge_cases, int64=True)}
 
 

@@ -23,6 +23,8 @@ from .ch06 import half_sums_in_half
 from ._pitfalls import Verdict
 from .common import Report, _returned, lane_map_of
 from ..device import DEVICE as _DEVICE
+from . import judging
+from .judging import KernelJudge
 
 __all__ = ["check_softmax_backward"]
 
@@ -193,8 +195,6 @@ def _judge_case(rng, name, R, C, dtype, strided=False, int64=False, big_step=0, 
 
 
 def _judge_cases(rng):
-    from .judging import BIG_STEP, gpu_scale
-
     C = int(rng.integers(100, 260))
     return [_judge_case(rng, "1x1", 1, 1, "float32"), _judge_case(rng, "2x31", 2, 31, "float32"),
             _judge_case(rng, "3x32", 3, 32, "float32"), _judge_case(rng, f"2x{C}", 2, C, "float32"),
@@ -202,13 +202,11 @@ def _judge_cases(rng):
             _judge_case(rng, "fp16 2x100, dy = 1000 + noise (accumulate in fp32)", 2, 100, "float16", offset=True),
             _judge_case(rng, f"strided 3x{C}", 3, C, "float32", strided=True),
             _judge_case(rng, "64-bit row offsets", 3, 9, "float32", strided=True, int64=True)] + (
-        [_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 3, 40, "float32", big_step=BIG_STEP)]
-        if gpu_scale() else [])  # last: a fault may spoil the GPU context
+        [_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 3, 40, "float32", big_step=judging.BIG_STEP)]
+        if judging.gpu_scale() else [])  # last: a fault may spoil the GPU context
 
 
 def _judges():
-    from .judging import KernelJudge
-
     return {"ch08-backward": KernelJudge("softmax_backward_kernel", _judge_cases, int64=True)}
 
 

@@ -19,7 +19,17 @@ from typing import Callable
 
 import torch
 
-from ..testing import Case, compare, poisoned_like
+
+
+
+GUARD = 12345.0   # written around and after every output; a correct, masked store never touches it
+GUARD_LEN = 1024  # guard values after an output's last row: more than a power-of-two BLOCK pads any row by
+
+
+def guarded(n: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    """A flat buffer of ``n + GUARD_LEN`` elements, all GUARD: the outputs go in its first ``n`` (or in a strided
+    view of them), and every element no output covers must still be GUARD after the launch."""
+    return torch.full((n + GUARD_LEN,), GUARD, dtype=dtype, device=device)
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # softmax_lab/
@@ -163,17 +173,6 @@ class Report:
         return self.ok
 
 
-def softmax_case(report: Report, fn: Callable, case: Case) -> bool:
-    """Run a learner's ``fn(x, out)`` softmax launcher on one case, output poisoned first."""
-
-    def one() -> str:
-        out = poisoned_like(case.x)
-        y = fn(case.x, out)
-        return compare(out if y is None else y, case.x)
-
-    return report.run(case.name, one, case.pitfall)
-
-
 def lane_map_of(launch: Callable, make_input: Callable | None = None,
                 padding: str | None = "-inf") -> Callable[[], None]:
     """A Report's ``drawing``: the lane map of ``launch(x) -> y`` on a small strided input (softmax_lab.lanemap);
@@ -194,4 +193,4 @@ def debug_traceback() -> str:  # for instructors: the full traceback of the last
     return traceback.format_exc()
 
 
-__all__ = ["Report", "softmax_case", "explain_exception", "learner_line", "lane_map_of", "torch"]
+__all__ = ["Report", "GUARD", "GUARD_LEN", "guarded", "explain_exception", "learner_line", "lane_map_of", "torch"]

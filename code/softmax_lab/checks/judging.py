@@ -7,8 +7,10 @@ and include what the chapters teach: padding, masked stores (guard zones around 
 and outputs, and on kernels that must use them, 64-bit row offsets. The learner's code runs in a sandbox; the
 outputs come back as arrays, and the verdict is computed here, outside, against float64 references.
 
-Each chapter module declares ``JUDGES = {exercise_id: KernelJudge(...) | PythonJudge(...)}``;
-``softmax_lab.grading.judge`` finds them.
+The module an exercise's id names (``course.registry.check_module``) declares ``JUDGES = {exercise_id:
+KernelJudge(...) | PythonJudge(...)}``, built from the same case table as its notebook check;
+``softmax_lab.grading.judge`` imports that module and nothing else. The grader never gets imported from here: it
+says what the checks need to know (``set_gpu_scale``).
 """
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-GUARD = 12345.0       # written around every output view; a masked store never touches it
-GUARD_LEN = 64
+from .common import GUARD, GUARD_LEN
+
 TOL = {"float32": (1e-6, 1e-5), "float16": (1e-3, 1e-2), "bfloat16": (8e-3, 4e-2), "float64": (1e-12, 1e-10)}
 TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
          "int32": torch.int32, "int64": torch.int64}
@@ -135,11 +137,18 @@ def big_rows_output(ref: np.ndarray, big_step: int, dtype: str = "float32") -> B
                kernel_step=big_step)
 
 
+_GPU_SCALE = False  # set by the grader (``set_gpu_scale``): the checks never import it
+
+
+def set_gpu_scale(on: bool) -> None:
+    """The grader says whether its sandbox sees a GPU with the memory for the 2**31-element cases."""
+    global _GPU_SCALE
+    _GPU_SCALE = bool(on)
+
+
 def gpu_scale() -> bool:
     """Judge 64-bit offsets with real tensors past 2**31 elements (a GPU with the memory for them)."""
-    from ..grading.runner import gpu_visible
-
-    return gpu_visible()
+    return _GPU_SCALE
 
 
 def rows_input(rng, x: np.ndarray, step: int | None = None, dtype: str = "float32") -> Buf:
@@ -239,19 +248,34 @@ def softmax_rows(rng, shape) -> np.ndarray:
     return x
 
 
+def fresh_values(rng, kind: str, shape: tuple) -> np.ndarray:
+    """The same case's values for a judge (see ``_pitfalls.case_values``), drawn from the grader's seed."""
+    if kind.startswith("["):
+        return np.array([[float(v) for v in kind.strip("[]").split(",")]])
+    if kind == "sevens":
+        return np.full(shape, 7.0)
+    if kind == "below -1000":
+        return -1000.0 - np.abs(rng.normal(0, 3, shape))
+    return softmax_rows(rng, shape)
+
+
 def softmax_case(rng, name, x, args, block, grid, strided=False, int64=False, hint="", dtype="float32",
-                 constexprs=None, big_step=0) -> KCase:
+                 constexprs=None, big_step=0, steps=None) -> KCase:
     """One row-wise softmax launch: ``args`` names the kernel's arguments in order, from
     x, out, n (columns), x_stride, out_stride; the other arguments are given as ("int", v).
-    ``big_step``: rows that far apart in huge buffers (the GPU's 64-bit offset case)."""
+    ``big_step``: rows that far apart in huge buffers (the GPU's 64-bit offset case); ``steps``: the input's and
+    the output's row steps from a case table (None: contiguous, or random gaps when ``strided``)."""
     R, C = x.shape
     if big_step:
         xin = big_rows_input(rng, x, big_step, dtype)
         out = big_rows_output(softmax64(view_of(xin, cast(xin.storage, dtype))), big_step, dtype)
         xs = ys = big_step
     else:
-        xs = C + int(rng.integers(3, 40)) if strided else C
-        ys = C + int(rng.integers(3, 40)) if strided else C
+        if steps is not None:
+            xs, ys = steps[0] or C, steps[1] or C
+        else:
+            xs = C + int(rng.integers(3, 40)) if strided else C
+            ys = C + int(rng.integers(3, 40)) if strided else C
         xin = rows_input(rng, x, xs, dtype)
         out = rows_output(softmax64(view_of(xin, xin.storage)), ys, dtype)
     table = {"x": ("buf", "x"), "out": ("buf", "out"), "n": ("int", C), "x_stride": ("int", xs),

@@ -6,6 +6,11 @@ level, the complete answer, comes from the solution notebook); each ``[[question
 ``points``. Notebook cells only carry the tag ``exercise:<id>`` / ``question:<id>`` saying where each sits;
 ``softmax-lab build`` checks that the two agree.
 
+An exercise's id also names the module that checks it (``check_module``): ``chNN-some-name`` lives in
+``softmax_lab.checks.chNN.some_name`` when chapter NN's checks are a package (a folder ``checks/chNN/``, one
+module per exercise), else in ``softmax_lab.checks.chNN``. That module holds the exercise's case table, the
+notebook check and the grader's judge (``JUDGES[id]``); the exercises in ``NOTEBOOK_ONLY`` have no judge yet.
+
 Reading it needs the standard library only (tomllib): no torch, so the build and the grader can use it.
 """
 from __future__ import annotations
@@ -16,6 +21,10 @@ from functools import lru_cache
 from pathlib import Path
 
 FOLDER = Path(__file__).with_name("exercises")
+CHECKS = Path(__file__).resolve().parent.parent / "checks"   # softmax_lab/checks, found without importing it
+# Graded in the learner's notebook only: no judge re-runs them in the grader yet.
+NOTEBOOK_ONLY = frozenset({"ch07-targets", "ch09-block-tree", "ch09-reader-barrier", "ch09-shuffle-tail",
+                           "ch09-sectors"})
 HINT_LEVELS = 3  # written in the registry; level 4 is the solution itself
 
 
@@ -83,6 +92,20 @@ class Registry:
         if chapter is None:
             return [self.chapters[k] for k in sorted(self.chapters)]
         return [self.chapters[chapter]] if chapter in self.chapters else []
+
+
+def check_module(ident: str, checks: Path = CHECKS) -> str | None:
+    """The dotted name of the module that checks and judges exercise ``ident`` (``ch07-row-vector`` ->
+    ``softmax_lab.checks.ch07.row_vector``, ``ch03-naive-normalize`` -> ``softmax_lab.checks.ch03``), or None
+    when no such file exists. Looks at the files only: imports nothing."""
+    chapter, sep, name = ident.partition("-")
+    if not (sep and chapter.startswith("ch") and chapter[2:].isdigit() and name):
+        return None
+    package = __name__.split(".")[0] + ".checks"
+    module = name.replace("-", "_")
+    if (checks / chapter / "__init__.py").is_file():
+        return f"{package}.{chapter}.{module}" if (checks / chapter / f"{module}.py").is_file() else None
+    return f"{package}.{chapter}" if (checks / f"{chapter}.py").is_file() else None
 
 
 def _entry(path: Path, kind: str, k: int, raw) -> dict:

@@ -13,13 +13,11 @@ For every exercise with a judge (``JUDGES`` in ``softmax_lab.checks.chNN``, see 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import io
 import json
 import re
 import math
 import os
-import pkgutil
 import shutil
 import sys
 import time
@@ -28,35 +26,46 @@ from pathlib import Path
 
 import numpy as np
 
+from ..course.registry import check_module
 from . import sandbox, streams
-from .process import STOP, Limits, start
+from .process import STOP, Limits, gpu_visible, start
 
 REGISTRY: dict[str, object] = {}  # exercise id -> judge; tests add the fixture chapter's here
-_LOADED = False
+_SEEN: set[str] = set()  # exercise ids already looked up (with or without a judge)
 MAX_RESULTS_BYTES = 2 * 2**20
 
 
 def judges(chapter: str | None = None) -> dict[str, object]:
-    """Every judge declared by the chapter check modules (``JUDGES`` dicts), plus REGISTRY. With ``chapter``, a
-    chapter that has no check module (``checks/chNN.py``) loads none of them: importing them imports torch."""
-    global _LOADED
-    if chapter is not None and not _LOADED and not _has_check_module(chapter):
-        return REGISTRY
-    if not _LOADED:
-        from .. import checks
+    """Every exercise's judge (``chapter``: that chapter's), plus REGISTRY (tests add fixture judges there).
 
-        for info in sorted(pkgutil.iter_modules(checks.__path__), key=lambda m: m.name):
-            if info.name.startswith("ch"):
-                mod = importlib.import_module(f"{checks.__name__}.{info.name}")
-                for k, v in getattr(mod, "JUDGES", {}).items():
-                    REGISTRY.setdefault(k, v)
-        _LOADED = True
+    The registry's id names the module (``course.registry.check_module``): ``ch07-row-vector`` is judged by
+    ``JUDGES["ch07-row-vector"]`` in ``softmax_lab.checks.ch07.row_vector``; no module is scanned or searched, and
+    a chapter without check modules imports none (importing them imports torch). The grader tells the checks
+    whether this machine may launch the GPU-sized cases (``judging.gpu_scale``)."""
+    if chapter is not None and not _has_check_module(chapter):
+        return REGISTRY
+    from ..course import exercises
+
+    judging = importlib.import_module(f"{__package__.rpartition('.')[0]}.checks.judging")
+    judging.set_gpu_scale(gpu_visible())
+    for ex in exercises(chapter):
+        if ex.id in REGISTRY or ex.id in _SEEN:
+            continue
+        _SEEN.add(ex.id)
+        name = check_module(ex.id)
+        if name is None:
+            continue
+        found = getattr(importlib.import_module(name), "JUDGES", {}).get(ex.id)
+        if found is not None:
+            REGISTRY[ex.id] = found
     return REGISTRY
 
 
 def _has_check_module(chapter: str) -> bool:
-    spec = importlib.util.find_spec(f"{__package__.rpartition('.')[0]}.checks")  # finds it, imports nothing
-    return any((Path(d) / f"ch{chapter}.py").is_file() for d in spec.submodule_search_locations or [])
+    """Chapter ``chapter`` has at least one exercise whose check module exists (found by path, nothing imported)."""
+    from ..course import exercises
+
+    return any(check_module(ex.id) is not None for ex in exercises(chapter))
 
 
 @dataclass

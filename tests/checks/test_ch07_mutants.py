@@ -1,58 +1,27 @@
-"""Chapters 7 and 9: checks of the property each exercise teaches, proved with mutants.
+"""Chapter 7's checks of the property each exercise teaches, proved with mutants.
 
 Each mutant is a wrong answer a learner could hand in. It passes what the chapter checked before (output values
 on contiguous rows, the chapter's fixed list of cases) and must fail the check of the property taught, with a
 FAIL line that names the mistake: a table of answers instead of the rule (ch07-rows), one program per row or a
 floor-divided grid (ch07-multirow), an output that ignores its own row stride, a tile read twice, a persistent
-kernel that is not persistent or writes rows several times, counts without the warp size, a sector counter
-that ignores where an access ends (ch09-sectors), a tree that starts its max from 0 (ch09-block-tree).
+kernel that is not persistent or writes rows several times, counts without the warp size, a VEC that does not
+divide every row stride (ch07-row-vector), knobs that miss a target (ch07-targets).
 
-Sizes are tiny (the CPU interpreter and numba's simulator run them in CI); the solutions pass the same checks.
+Sizes are tiny (the CPU interpreter runs them in CI); the solutions pass the same checks.
 """
 import softmax_lab  # noqa: F401  (first: picks GPU or interpreter before any kernel is defined)
-import math
-
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-from softmax_lab import cuda_layer  # noqa: F401  (before numba: it picks real CUDA or the simulator)
-from softmax_lab.checks import ch04, ch07, ch09
-from numba import cuda, float32
-from softmax_lab.checks._pitfalls import softmax_problem
+from mutant_helpers import fails_naming, passes, run, values_only
+from softmax_lab.checks import ch07
+from softmax_lab.checks.ch07 import targets
 from softmax_lab.device import DEVICE
 
 # the course's own kernels stand in for learners' code here (correct ones and known mutants)
 pytestmark = pytest.mark.usefixtures("allow_package_code")
-
-
-def run(check, *args, capsys):
-    ok = check(*args)
-    return bool(ok), capsys.readouterr().out
-
-
-def fails_naming(check, args, exercise, words, capsys):
-    ok, out = run(check, *args, capsys=capsys)
-    assert not ok, out
-    assert out.strip().splitlines()[-1].startswith(f"{exercise}: FAILED"), out
-    fails = [ln for ln in out.splitlines() if ln.startswith("FAIL ")]
-    for w in words:
-        assert any(w in ln for ln in fails), f"no FAIL line mentions {w!r}:\n{out}"
-    return out
-
-
-def passes(check, args, exercise, capsys):
-    ok, out = run(check, *args, capsys=capsys)
-    assert ok and "FAIL " not in out, out
-    assert out.strip().splitlines()[-1].startswith(f"{exercise}: PASSED"), out
-
-
-def values_only(launch) -> list[str]:
-    """What the chapter's kernel checks verified before: output values on contiguous boundary shapes
-    (chapter 4's cases), output poisoned first. A mutant of the property passes this."""
-    return [p for _, v, step in ch04.FUSED_CASES if step is None
-            if (p := softmax_problem(launch, v, triton.next_power_of_2))]
 
 
 # ============================================================================ the multi-row kernel (a)
@@ -322,48 +291,13 @@ def test_targets_proxy(capsys):
 def test_targets_print_the_same_lines_on_cpu_and_gpu(capsys, monkeypatch):
     """A GPU run adds lines only when a target is missed: a passing GPU run prints what the CPU prints."""
     ok, cpu = run(ch07.check_targets, GOOD_KNOBS, multirow, persistent, capsys=capsys)
-    monkeypatch.setattr(ch07, "ON_GPU", True)
-    monkeypatch.setattr(ch07, "_timed_problem", lambda *a: "")
+    monkeypatch.setattr(targets, "ON_GPU", True)
+    monkeypatch.setattr(targets, "_timed_problem", lambda *a: "")
     ok2, gpu = run(ch07.check_targets, GOOD_KNOBS, multirow, persistent, capsys=capsys)
     assert ok and ok2 and cpu == gpu
-    monkeypatch.setattr(ch07, "_timed_problem", lambda key, *a: "timed at 50% of copy" if key == "multirow" else "")
+    monkeypatch.setattr(targets, "_timed_problem", lambda key, *a: "timed at 50% of copy" if key == "multirow" else "")
     ok3, slow = run(ch07.check_targets, GOOD_KNOBS, multirow, persistent, capsys=capsys)
     assert not ok3 and "FAIL  target 1 timed on this GPU" in slow
-
-
-# ========================================================================================= chapter 9
-
-def test_sectors_mutant_that_ignores_where_an_access_ends(capsys):
-    from softmax_lab import cuda_layer as cl
-    from softmax_lab.cuda_layer import kernels  # noqa: F401  (the sector cases record the kernels' loads)
-
-    def first_byte_only(addresses, access_bytes=4):
-        return len({a // 32 for a in addresses}), len({a // 128 for a in addresses})
-
-    cases = list(ch09._sector_cases())
-    old = [c for c in cases if "straddle" not in c[0]]
-    assert all(first_byte_only(a, b) == cl.count_sectors(a, b) for _, a, b in old)  # the old cases pass it
-    fails_naming(ch09.check_sectors, [first_byte_only], "ch09-sectors", ["straddle"], capsys)
-
-
-def course_kernel_edited(exercise_module, kernel, old, new, count=1):
-    """A mutant: one of the course's CUDA kernels (``cuda_layer.kernels``) with ``old`` replaced by ``new``, loaded
-    from its own file (numba and the checks read a kernel's source)."""
-    import inspect
-
-    from softmax_lab.cuda_layer import kernels as K
-
-    source = inspect.getsource(getattr(K, kernel).py_func)
-    assert source.count(old) == count, f"{kernel}: expected {count} x {old!r}"
-    module = exercise_module("mutant", source=CUDA_HEADER + "import math\n\n" + source.replace(old, new))
-    return getattr(module, kernel)
-
-
-def test_block_tree_identity_mutant_is_named(exercise_module, capsys):
-    # the max starts at 0, not -inf: a thread with no column adds a 0
-    max_from_zero = course_kernel_edited(exercise_module, "block_softmax_kernel", "m = float32(-math.inf)",
-                                         "m = float32(0.0)")
-    fails_naming(ch09.check_block_tree, [max_from_zero], "ch09-block-tree", ["-inf"], capsys)
 
 
 # ============================================================ the notebooks' own exercise cells (solution, blank)
@@ -382,41 +316,6 @@ def test_new_exercise_cells(exercise, check, args, exercise_module, capsys):
     passes(check, args(exercise_module(exercise)), exercise, capsys)
     out = fails_naming(check, args(exercise_module(exercise, learner=True)), exercise, ["not implemented yet"], capsys)
     assert "(0/" in out.strip().splitlines()[-1]
-
-
-# ========================================================= chapter 9's reader barrier: only barriers may be added
-
-CUDA_HEADER = "from softmax_lab import cuda_layer\nfrom numba import cuda, float32\n"
-
-
-def test_reader_barrier_cell_solution_and_blank(exercise_module, capsys):
-    from conftest import exercise_source
-
-    solved = exercise_module("ch09-reader-barrier", source=CUDA_HEADER + exercise_source("ch09-reader-barrier"))
-    passes(ch09.check_reader_barrier, [solved.fixed_kernel], "ch09-reader-barrier", capsys)
-    blank = exercise_module("ch09-reader-barrier",
-                            source=CUDA_HEADER + exercise_source("ch09-reader-barrier", learner=True))
-    fails_naming(ch09.check_reader_barrier, [blank.fixed_kernel], "ch09-reader-barrier", ["not implemented yet"],
-                 capsys)
-
-
-def test_reader_barrier_accepts_only_added_barriers(exercise_module, capsys):
-    from softmax_lab.cuda_layer import kernels as K
-
-    # a correct, race-free kernel that is not the buggy body fixed (the shuffle tail): named, though it passes the rest
-    out = fails_naming(ch09.check_reader_barrier, [K.shuffle_tail_kernel], "ch09-reader-barrier",
-                       ["add cuda.syncthreads() lines only", "while stride > 32:"], capsys)
-    assert "PASS  race check" in out
-    # the buggy body untouched: no barrier added, and the race named
-    fails_naming(ch09.check_reader_barrier, [K.block_softmax_missing_barrier_kernel], "ch09-reader-barrier",
-                 ["no cuda.syncthreads() was added", "reader barrier is missing"], capsys)
-    # only a barrier added, in a place where it protects nothing: the source is fine, the race is not
-    barrier_after_the_wrong_write = course_kernel_edited(
-        exercise_module, "block_softmax_missing_barrier_kernel", "    shared[tid] = total\n",
-        "    shared[tid] = total\n    cuda.syncthreads()\n")
-    out = fails_naming(ch09.check_reader_barrier, [barrier_after_the_wrong_write], "ch09-reader-barrier",
-                       ["reader barrier is missing"], capsys)
-    assert "PASS  the buggy kernel's body" in out
 
 
 # ============================================== chapter 7's cells after a check, for an untouched learner: one line

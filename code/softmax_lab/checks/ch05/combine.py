@@ -1,0 +1,229 @@
+"""Exercise ch05-combine: the merge of two ``(m, l)`` summaries must equal the whole row's ``(max, sum)``, in any
+order and grouping (commutative, associative), with ``(-inf, 0)`` for an empty chunk."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._pitfalls import Verdict, quiet
+from ..common import Report
+from ..judging import PCall, PythonJudge
+from ._online import NEG_INF, _close, _stats
+
+
+EMPTY_BOTH = ("two empty chunks (m = -inf on both sides) gave NaN: exp(-inf - (-inf)) is NaN - while the merged "
+              "max is still -inf, shift by 0 instead (torch.where(m == -inf, 0.0, m)): the result is (-inf, 0)")
+
+
+NO_RESCALE = ("the sums were added as they are: each l was counted against its own chunk's max, so rescale both "
+              "to the merged max before adding, l = l1 * exp(m1 - m) + l2 * exp(m2 - m)")
+
+
+ONE_SIDE = ("only one of the two sums was rescaled (it works when the max sits in that chunk): rescale both, "
+            "l1 by exp(m1 - m) and l2 by exp(m2 - m)")
+
+
+BAD_M = "m must be the larger of the two maxima: m = max(m1, m2)"
+
+
+ELEMENTWISE = ("combine must work elementwise on tensors (many (m, l) pairs at once, as the partials of a long "
+               "row are): use torch.maximum, torch.exp and torch.where, not max(), math.exp or an if")
+
+
+def _as_pair(result):
+    """The learner's (m, l) as two float64 tensors (CPU), or a reason why it is not a pair."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return None, f"combine must return the pair (m, l), got {type(result).__name__}"
+    m, l = (torch.as_tensor(v).detach().to(torch.float64).cpu() for v in result)
+    return (m, l), ""
+
+
+def _scalars(*values):
+    return [torch.tensor(float(v), dtype=torch.float64) for v in values]
+
+
+def _state_problem(got, want, a, b) -> str:
+    """'' when ``got`` (tensors) equals ``want`` (floats or tensors) elementwise; else the named mistake.
+    ``a``, ``b`` are the two input states (float64 tensors), to recognise the classic mistakes."""
+    (m, l), (m_ok, l_ok) = got, (torch.as_tensor(want[0], dtype=torch.float64), torch.as_tensor(want[1],
+                                                                                                 dtype=torch.float64))
+    if m.shape != m_ok.shape or l.shape != l_ok.shape:
+        return f"(m, l) have shapes {tuple(m.shape)}, {tuple(l.shape)}; expected {tuple(m_ok.shape)} like the inputs"
+    if bool(torch.isnan(m).any() | torch.isnan(l).any()):
+        both_empty = (a[0] == NEG_INF) & (b[0] == NEG_INF)
+        if bool(both_empty.any()):
+            return EMPTY_BOTH
+        return ("(m, l) came out NaN (inf / inf? an exp that overflowed): rescale by exp(m1 - m) and "
+                "exp(m2 - m), which are at most 1, never by exp(m) itself")
+    if not bool(torch.equal(m, m_ok)):
+        return BAD_M
+    if bool(torch.isinf(l).any()):
+        return "l overflowed to inf: rescale by exp(m1 - m) and exp(m2 - m), which are at most 1, never by exp(m)"
+    if torch.allclose(l, l_ok, rtol=1e-9, atol=1e-12):
+        return ""
+    (m1, l1), (m2, l2) = a, b
+    if torch.allclose(l, l1 + l2, rtol=1e-9, atol=1e-12):
+        return NO_RESCALE
+    with quiet():
+        safe = torch.where(m_ok == NEG_INF, torch.zeros_like(m_ok), m_ok)
+        one_a = l1 * torch.exp(m1 - safe) + l2
+        one_b = l1 + l2 * torch.exp(m2 - safe)
+    if torch.allclose(l, one_a, rtol=1e-9, atol=1e-12) or torch.allclose(l, one_b, rtol=1e-9, atol=1e-12):
+        return ONE_SIDE
+    worst = float((l - l_ok).abs().max())
+    return f"l differs from the whole chunk's sum of exp(x - m) (largest error {worst:.2e})"
+
+
+def _merge_problem(combine, chunk_a, chunk_b) -> str:
+    """combine(stats(a), stats(b)) must be stats(a + b)."""
+    a, b = _stats(chunk_a), _stats(chunk_b)
+    sa, sb = _scalars(*a), _scalars(*b)
+    with quiet():
+        got, why = _as_pair(combine(sa[0], sa[1], sb[0], sb[1]))
+    return why or _state_problem(got, _stats(list(chunk_a) + list(chunk_b)), sa, sb)
+
+
+def _orders_problem(combine, row, cuts) -> str:
+    """Fold the chunks' states left to right, right to left and as a pairwise tree: all must equal the row's."""
+    bounds = [0, *cuts, len(row)]
+    states = [tuple(_scalars(*_stats(row[s:e]))) for s, e in zip(bounds, bounds[1:])]
+    want = _stats(row)
+
+    class NotAPair(Exception):
+        pass
+
+    def merge(p, q):
+        got, why = _as_pair(combine(p[0], p[1], q[0], q[1]))
+        if why:
+            raise NotAPair(why)
+        return got
+
+    try:
+        with quiet():
+            left, right, tree = _fold_three_ways(states, merge)
+    except NotAPair as err:
+        return str(err)
+    for name, got in (("left to right", left), ("right to left", right), ("as a tree", tree)):
+        problem = _state_problem(got, want, states[0], states[-1])
+        if problem:
+            if problem in (BAD_M, NO_RESCALE, ONE_SIDE, EMPTY_BOTH):
+                return f"merged {name}: {problem}"
+            return (f"merged {name}, {len(states)} chunks: {problem} - the merge must not depend on the order "
+                    "or the grouping (it is how tl.reduce and a tree of programs combine partials)")
+    return ""
+
+
+def _fold_three_ways(states, merge):
+    """The states merged left to right, right to left, and as a pairwise tree."""
+    left = states[0]
+    for s in states[1:]:
+        left = merge(left, s)
+    right = states[-1]
+    for s in reversed(states[:-1]):
+        right = merge(s, right)
+    level = states
+    while len(level) > 1:
+        level = [merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+    return left, right, level[0]
+
+
+def _swap_problem(combine, chunk_a, chunk_b) -> str:
+    a, b = _scalars(*_stats(chunk_a)), _scalars(*_stats(chunk_b))
+    with quiet():
+        ab, why = _as_pair(combine(a[0], a[1], b[0], b[1]))
+        ba, why2 = _as_pair(combine(b[0], b[1], a[0], a[1]))
+    if why or why2:
+        return why or why2
+    first = _state_problem(ab, _stats(list(chunk_a) + list(chunk_b)), a, b)
+    if first:
+        return first
+    if not (torch.equal(ab[0], ba[0]) and torch.allclose(ab[1], ba[1], rtol=1e-12, atol=0.0)):
+        return "combine(a, b) and combine(b, a) differ: the merge must be symmetric"
+    return ""
+
+
+def _vector_problem(combine, pairs) -> str:
+    """Many pairs at once, as 1-D tensors: elementwise results."""
+    a = [_stats(p) for p, _ in pairs]
+    b = [_stats(q) for _, q in pairs]
+    want = [_stats(list(p) + list(q)) for p, q in pairs]
+    t = lambda vals: torch.tensor(vals, dtype=torch.float64)  # noqa: E731
+    ma, la, mb, lb = t([s[0] for s in a]), t([s[1] for s in a]), t([s[0] for s in b]), t([s[1] for s in b])
+    try:
+        with quiet():
+            got, why = _as_pair(combine(ma, la, mb, lb))
+    except (RuntimeError, TypeError) as err:
+        if "ambiguous" in str(err) or "only one element" in str(err) or "must be real number" in str(err) \
+                or "converted to Python scalars" in str(err):
+            return ELEMENTWISE
+        raise
+    if why:
+        return why
+    return _state_problem(got, (t([w[0] for w in want]), t([w[1] for w in want])), (ma, la), (mb, lb))
+
+
+def check_combine(combine) -> Verdict:
+    """Exercise ch05-combine: ``combine(m1, l1, m2, l2) -> (m, l)``, the summary of two chunks put together."""
+    report = Report("ch05-combine")
+    g = torch.Generator().manual_seed(55)
+    row = (torch.randn(40, generator=g, dtype=torch.float64) * 3).tolist()
+    cuts = sorted(torch.randperm(39, generator=g)[:6].add(1).tolist())
+    report.run("two halves of [1, 2 | 3, 0]: (2, 1.368) and (3, 1.050) give (3, 1.553)",
+               lambda: _merge_problem(combine, [1.0, 2.0], [3.0, 0.0]))
+    report.run("the max in the second chunk, then in the first",
+               lambda: _merge_problem(combine, [0.5, -1.0, 2.0], [4.0, 3.5]) or
+               _merge_problem(combine, [4.0, 3.5], [0.5, -1.0, 2.0]))
+    for k, cut in enumerate(cuts[:3]):
+        report.run(f"a random row of 40 cut at {cut}: the merge equals the whole row's (max, sum)",
+                   lambda cut=cut: _merge_problem(combine, row[:cut], row[cut:]))
+    report.run("commutative: combine(a, b) == combine(b, a)", lambda: _swap_problem(combine, row[:13], row[13:]))
+    report.run(f"associative: 7 chunks of the row merged left to right, right to left and as a tree",
+               lambda: _orders_problem(combine, row, cuts))
+    report.run("an empty chunk (-inf, 0) on either side changes nothing",
+               lambda: _merge_problem(combine, [], [1.0, 2.0]) or _merge_problem(combine, [1.0, 2.0], []))
+    report.run("two empty chunks give (-inf, 0), not NaN", lambda: _merge_problem(combine, [], []))
+    report.run("a chunk of -inf (a masked stretch) next to a real one",
+               lambda: _merge_problem(combine, [NEG_INF, NEG_INF], [0.5, 1.5]))
+    report.run("large values [1000, 1001 | 1002]: no overflow",
+               lambda: _merge_problem(combine, [1000.0, 1001.0], [1002.0]))
+    report.run("elementwise: 5 pairs of states at once, as 1-D tensors",
+               lambda: _vector_problem(combine, [([1.0, 2.0], [3.0]), ([], [0.0]), ([], []), ([5.0], [-2.0, 1.0]),
+                                                 ([-1000.0], [-1001.0, -999.5])]))
+    return Verdict(report.show())
+
+
+def _combine_calls(rng):
+    """combine on one pair at a time (1-element float64 tensors): fresh chunks, -inf states, large values."""
+    def expect(a, b):
+        m_ok, l_ok = _stats(list(a) + list(b))
+
+        def problem(value):
+            if not isinstance(value, list) or len(value) != 2:
+                return "expected the pair (m, l)"
+            m, l = (float(v) if isinstance(v, (int, float)) else math.nan for v in value)
+            if math.isnan(m) or math.isnan(l):
+                return "(m, l) came out NaN"
+            if not (_close(m, m_ok) and _close(l, l_ok)):
+                return f"(m, l) = ({m:.6g}, {l:.6g}), expected ({m_ok:.6g}, {l_ok:.6g})"
+            return ""
+        return problem
+
+    def call(name, a, b):
+        sa, sb = _stats(a), _stats(b)
+        args = [{"tensor": [v]} for v in (*sa, *sb)]
+        return PCall(name, "combine", args, expect(a, b))
+
+    row = [float(v) for v in rng.normal(0, 3, 30)]
+    cut = int(rng.integers(1, 29))
+    big = [1000.0 + float(v) for v in rng.normal(0, 2, 6)]
+    return [call(f"a random row of 30 cut at {cut}", row[:cut], row[cut:]),
+            call("the same two chunks swapped", row[cut:], row[:cut]),
+            call("the max in the second chunk", sorted(row[:10]), [max(row) + 1.0]),
+            call("an empty chunk first", [], row[:7]),
+            call("an empty chunk second", row[7:15], []),
+            call("two empty chunks", [], []),
+            call("large values", big[:3], big[3:])]
+
+
+JUDGES = {"ch05-combine": PythonJudge(_combine_calls)}

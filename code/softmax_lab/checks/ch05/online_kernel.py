@@ -1,0 +1,181 @@
+"""Exercise ch05-online-kernel: a learner's launcher ``online_softmax(x, out, BLOCK=...)`` on rows longer than one
+block, and on the traps (a later tile raising the max, a whole tile of -inf); from ``memcount``'s count of its
+own loads and stores: is it online (at most two reads of every element, one write)?"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .. import judging
+from ...device import DEVICE
+from ...memcount import count_calls
+from ...reference import softmax_ref
+from ...testing import compare, poisoned_like, randn
+from .._pitfalls import Verdict, quiet
+from ..common import Report, _returned, lane_map_of
+from ..judging import INT64_HINT, KernelJudge, softmax_case, softmax_rows
+from ._online import INF_TILE, NEG_INF, RESCALE, _per_element
+
+
+def _row_sums_off(y: torch.Tensor, ref: torch.Tensor) -> bool:
+    finite = torch.isfinite(ref).all(dim=-1)
+    s = y.to(torch.float64).sum(dim=-1).cpu()
+    return bool(((s - 1).abs() > 1e-3)[finite.cpu()].any())
+
+
+def _no_rescale_softmax(x: torch.Tensor, block: int) -> torch.Tensor:
+    """The output of the classic bug (l never rescaled), in float64, for tiles of ``block``."""
+    x64 = x.detach().to(torch.float64).cpu()
+    m = torch.full((x64.shape[0], 1), NEG_INF, dtype=torch.float64)
+    l = torch.zeros_like(m)
+    for start in range(0, x64.shape[1], block):
+        m = torch.maximum(m, x64[:, start:start + block].amax(dim=1, keepdim=True))
+        shift = torch.where(m == NEG_INF, torch.zeros_like(m), m)
+        l = l + torch.exp(x64[:, start:start + block] - shift).sum(dim=1, keepdim=True)
+    return torch.exp(x64 - m) / l
+
+
+def online_problem(fn, x: torch.Tensor, block: int, pitfall: str = "") -> str:
+    """'' when ``fn(x, out, BLOCK=block)`` matches the float64 reference, else a plain-words reason."""
+    out = poisoned_like(x)
+    with quiet():
+        y = fn(x, out, BLOCK=block)
+    y = out if y is None else y
+    problem = compare(y, x)
+    if not problem:
+        return ""
+    ref = softmax_ref(x)
+    if y.shape == x.shape and not torch.isnan(ref).any() and torch.isnan(y).any():
+        nan_rows = torch.isnan(y).all(dim=-1)
+        if pitfall == INF_TILE and bool(nan_rows.any()):
+            return f"whole rows came out NaN - {INF_TILE}"
+        return problem
+    if y.shape == x.shape and _row_sums_off(y, ref):
+        bug = _no_rescale_softmax(x, block)
+        if pitfall == RESCALE or torch.allclose(y.to(torch.float64).cpu(), bug, atol=1e-5, rtol=1e-4):
+            return f"rows do not sum to 1 - {RESCALE}"
+    return f"{problem} - {pitfall}" if pitfall else problem
+
+
+MASK_HINT = ("a row longer than one block: loop over tiles with start + tl.arange(0, BLOCK), mask "
+             "cols < n_cols on every load and store, and pad with -inf")
+ROW_STRIDE = "rows are not contiguous: step between rows with the row stride, not n_cols"
+
+# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), BLOCK, values,
+# the pitfall a FAIL names, the check's seed, the input's row step). Values: "random", "rising" (the max in the
+# last tile), "negative" ([-1002, -1001, -1000]) or "lead -inf" (the first two tiles all -inf). The check draws
+# them from its fixed seeds (CPU and GPU see the same rows); the judge from the grader's seed, plus JUDGE_FRESH
+# fresh cases with strided inputs and outputs.
+ONLINE_CASES = [
+    *[(f"random {r}x{c}, BLOCK=32", (r, c), 32, "random", MASK_HINT, 50 + i, None)
+      for i, (r, c) in enumerate([(1, 1), (2, 31), (3, 32), (4, 33), (2, 255), (3, 257)])],
+    ("long rows 2x300, BLOCK=64", (2, 300), 64, "random", MASK_HINT, 60, None),
+    ("max in the last tile (rising row 2x192, BLOCK=32)", (2, 192), 32, "rising", RESCALE, None, None),
+    ("all-negative row [-1002, -1001, -1000], BLOCK=32", (1, 3), 32, "negative",
+     "max became 0: pad masked lanes with -inf, not 0", None, None),
+    ("first two tiles all -inf (2x300, BLOCK=64)", (2, 300), 64, "lead -inf", INF_TILE, 61, None),
+    ("strided view big[:, :300], BLOCK=64", (3, 300), 64, "random", ROW_STRIDE, 62, 350),
+]
+JUDGE_FRESH = 2  # fresh cases in every grader run, besides all the named ones
+
+
+def case_values(kind: str, shape: tuple, seed: int | None, step: int | None) -> torch.Tensor:
+    """The check's values for one case of ONLINE_CASES (a view with rows ``step`` apart when given)."""
+    if kind == "rising":
+        return torch.linspace(-8.0, 8.0, shape[1], device=DEVICE).repeat(shape[0], 1)
+    if kind == "negative":
+        return torch.tensor([[-1002.0, -1001.0, -1000.0]], device=DEVICE)
+    x = randn((shape[0], step or shape[1]), device=DEVICE, seed=seed)
+    if kind == "lead -inf":
+        x[:, :128] = NEG_INF
+    return x[:, :shape[1]]
+
+
+def fresh_values(kind: str, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    """The judge's values for the same case, from the grader's seed (float64)."""
+    if kind == "rising":
+        return np.tile(np.linspace(-8, 8, shape[1]), (shape[0], 1)) + rng.normal(0, 0.01, shape)
+    if kind == "negative":
+        return np.array([[-1002.0, -1001.0, -1000.0]])
+    if kind == "lead -inf":
+        x = rng.normal(0, 3, shape)
+        x[:, :128] = NEG_INF
+        return x
+    return softmax_rows(rng, shape)
+
+
+def fresh_case(rng: np.random.Generator) -> tuple:
+    """One random case like ONLINE_CASES', rows strided in and out, from the grader's seed."""
+    R, C, block = int(rng.integers(2, 5)), int(rng.integers(65, 300)), int(rng.choice([32, 64]))
+    return f"strided input and output {R}x{C}, BLOCK={block}", (R, C), block, "random", ROW_STRIDE, None, -1
+
+
+def _cases():
+    """(name, x, BLOCK, pitfall) for the notebook check."""
+    for name, shape, block, kind, pitfall, seed, step in ONLINE_CASES:
+        yield name, case_values(kind, shape, seed, step), block, pitfall
+
+
+def lane_launch(online_softmax):
+    """How the lane map (shown after a FAIL) runs the learner's launcher on one small strided input."""
+    return lambda x: _returned(online_softmax(x, out := torch.empty_like(x), BLOCK=4), out)
+
+
+lane_input = None  # the default: 4 rows of 10 inside rows of 14
+
+
+NOT_ONLINE = ("that is not online: walk 1 must find the max and the sum together, with the (m, l) update, and "
+              "walk 2 writes the outputs - at most 2 reads of every element (a max walk, a sum walk and a write "
+              "walk make 3)")
+
+
+def traffic_problem(fn, x: torch.Tensor, block: int) -> str:
+    """'' when the launcher reads every element at most twice and writes every output exactly once (memcount:
+    the kernel's own masked loads and stores, run through the interpreter)."""
+    out = poisoned_like(x)
+    with quiet():
+        _, c = count_calls(fn, x, out, BLOCK=block)
+    n = x.numel()
+    if c.launches == 0:
+        return "no Triton kernel was launched: the launcher must start your kernel"
+    if c.loads > 2 * n:
+        return f"your kernel read every element {_per_element(c.loads, n)} times - {NOT_ONLINE}"
+    if c.loads < n:
+        return "some elements were never read: each tile loop must cover the whole row"
+    if c.stores > n:
+        return (f"your kernel wrote every output {_per_element(c.stores, n)} times: write each output once, in "
+                "walk 2 (provisional outputs in walk 1 cost a write and a read more)")
+    if c.stores < n:
+        return "some outputs were never written: walk 2 must store every tile, masked"
+    return ""
+
+
+def check_online_softmax(online_softmax) -> Verdict:
+    """Exercise ch05-online-kernel: ``online_softmax(x, out, BLOCK=...)`` for rows longer than one block."""
+    report = Report("ch05-online-kernel", drawing=lane_map_of(lane_launch(online_softmax)))
+    for name, x, block, pitfall in _cases():
+        report.run(name, lambda x=x, block=block, pitfall=pitfall: online_problem(online_softmax, x, block,
+                                                                                  pitfall))
+    x = randn((2, 300), device=DEVICE, seed=57)
+    report.run("is it online? 2x300, BLOCK=64: at most 2 reads and 1 write per element (memcount)",
+               lambda: traffic_problem(online_softmax, x, 64))
+    return Verdict(report.show())
+
+
+def _kernel_cases(rng):
+    """The grader's launches: every named case and JUDGE_FRESH fresh ones with values from its seed, then the
+    64-bit offsets (counted in the interpreter; on a GPU, real rows 2**30 apart)."""
+    args = ["x", "out", "x_stride", "out_stride", "n"]
+    out = []
+    for name, (R, C), block, kind, _, _, step in ONLINE_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]:
+        out.append(softmax_case(rng, name, fresh_values(kind, (R, C), rng), args, block, (R,),
+                                strided=step == -1, steps=None if step == -1 else (step, None)))
+    x = softmax_rows(rng, (3, 40))
+    out.append(softmax_case(rng, "64-bit row offsets", x, args, 32, (3,), strided=True, int64=True, hint=INT64_HINT))
+    if judging.gpu_scale():  # last: a fault here may spoil the GPU context for later launches
+        out.append(softmax_case(rng, "rows 2**30 apart: offsets past 2**31 elements", softmax_rows(rng, (3, 70)),
+                                args, 32, (3,), hint=INT64_HINT, big_step=judging.BIG_STEP))
+    return out
+
+
+JUDGES = {"ch05-online-kernel": KernelJudge("online_softmax_kernel", _kernel_cases, int64=True)}

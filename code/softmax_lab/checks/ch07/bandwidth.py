@@ -1,0 +1,109 @@
+"""Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype) = 2 * M * N * bytes_per_element`` and
+``achieved_gbps(M, N, dtype, ms)``, that over the time in GB/s (10^9 bytes per second); the seeds' figures are the cases."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .._pitfalls import Verdict
+from ..common import Report
+from ..judging import PCall, PythonJudge, expect_equal
+
+
+# The cases, read by the notebook check and by the grader's judge alike (the judge adds fresh ones).
+# (what, M, N, dtype, ms): the seeds' measured figures (the write-up's naive and final kernels, the book's Triton
+# kernel), one made-up bf16 time, and one element.
+BANDWIDTH_CASES = [
+    ("attention 4x32x512x512 fp16, naive kernel", 4 * 32 * 512, 512, torch.float16, 2.34),
+    ("attention 4x32x512x512 fp16, final kernel", 4 * 32 * 512, 512, torch.float16, 0.62),
+    ("book 4096x1024 fp32, Triton kernel", 4096, 1024, torch.float32, 0.038361),
+    ("4096x1024 bf16", 4096, 1024, torch.bfloat16, 0.02),
+    ("one fp32 element", 1, 1, torch.float32, 1.0),
+]
+
+
+def fresh_cases(rng: np.random.Generator) -> list[tuple]:
+    """One random (what, M, N, dtype, ms) per dtype, from the grader's seed."""
+    cases = []
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        M, N = int(rng.integers(1, 100000)), int(rng.integers(1, 5000))
+        cases.append((f"{M}x{N}", M, N, dtype, float(np.round(rng.uniform(0.01, 5.0), 4))))
+    return cases
+
+
+def _bytes_rule(M: int, N: int, dtype) -> int:
+    return 2 * M * N * torch.tensor([], dtype=dtype).element_size()
+
+
+def _bytes_problem(bytes_moved, M, N, dtype) -> str:
+    want = _bytes_rule(M, N, dtype)
+    got = bytes_moved(M, N, dtype)
+    if got is None:
+        return "bytes_moved returned None"
+    if got == want:
+        return ""
+    ratio = got / want
+    if math.isclose(ratio, 0.5):
+        also = (" (or you took 2 bytes per element: a float32 element is 4 bytes, x.element_size())"
+                if dtype == torch.float32 else "")
+        return (f"bytes_moved = {got}, expected {want}: you counted only the reads - each element is also written "
+                f"once{also}")
+    if math.isclose(ratio, 1.5):
+        return (f"bytes_moved = {got}, expected {want}: that is three passes over the tensor; the minimum is one "
+                "read and one write per element")
+    if math.isclose(ratio, 2.0) and dtype != torch.float32:
+        size = torch.tensor([], dtype=dtype).element_size()
+        return (f"bytes_moved = {got}, expected {want}: a {str(dtype).replace('torch.', '')} element is {size} "
+                "bytes (x.element_size())")
+    if math.isclose(ratio, 8.0):
+        return f"bytes_moved = {got}, expected {want}: that is bits; count bytes"
+    return f"bytes_moved = {got}, expected {want} = 2 * M * N * bytes per element (read once, write once)"
+
+
+def _gbps_problem(achieved_gbps, M, N, dtype, ms) -> str:
+    want = _bytes_rule(M, N, dtype) / (ms * 1e-3) / 1e9
+    got = achieved_gbps(M, N, dtype, ms)
+    if got is None:
+        return "achieved_gbps returned None"
+    got = float(got)
+    if math.isclose(got, want, rel_tol=1e-6):
+        return ""
+    ratio = got / want
+    if math.isclose(ratio, 1e9 / 2 ** 30, rel_tol=1e-6):
+        return f"got {got:.4g}, expected {want:.4g} GB/s: GB/s means 10^9 bytes per second, not 2^30 (GiB)"
+    if math.isclose(ratio, 1e3, rel_tol=1e-6) or math.isclose(ratio, 1e-3, rel_tol=1e-6):
+        return f"got {got:.4g}, expected {want:.4g} GB/s: the time is in milliseconds (1 ms = 1e-3 s)"
+    if math.isclose(ratio, 0.5, rel_tol=1e-6):
+        return f"got {got:.4g}, expected {want:.4g} GB/s: count the bytes written as well as the bytes read"
+    return f"got {got:.4g}, expected {want:.4g} GB/s = bytes_moved / seconds / 1e9"
+
+
+def check_bandwidth(bytes_moved, achieved_gbps) -> Verdict:
+    """Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype)`` and ``achieved_gbps(M, N, dtype, ms)``."""
+    report = Report("ch07-bandwidth")
+    seen = set()
+    for what, M, N, dtype, ms in BANDWIDTH_CASES:
+        if (M, N, dtype) not in seen:
+            seen.add((M, N, dtype))
+            report.run(f"bytes moved: {what.split(',')[0]}",
+                       lambda M=M, N=N, dt=dtype: _bytes_problem(bytes_moved, M, N, dt))
+    for what, M, N, dtype, ms in BANDWIDTH_CASES:
+        report.run(f"GB/s: {what}, {ms:g} ms", lambda M=M, N=N, dt=dtype, ms=ms: _gbps_problem(achieved_gbps, M, N, dt, ms))
+    return Verdict(report.show())
+
+
+def _bandwidth_calls(rng):
+    """The grader's calls: every named case and one fresh case per dtype from its seed."""
+    calls = []
+    for _, M, N, dtype, ms in BANDWIDTH_CASES + fresh_cases(rng):
+        name, want = str(dtype).removeprefix("torch."), _bytes_rule(M, N, dtype)
+        calls.append(PCall(f"bytes_moved({M}, {N}, {name})", "bytes_moved", [M, N, {"dtype": name}],
+                           expect_equal(want)))
+        calls.append(PCall(f"achieved_gbps({M}, {N}, {name}, {ms:g})", "achieved_gbps",
+                           [M, N, {"dtype": name}, ms], expect_equal(want / (ms * 1e-3) / 1e9)))
+    return calls
+
+
+JUDGES = {"ch07-bandwidth": PythonJudge(_bandwidth_calls)}

@@ -1,0 +1,210 @@
+"""What chapter 9's block kernels share: launch a learner's numba kernel one block per row, name the classic
+mistakes (wrong thread stride, a max started from 0, a missing or divergent barrier), and catch races by
+running the same case several times."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import torch
+
+from ...device import DEVICE
+from ...testing import randn
+from .._pitfalls import explain, quiet
+from ..common import Report, explain_exception
+
+
+NOT_IMPLEMENTED = "not implemented yet - replace `raise NotImplementedError` with your code"
+
+
+WRONG_STRIDE = ("each thread stepped by {step} columns instead of by the number of threads in the block "
+                "({threads}), so {what}: loop with range(tid, n_cols, cuda.blockDim.x)")
+
+
+MISSING_READER = ("the reader barrier is missing: add cuda.syncthreads() after every thread has read the max "
+                  "from shared[0] and before shared[] is reused for the sum")
+
+
+MISSING_WRITER = ("a barrier is missing between a write to shared memory and another thread's read of it: "
+                  "cuda.syncthreads() after the writes (e.g. after shared[tid] = ...) and after each tree step")
+
+
+DIVERGENT = ("a cuda.syncthreads() sits inside an `if` that not every thread takes: every thread of the block "
+             "must reach every barrier (move it out of the if)")
+
+
+SHARED_OOB = ("a thread indexed shared memory past its end: the tree must only let threads tid < stride "
+              "combine shared[tid] and shared[tid + stride] (if tid < stride:), and the block gives one "
+              "float32 per thread")
+
+
+def _cl():
+    from ... import cuda_layer
+    from ...cuda_layer import kernels  # noqa: F401 - the checks launch with cuda_layer.kernels, imported or not
+
+    return cuda_layer
+
+
+def _not_implemented(*fns) -> bool:
+    for fn in fns:
+        f = getattr(fn, "py_func", fn)
+        code = getattr(f, "__code__", None)
+        if code is not None and "NotImplementedError" in code.co_names:
+            return True
+    return False
+
+
+def _explain_error(err: BaseException) -> str:
+    text = f"{type(err).__name__}: {err}"
+    if "out of bounds" in text and ("shared" in text or "size" in text):
+        return SHARED_OOB
+    if isinstance(err, OverflowError):  # the simulator's math.exp raises where the GPU's gives inf
+        return ("exp overflowed (the simulator raises OverflowError where a GPU gives inf): subtract the row "
+                "max before exp")
+    return explain_exception(err)
+
+
+def _coverage(n_cols: int, threads: int, step: int) -> np.ndarray:
+    """How many threads visit each column when thread t loops range(t, n_cols, step)."""
+    c = np.zeros(n_cols, dtype=np.int64)
+    for t in range(threads):
+        c[t:n_cols:step] += 1
+    return c
+
+
+def _strided_softmax(x64: np.ndarray, threads: int, step: int) -> np.ndarray:
+    out = np.full_like(x64, np.nan)
+    c = _coverage(x64.shape[1], threads, step)
+    seen = c > 0
+    for r, row in enumerate(x64):
+        m = row[seen].max()
+        e = np.exp(row - m)
+        s = (c * e)[seen].sum()
+        out[r, seen] = e[seen] / s
+    return out
+
+
+def _wrong_stride(y: torch.Tensor, x: torch.Tensor, threads: int) -> str:
+    x64 = x.detach().double().cpu().numpy()
+    y64 = y.detach().double().cpu().numpy()
+    for step in sorted({1, 32, threads // 2, 2 * threads, 128, 256, 1024} - {threads, 0}):
+        want = _strided_softmax(x64, threads, step)
+        if np.allclose(np.nan_to_num(y64, nan=-7.0), np.nan_to_num(want, nan=-7.0), rtol=1e-4, atol=1e-6):
+            c = _coverage(x.shape[1], threads, step)
+            what = ("some columns were counted by several threads" if (c > 1).any() else
+                    "some columns were never visited")
+            return WRONG_STRIDE.format(step=step, threads=threads, what=what)
+    return ""
+
+
+IDENTITY = ("a row of negative numbers came out wrong as if its max were 0: start the max from "
+            "float32(-math.inf), not 0 - every thread, also one with no column, must contribute the identity "
+            "(-inf for a max, 0 for a sum)")
+
+
+def _max_from_zero(y: torch.Tensor, x: torch.Tensor) -> bool:
+    """Does y look like a softmax whose max started from 0 (rows of negative numbers go wrong)?"""
+    x64, y64 = x.detach().double().cpu(), y.detach().double().cpu()
+    neg = x64.amax(dim=-1) < 0
+    if not bool(neg.any()):
+        return False
+    e = torch.exp(x64 - x64.amax(dim=-1, keepdim=True).clamp(min=0))
+    want = e / e.sum(dim=-1, keepdim=True)
+    return bool(torch.allclose(torch.nan_to_num(y64[neg], nan=-7.0), torch.nan_to_num(want[neg], nan=-7.0),
+                               rtol=1e-4, atol=1e-6))
+
+
+def _output_problem(launch, x: torch.Tensor, threads: int) -> str:
+    out = torch.full(x.shape, float("nan"), dtype=x.dtype, device=x.device)
+    with quiet():
+        y = launch(x, out, threads)
+        y = out if y is None else y
+        problem = explain(y, x)
+        if problem:
+            if _max_from_zero(y, x):
+                return IDENTITY
+            stride = _wrong_stride(y, x, threads)
+            return stride or problem
+    return ""
+
+
+def _race_problem(kernel, rows: int, cols: int, threads: int, seed: int) -> str:
+    cl = _cl()
+    x = randn((rows, cols), device="cpu", seed=seed).numpy()
+    y = np.full_like(x, np.nan)
+    with quiet(), cl.record_races() as rec:
+        cl.simulated(kernel)[rows, threads, 0, threads * 4](x, y, cols)
+    report = rec.report()
+    if report.ok:
+        return ""
+    text, _ = report.grouped()[0]
+    kinds = report.kinds()
+    fix = (DIVERGENT if "divergent barrier" in kinds else MISSING_READER if "write-after-read" in kinds
+           else MISSING_WRITER)
+    return f"race: {text} - {fix}"
+
+
+def _launcher(kernel, min_threads=32):
+    cl = _cl()
+
+    def launch(x, out, threads):
+        return cl.kernels.launch_rows(kernel, x, out, threads, min_threads=min_threads)
+    return launch
+
+
+def _kernel_cases(seed: int):
+    d = DEVICE
+    shapes = [((1, 1), 32), ((2, 31), 32), ((3, 32), 32), ((4, 33), 64), ((2, 255), 64), ((3, 257), 128)]
+    for i, (shape, threads) in enumerate(shapes):
+        yield f"random {shape[0]}x{shape[1]}, {threads} threads", randn(shape, device=d, seed=seed + i), threads
+    yield ("row shorter than the block (2x5, 64 threads: most threads have no column)",
+           randn((2, 5), device=d, seed=seed + 10), 64)
+    yield ("all-negative row [-1002, -1001, -1000], 32 threads",
+           torch.tensor([[-1002.0, -1001.0, -1000.0]], device=d), 32)
+    yield "large values [1000, 1001, 1002], 32 threads", torch.tensor([[1000.0, 1001.0, 1002.0]], device=d), 32
+    big = randn((3, 130), device=d, seed=seed + 11)
+    yield "strided view big[:, :100] of a 3x130 tensor, 64 threads", big[:, :100], 64
+
+
+def _check_kernel(report: Report, kernel, launch, seed: int, race_shapes, min_threads: int = 32):
+    if _not_implemented(kernel):
+        report.add("your kernel", NOT_IMPLEMENTED)
+        return
+    if not _race_cases(report, kernel, race_shapes, seed):
+        return
+    for name, x, threads in _kernel_cases(seed):
+        if threads < min_threads:
+            continue
+        report.run(name, lambda x=x, t=threads: _safe_output(launch, x, t))
+
+
+RACY_OUTPUTS = ("outputs not checked: with a race they change from run to run (a test that passes "
+                "once proves nothing) - fix the race first")
+
+
+def _race_cases(report: Report, kernel, shapes, seed: int) -> bool:
+    """Race-check ``kernel`` on each (rows, cols, threads); False (and a note) when a hazard was found."""
+    ok = True
+    for rows, cols, threads in shapes:
+        ok &= report.run(f"race check in the simulator: {rows}x{cols}, {threads} threads (no hazard between "
+                         "barriers)", lambda r=rows, c=cols, t=threads: _race(kernel, r, c, t, seed))
+    if not ok:
+        report.add("outputs", RACY_OUTPUTS)
+    return ok
+
+
+def _race(kernel, rows, cols, threads, seed):
+    try:
+        return _race_problem(kernel, rows, cols, threads, seed)
+    except Exception as err:  # noqa: BLE001 - a learner error is a verdict
+        return _explain_error(err)
+
+
+def _safe_output(launch, x, threads):
+    try:
+        return _output_problem(launch, x, threads)
+    except Exception as err:  # noqa: BLE001
+        return _explain_error(err)
+
+
+del types

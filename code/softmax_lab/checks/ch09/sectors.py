@@ -1,0 +1,81 @@
+"""Exercise ch09-sectors: the 32-byte sectors and 128-byte lines one warp's addresses touch (coalescing)."""
+from __future__ import annotations
+
+import torch
+
+from .._pitfalls import Verdict
+from ..common import Report, explain_exception
+from ._blocks import NOT_IMPLEMENTED, _cl
+
+
+def _sector_cases():
+    """(name, byte addresses of one warp load, access bytes), from the course kernels' own loads."""
+    cl = _cl()
+    k = cl.kernels
+    g = torch.Generator().manual_seed(98)
+    x = torch.randn(32, 64, generator=g)
+    serial = cl.warp_loads(k.row_serial_kernel, 1, 32, (x, torch.zeros_like(x), 32, 64))
+    yield "one thread per row (row_serial_kernel, 32 rows of 64 floats)", serial.warp_load(0, 0, 0).active, 4
+    row = torch.randn(1, 64, generator=g)
+    block = cl.warp_loads(k.block_softmax_kernel, 1, 32, (row, torch.zeros_like(row), 64), shared_bytes=128)
+    yield "one block per row (block_softmax_kernel, 1 row of 64 floats)", block.warp_load(0, 0, 0).active, 4
+    chunk = torch.randn(1, 512, generator=g)
+    chunked = cl.warp_loads(k.chunked_row_max_kernel, 1, 32, (chunk, torch.zeros(1), 512))
+    yield "seed 004's chunks (thread t reads 16t, 16t+1, ...)", chunked.warp_load(0, 0, 0).active, 4
+    big = torch.randn(1, 65, generator=g)
+    view = big[:, 1:]
+    shifted = cl.warp_loads(k.block_softmax_kernel, 1, 32, (view, torch.zeros(1, 64), 64), shared_bytes=128)
+    yield "one block per row on the view big[:, 1:] (starts 4 bytes in)", shifted.warp_load(0, 0, 0).active, 4
+    yield "16 lanes active (a row of 16 floats)", block.warp_load(0, 0, 0).active[:16], 4
+    yield "32 float16 values side by side", [2 * i for i in range(32)], 2
+    yield "every lane reads the same float (a broadcast)", [256] * 32, 4
+    yield ("8-byte reads starting 4 bytes in (4 + 8 * lane): some straddle a sector boundary and touch two",
+           [4 + 8 * lane for lane in range(32)], 8)
+
+
+def _sectors_problem(fn, addresses, access_bytes: int) -> str:
+    cl = _cl()
+    want = cl.count_sectors(addresses, access_bytes)
+    got = fn(list(addresses), access_bytes)
+    try:
+        got = (int(got[0]), int(got[1]))
+    except (TypeError, ValueError, IndexError):
+        return f"return a pair (sectors, lines), got {got!r}"
+    if got == want:
+        return ""
+    n = len(addresses)
+    if got[0] == n and want[0] != n:
+        return "sectors: you counted one per lane, but lanes that fall in the same 32-byte sector share it"
+    if got[0] == -(-n * access_bytes // 32) and want[0] != got[0]:
+        return ("sectors: you divided the bytes the warp asked for by 32; that holds only for contiguous, "
+                "aligned addresses - count the distinct sectors (address // 32) they fall in")
+    if got == (want[1], want[0]):
+        return "sectors and lines are swapped: return (sectors, lines)"
+    first = (len({a // 32 for a in addresses}), len({a // 128 for a in addresses}))
+    if got == first and first != want:
+        return (f"you counted only the sector of each access's first byte: a read of {access_bytes} bytes at a "
+                f"covers a .. a + {access_bytes - 1}, and when it straddles a boundary it touches the next sector "
+                "(and line) too")
+    if got[0] != want[0]:
+        return f"sectors: {got[0]} is {'too many' if got[0] > want[0] else 'too few'}"
+    return f"lines: {got[1]} is {'too many' if got[1] > want[1] else 'too few'} (a line is 128 bytes)"
+
+
+def check_sectors(sectors_and_lines) -> Verdict:
+    """Exercise ch09-sectors: ``sectors_and_lines(byte_addresses, access_bytes) -> (sectors, lines)``."""
+    report = Report("ch09-sectors")
+    try:
+        sectors_and_lines([0], 4)
+    except NotImplementedError:
+        report.add("sectors_and_lines", NOT_IMPLEMENTED)
+        return Verdict(report.show())
+    except Exception:  # noqa: BLE001 - the cases below report it
+        pass
+    try:
+        cases = list(_sector_cases())
+    except Exception as err:  # noqa: BLE001 - our recorder failing is not the learner's fault, but say so
+        report.add("recording the kernels' addresses", explain_exception(err))
+        return Verdict(report.show())
+    for name, addresses, nbytes in cases:
+        report.run(name, lambda a=addresses, b=nbytes: _sectors_problem(sectors_and_lines, a, b))
+    return Verdict(report.show())
