@@ -7,7 +7,7 @@ the race recorder and the address recorder, which always use the simulator. Size
 """
 import math
 
-import softmax_lab  # noqa: F401  (first: picks GPU or CPU)
+import softmax_lab
 import numpy as np
 import pytest
 import torch

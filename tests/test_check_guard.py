@@ -11,7 +11,7 @@ import threading
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-import softmax_lab  # noqa: F401  (first: picks the interpreter before any kernel is defined)
+import softmax_lab
 from softmax_lab import cells
 from softmax_lab.checks import guard
 

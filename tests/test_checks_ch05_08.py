@@ -6,7 +6,7 @@ pitfall introduced into them). Sizes stay tiny: these run on the CPU interpreter
 """
 import math
 
-import softmax_lab  # noqa: F401  (first: picks GPU or interpreter before any kernel is defined)
+import softmax_lab
 import pytest
 import torch
 import triton

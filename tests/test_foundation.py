@@ -170,8 +170,8 @@ def test_doctor_cli_exit_code():
 
 # --- interpreter traps the course teaches ---------------------------------------------------------------
 
-import triton  # noqa: E402  (softmax_lab is imported above, so the interpreter is already chosen)
-import triton.language as tl  # noqa: E402
+import triton
+import triton.language as tl
 
 
 @triton.jit

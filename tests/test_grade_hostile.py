@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import test_grade as T  # noqa: E402
-from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, _sandbox_and_fixture_judges,  # noqa: E402,F401
+import test_grade as T
+from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, _sandbox_and_fixture_judges,
                         check_main, ensure_bwrap, grade_main, pasted, read_rows, save, set_exercise)
 
 NB = "90_grading_fixture.ipynb"

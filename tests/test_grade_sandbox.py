@@ -17,11 +17,11 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import test_grade as T  # noqa: E402
-from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, blank, by_key, ensure_bwrap, grade_main,  # noqa: E402,F401
+import test_grade as T
+from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, blank, by_key, ensure_bwrap, grade_main,
                         index_of, pasted, read_rows, save, set_exercise)
 
-from softmax_lab.grading.runner import code_cell_numbers  # noqa: E402
+from softmax_lab.grading.runner import code_cell_numbers
 
 MARK = "987654321"  # a sleep that must not outlive its run
 SECRET = "instructor-secret-7d1f"

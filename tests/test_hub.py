@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-import jupyterhub  # noqa: F401 (with the test tools, requirements/test.txt: missing, this fails, never skips)
+import jupyterhub
 import pytest
 import requests
 

@@ -56,12 +56,12 @@ def test_draw_returns_a_picture_and_prints_findings(capsys):
 
 # --- the lane map after a FAIL in the chapters' kernel checks -------------------------------------------------
 
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
+import importlib.util
+from pathlib import Path
 
-import nbformat  # noqa: E402
+import nbformat
 
-from softmax_lab.checks import ch02, ch04, ch05, ch06, ch08  # noqa: E402
+from softmax_lab.checks import ch02, ch04, ch05, ch06, ch08
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"

@@ -8,7 +8,7 @@ mutants here too. Sizes stay tiny: the CPU interpreter runs all of it in CI.
 """
 import math
 
-import softmax_lab  # noqa: F401  (first: picks GPU or interpreter before any kernel is defined)
+import softmax_lab
 import pytest
 import torch
 import triton
@@ -481,10 +481,10 @@ def test_backward_named_pitfalls(bug, words, capsys):
 
 # ============================================== the new exercises as the notebooks hold them (both versions)
 
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
+import importlib.util
+from pathlib import Path
 
-import nbformat  # noqa: E402
+import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"

@@ -107,7 +107,7 @@ def test_compiled_attention_block():
     for a, b in zip(g_c, g_e):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
     # and against float64 PyTorch
-    plain = lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), -1)  # noqa: E731
+    plain = lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), -1)
     block64 = Attention().to(DEV).double()
     block64.load_state_dict(block.state_dict())
     close(out, block64(x.double(), causal, plain), atol=1e-5, rtol=1e-4)
@@ -199,8 +199,8 @@ def test_gradgradcheck_float_mask():
 def test_hessian_and_hvp_match_float64():
     x = randn((2, 6), device=DEV, seed=19)
     w, v = randn((2, 6), device=DEV, seed=20), randn((2, 6), device=DEV, seed=21)
-    f = lambda t: (sm(t, -1) * w).sum()  # noqa: E731
-    f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()  # noqa: E731
+    f = lambda t: (sm(t, -1) * w).sum()
+    f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()
     close(torch.autograd.functional.hessian(f, x), torch.autograd.functional.hessian(f64, x.double()))
     close(torch.autograd.functional.hvp(f, x, v)[1], torch.autograd.functional.hvp(f64, x.double(), v.double())[1])
     close(torch.autograd.functional.vhp(f, x, v)[1], torch.autograd.functional.vhp(f64, x.double(), v.double())[1])
@@ -221,8 +221,8 @@ def test_hessian_and_hvp_match_float64():
 def test_third_order():
     x = randn((5,), device=DEV, seed=22)
     w = randn((5,), device=DEV, seed=23)
-    f = lambda t: (sm(t, 0) * w).sum()  # noqa: E731
-    f64 = lambda t: (torch.softmax(t, 0) * w.double()).sum()  # noqa: E731
+    f = lambda t: (sm(t, 0) * w).sum()
+    f64 = lambda t: (torch.softmax(t, 0) * w.double()).sum()
     close(torch.func.jacrev(torch.func.hessian(f))(x), torch.func.jacrev(torch.func.hessian(f64))(x.double()))
 
 
@@ -355,8 +355,8 @@ def test_raw_kernels_refuse_inputs_that_require_grad():
 def test_softmax_function_double_backward_is_right():
     # chapter 8's SoftmaxFunction: its backward is differentiable now (it used to drop the softmax term).
     x, w, v = (randn((2, 6), device=DEV, seed=s) for s in (40, 41, 42))
-    f = lambda t: (op.SoftmaxFunction.apply(t, kernels.fused_softmax) * w).sum()  # noqa: E731
-    f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()  # noqa: E731
+    f = lambda t: (op.SoftmaxFunction.apply(t, kernels.fused_softmax) * w).sum()
+    f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()
     close(torch.autograd.functional.hvp(f, x, v)[1], torch.autograd.functional.hvp(f64, x.double(), v.double())[1])
 
 
@@ -438,7 +438,7 @@ def test_backward_launcher_validates_its_knobs(knob):
 
 
 def test_direct_op_calls_refuse_forward_ad_instead_of_dropping_tangents():
-    import softmax_lab.op  # noqa: F401  (registers the operators)
+    import softmax_lab.op
 
     x, t = randn((2, 5), device=softmax_lab.DEVICE), randn((2, 5), device=softmax_lab.DEVICE)
     with fwAD.dual_level():
@@ -454,7 +454,7 @@ def test_direct_op_calls_refuse_forward_ad_instead_of_dropping_tangents():
 
 def test_registered_ops_take_negative_dims_under_vmap():
     # The vmap rules used to pass dim + 1, turning -1 into the batch dim (max error 0.8, no exception).
-    import softmax_lab.op  # noqa: F401  (registers the operators)
+    import softmax_lab.op
 
     x = randn((4, 3, 6), device=DEV, seed=50)
     dy = randn((4, 3, 6), device=DEV, seed=51)
@@ -504,7 +504,7 @@ def test_threads_share_the_interpreter_and_the_plan_cache(monkeypatch):
                     err = float((got.double() - want).abs().max())
                     if err > 1e-5:
                         failures.append(f"thread {seed}: error {err}")
-            except Exception as e:  # noqa: BLE001  (collected, reported below)
+            except Exception as e:
                 failures.append(f"thread {seed}: {e!r}"[:200])
 
     threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
@@ -618,8 +618,8 @@ def test_gradcheck_with_batched_grads_and_legacy_vmap():
 
 def test_compiled_grad_and_per_sample_grads():
     w = randn((3, 5), device=DEV, seed=61)
-    f = lambda t: (sm(t, -1) * w).sum()  # noqa: E731
-    f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()  # noqa: E731
+    f = lambda t: (sm(t, -1) * w).sum()
+    f64 = lambda t: (torch.softmax(t, -1) * w.double()).sum()
     x = randn((3, 5), device=DEV, seed=62)
     close(torch.compile(torch.func.grad(f), backend="aot_eager", fullgraph=True)(x), torch.func.grad(f64)(x.double()))
     xs = randn((4, 3, 5), device=DEV, seed=63)

@@ -82,14 +82,14 @@ def test_tools_and_a_skeleton_helper_are_allowed_and_checks_can_allow_more(tmp_p
 
 def test_chapter_nine_numba_kernels_and_the_operator_are_recognised():
     import softmax_lab
-    from softmax_lab import cuda_layer  # noqa: F401  (before numba: the simulator without a GPU)
+    from softmax_lab import cuda_layer
     from softmax_lab.cuda_layer import kernels as cuda_kernels
 
     assert origin.is_package_object(cuda_kernels.block_softmax_kernel) == \
         "softmax_lab.cuda_layer.kernels.block_softmax_kernel"
     assert origin.is_package_object(cuda_kernels.warp_max) == "softmax_lab.cuda_layer.kernels.warp_max"
     import torch
-    import softmax_lab.op  # noqa: F401
+    import softmax_lab.op
 
     assert origin.is_package_object(torch.ops.softmax_lab.softmax) == "torch.ops.softmax_lab.softmax"
     assert origin.is_package_object(softmax_lab.softmax) is not None

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-import myst_nb  # noqa: F401 (the web edition's packages come with the test tools: missing, this fails, never skips)
+import myst_nb
 import nbformat
 import pytest
 

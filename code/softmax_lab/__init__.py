@@ -57,10 +57,10 @@ if "IPython" in _sys.modules:  # in a notebook: record each cell's run, so a che
     _cells.watch()
 
 if "triton" in _sys.modules:
-    from . import device as _device  # noqa: F401  (pick the device now; it guards the interpreter too)
+    from . import device as _device
 else:
     if "torch" in _sys.modules:
-        from . import device as _device  # noqa: F401  (nothing to save: pick the device now)
+        from . import device as _device
     _sys.meta_path.insert(0, _DeviceAroundTriton())
 
 

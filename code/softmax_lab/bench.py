@@ -341,9 +341,9 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
                     if sweep_only and name not in sweep_only:
                         continue
                     if name == "backward":
-                        f = lambda i, k=k: softmax_backward(ys[i], dys[i], out=outs[i], **k)  # noqa: E731
+                        f = lambda i, k=k: softmax_backward(ys[i], dys[i], out=outs[i], **k)
                     else:
-                        f = lambda i, k=k: cooperative_backward(ys[i], dys[i], outs[i], **k)  # noqa: E731
+                        f = lambda i, k=k: cooperative_backward(ys[i], dys[i], outs[i], **k)
                     add(f"sweep:{name}", f, k)
         xs = ys = dys = outs = None
         torch.cuda.empty_cache()
@@ -395,23 +395,23 @@ def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=
             xs = [b[:, 1:1 + n_cols] for b in _buffers((n_rows, n_cols + view_pad), dtype, n_buf)]
         else:
             xs = _buffers((n_rows, n_cols), dtype, n_buf)
-        args = lambda i: (xs[i], outs[i])  # noqa: E731
-        verdict = lambda f: lambda i: _check(f(i), xs[i])  # noqa: E731
+        args = lambda i: (xs[i], outs[i])
+        verdict = lambda f: lambda i: _check(f(i), xs[i])
         runs = [("copy", lambda x, out: out.copy_(x), None)]
         runs += [("torch.softmax", lambda x, out: torch.softmax(x, -1), None)] if with_torch else []
         runs += [("softmax_lab.softmax", lambda x, out: softmax(x), None)]
     else:
         ys = [torch.softmax(x.float(), -1).to(dtype) for x in _buffers((n_rows, n_cols), dtype, n_buf)]
         dys = _buffers((n_rows, n_cols), dtype, n_buf)
-        args = lambda i: (ys[i], dys[i], outs[i])  # noqa: E731
-        verdict = lambda f: lambda i: _check(f(i), ys[i], "backward", dys[i])  # noqa: E731
+        args = lambda i: (ys[i], dys[i], outs[i])
+        verdict = lambda f: lambda i: _check(f(i), ys[i], "backward", dys[i])
         runs = [("copy", lambda y, dy, out: torch.add(y, dy, out=out), None)]
         runs += [("torch.softmax", lambda y, dy, out: torch._softmax_backward_data(dy, y, -1, dtype), None)
                  ] if with_torch else []
         runs += [("softmax_lab.softmax", lambda y, dy, out: softmax_backward(y, dy, out=out), None)]
     records = []
     for name, f, knobs in runs + list(candidates):
-        fn = lambda i, f=f: f(*args(i))  # noqa: E731
+        fn = lambda i, f=f: f(*args(i))
         rec = _measure(dict(base, impl=name, knobs=knobs), fn, n_buf, rep_ms, timer, eager,
                        None if name == "copy" else verdict(fn))
         if name == "softmax_lab.softmax" and kind == "forward":

@@ -42,7 +42,7 @@ class Finding:
 def _define_row_max_kernel():
     """The tiny kernel, defined on first use: torch and triton load only when the doctor runs (after .device,
     which switches the interpreter on when needed)."""
-    from . import device  # noqa: F401  (picks the device before triton is imported)
+    from . import device
     import triton
     import triton.language as tl
 
@@ -71,7 +71,7 @@ def _on_gpu() -> bool:
 
 
 def check_versions() -> list[Finding]:
-    from . import device  # noqa: F401  (before triton: it switches the interpreter on when needed)
+    from . import device
     import torch
     import triton
 
@@ -141,7 +141,7 @@ def check_tiny_kernel() -> list[Finding]:
         if "0-dimensional" in str(err):
             return [Finding("FAIL", f"the interpreter failed: {err}", NUMPY_FIX)]
         return [Finding("FAIL", f"a tiny kernel failed to run: {type(err).__name__}: {err}")]
-    except Exception as err:  # noqa: BLE001 - report anything, the doctor must not crash
+    except Exception as err:
         return [Finding("FAIL", f"a tiny kernel failed to run: {type(err).__name__}: {str(err)[:300]}")]
     got = out.cpu().tolist()
     if all(v != v for v in got):
@@ -202,12 +202,12 @@ def check_cuda_layer() -> list[Finding]:
     @cuda.jit kernel run."""
     try:
         from . import cuda_layer  # (here, not at the top: numba loads only when the doctor runs this check)
-    except Exception as err:  # noqa: BLE001 - the doctor reports, it does not crash
+    except Exception as err:
         return [Finding("FAIL", f"chapter 9's CUDA layer cannot load: {type(err).__name__}: {str(err)[:200]}",
                         'pip install "numba-cuda==0.30.4"')]
     try:
         where = cuda_layer.describe()
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         return [Finding("FAIL", f"numba-cuda is not usable: {type(err).__name__}: {err}",
                         'pip install "numba-cuda==0.30.4"')]
     found = [Finding("info" if cuda_layer.SIMULATOR else "ok", f"chapter 9's @cuda.jit kernels run in: {where}")]
@@ -226,7 +226,7 @@ def check_cuda_layer() -> list[Finding]:
                                  "reinstall numba-cuda==0.30.4; on a GPU, check that numba finds the CUDA driver"))
         else:
             found.append(Finding("ok", "a tiny @cuda.jit softmax kernel ran and matched"))
-    except Exception as err:  # noqa: BLE001 - the doctor must not crash
+    except Exception as err:
         found.append(Finding("FAIL", f"a tiny @cuda.jit kernel failed: {type(err).__name__}: {str(err)[:300]}",
                              "reinstall numba-cuda==0.30.4 (pip); on a GPU, numba needs the CUDA driver "
                              "(and cuda-bindings)"))
@@ -353,7 +353,7 @@ def check_hints() -> list[Finding]:
 
         first = sorted(hints.table())[0]
         text = hints.level_text(first, 1)
-    except Exception as err:  # noqa: BLE001 - the doctor reports, it does not crash
+    except Exception as err:
         return [Finding("FAIL", f"softmax_lab.hint() cannot read the hints: {type(err).__name__}: {str(err)[:200]}",
                         "reinstall the course: pip install --force-reinstall --no-deps softmax-lab (or make lab)")]
     return [Finding("ok", f"softmax_lab.hint() reads the hints ({len(hints.table())} exercises)")] if text else []

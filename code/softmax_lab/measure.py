@@ -164,7 +164,7 @@ class _Cuda:
                 for k, c in enumerate(calls):
                     outs[k] = c()
             return graph.replay, outs, "CUDA graph"
-        except Exception:  # noqa: BLE001 - not capturable (host sync, allocation ...): time a loop instead
+        except Exception:
             torch.cuda.synchronize()
 
             def loop():

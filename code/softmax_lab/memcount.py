@@ -24,11 +24,11 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import device  # noqa: F401  (picks GPU or interpreter before triton is used)
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-from triton.runtime import interpreter as _interp  # noqa: E402
-from triton.runtime.jit import JITFunction  # noqa: E402
+from . import device
+import triton
+import triton.language as tl
+from triton.runtime import interpreter as _interp
+from triton.runtime.jit import JITFunction
 
 # The interpreter's own launch, kept before count_calls patches launches (which would otherwise recurse).
 _INTERPRETED_RUN = _interp.InterpretedFunction.run

@@ -470,7 +470,7 @@ def _plan(x: Tensor, dim: int):
             empty_like = torch.empty_like  # contiguous for a contiguous x, and faster than torch.empty
             if not x.is_contiguous():
                 shape, dtype, device = x.shape, x.dtype, x.device
-                empty_like = lambda x: torch.empty(shape, dtype=dtype, device=device)  # noqa: E731
+                empty_like = lambda x: torch.empty(shape, dtype=dtype, device=device)
 
             def fast(x, x_ptr):
                 y = empty_like(x)

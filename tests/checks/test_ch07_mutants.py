@@ -9,7 +9,7 @@ divide every row stride (ch07-row-vector), knobs that miss a target (ch07-target
 
 Sizes are tiny (the CPU interpreter runs them in CI); the solutions pass the same checks.
 """
-import softmax_lab  # noqa: F401  (first: picks GPU or interpreter before any kernel is defined)
+import softmax_lab
 import pytest
 import torch
 import triton
@@ -219,7 +219,7 @@ def test_warps_solution_and_mutants(capsys):
     fails_naming(ch07.check_warps, [values_per_thread, one_knob_sweeps,
                                     lambda b, w: values_per_thread(b, w) + 24 > 255], "ch07-warps",
                  ["H200", "at most", "= 64 registers"], capsys)
-    both = lambda n: ([(triton.next_power_of_2(n) * k, 4 * k) for k in (1, 2, 4)],) * 2  # noqa: E731
+    both = lambda n: ([(triton.next_power_of_2(n) * k, 4 * k) for k in (1, 2, 4)],) * 2
     fails_naming(ch07.check_warps, [values_per_thread, both, predict_spill], "ch07-warps",
                  ["one knob at a time"], capsys)
 
@@ -238,12 +238,12 @@ def test_row_vector_solution_and_mutants(capsys):
     passes(ch07.check_row_vector, [row_vector], "ch07-row-vector", capsys)
     fails_naming(ch07.check_row_vector, [lambda n, *t: (_ for _ in ()).throw(NotImplementedError("x"))],
                  "ch07-row-vector", ["not implemented yet"], capsys)
-    no_strides = lambda n, *t: 16 // max(x.element_size() for x in t) if n % (16 // max(x.element_size() for x in t)) == 0 else 1  # noqa: E731
+    no_strides = lambda n, *t: 16 // max(x.element_size() for x in t) if n % (16 // max(x.element_size() for x in t)) == 0 else 1
     fails_naming(ch07.check_row_vector, [no_strides], "ch07-row-vector", ["rows wrong", "row stride (1002)"], capsys)
-    first = lambda n, *t: 16 // t[0].element_size() if n % (16 // t[0].element_size()) == 0 and t[0].stride(0) % (16 // t[0].element_size()) == 0 else 1  # noqa: E731
+    first = lambda n, *t: 16 // t[0].element_size() if n % (16 // t[0].element_size()) == 0 and t[0].stride(0) % (16 // t[0].element_size()) == 0 else 1
     fails_naming(ch07.check_row_vector, [first], "ch07-row-vector", ["output's row stride (1001)", "widest dtype"],
                  capsys)
-    sixteen = lambda n, *t: row_vector(n, *t) if n % 16 == 0 and all(x.stride(0) % 16 == 0 for x in t) else 1  # noqa: E731
+    sixteen = lambda n, *t: row_vector(n, *t) if n % 16 == 0 and all(x.stride(0) % 16 == 0 for x in t) else 1
     for wrong in (sixteen, lambda n, *t: 1):
         fails_naming(ch07.check_row_vector, [wrong], "ch07-row-vector", ["VEC = 1, expected 4", "16 bytes at a time"],
                      capsys)
@@ -333,7 +333,7 @@ def test_chapter_7_demo_cells_say_write_the_exercise_first(exercise, needle, nam
     blank = exercise_module(exercise, learner=True)
     scope = {"torch": torch, "triton": triton, "softmax_lab": softmax_lab, "DEVICE": DEVICE,
              **{n: getattr(blank, n) for n in names}}
-    exec(compile(cell.source, "<notebook cell>", "exec"), scope)  # noqa: S102 - the course's own cell
+    exec(compile(cell.source, "<notebook cell>", "exec"), scope)
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [f"NotImplementedError: write {exercise} above first"], out
 

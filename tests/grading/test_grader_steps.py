@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import test_grade as T  # noqa: E402
+import test_grade as T
 
-from softmax_lab.grading import blanking, grader, judge, process, runner, scoring, statuses  # noqa: E402
-from softmax_lab.grading.blanking import Runs, run_once, run_with_blanking  # noqa: E402
-from softmax_lab.grading.runner import Limits, RunResult  # noqa: E402
+from softmax_lab.grading import blanking, grader, judge, process, runner, scoring, statuses
+from softmax_lab.grading.blanking import Runs, run_once, run_with_blanking
+from softmax_lab.grading.runner import Limits, RunResult
 
 GRADING = Path(grader.__file__).parent
 CHAPTERS = T.fixture_chapters(T.FIXTURES)

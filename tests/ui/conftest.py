@@ -279,7 +279,7 @@ def page(browser, lab, request):
             name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
             try:
                 pg.screenshot(path=str(OUT / f"FAILED-{name}.png"))
-            except Exception:  # noqa: BLE001 - the failure itself is what matters
+            except Exception:
                 pass
         context.close()
         lab.shutdown_kernels()

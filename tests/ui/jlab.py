@@ -47,7 +47,7 @@ class Notebook:
     def fail(self, message: str):
         try:
             shot = f"screenshot: {self.screenshot(f'FAILED-{self.label}')}"
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             shot = f"(no screenshot: {err})"
         console = [c for c in getattr(self.page, "console_errors", []) if "favicon" not in c][-5:]
         extra = ("\nbrowser console errors:\n  " + "\n  ".join(c[:300] for c in console)) if console else ""
@@ -64,7 +64,7 @@ class Notebook:
             yield
         except pytest.fail.Exception:
             raise
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             self.fail(f"while {what}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
 
     def wait_for(self, js: str, what: str, timeout: float, arg=None, poll: float = 0.25, describe: str = ""):
@@ -359,7 +359,7 @@ class Notebook:
             try:
                 self.page.wait_for_function(holds, arg=[index, source], timeout=5000)
                 return
-            except Exception:  # noqa: BLE001 - no system clipboard here: paste the way the browser would
+            except Exception:
                 self.log("clipboard paste did not arrive; dispatching a paste event instead")
             editor.click()
             self.page.keyboard.press("ControlOrMeta+a")

@@ -147,7 +147,7 @@ class Report:
         new_case()
         try:
             problem = fn()
-        except Exception as err:  # noqa: BLE001 - any learner error is a verdict, not a crash
+        except Exception as err:
             problem = explain_exception(err)
         else:
             if problem and pitfall:

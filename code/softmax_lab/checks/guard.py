@@ -56,7 +56,7 @@ def _came_from(fn: types.FunctionType, run) -> bool | None:
 
         shell = get_ipython()
         name = shell.compile.get_code_name(run.source, shell.transform_cell(run.source), run.number)
-    except Exception:  # noqa: BLE001 - no shell, or another IPython: we cannot tell
+    except Exception:
         return None
     return fn.__code__.co_filename == name
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .registry import Exercise, Question, Registry, RegistryError, load as load_registry  # noqa: F401
+from .registry import Exercise, Question, Registry, RegistryError, load as load_registry
 
 
 def chapters() -> list[str]:

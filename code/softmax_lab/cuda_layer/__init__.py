@@ -52,7 +52,7 @@ elif _decided != _WANT_SIM:
         + ("the CPU (simulator needed)" if _WANT_SIM else "the GPU (real CUDA needed)")
         + ": restart the kernel and import softmax_lab.cuda_layer before `from numba import cuda`")
 
-from numba import cuda  # noqa: E402  (after the switch, on purpose)
+from numba import cuda
 
 try:
     from numba.cuda.core import config as _config
@@ -64,9 +64,9 @@ except (ImportError, AttributeError):  # pragma: no cover
 SIMULATOR: bool = _WANT_SIM
 """True when kernels run in numba's CUDA simulator (no GPU), False when they run as real CUDA."""
 
-from . import sim  # noqa: E402,F401  (installs the shuffle shim and the faster block scheduler)
-from .memory import count_sectors, warp_loads  # noqa: E402,F401
-from .sim import RaceReport, record_races, simulated  # noqa: E402,F401
+from . import sim
+from .memory import count_sectors, warp_loads
+from .sim import RaceReport, record_races, simulated
 
 
 def versions() -> str:
@@ -76,7 +76,7 @@ def versions() -> str:
         from importlib.metadata import version
 
         nc = version("numba-cuda")
-    except Exception:  # noqa: BLE001 - any metadata problem: say unknown
+    except Exception:
         nc = "unknown"
     return f"numba {numba.__version__}, numba-cuda {nc}"
 
@@ -88,6 +88,6 @@ def describe() -> str:
     try:
         name = cuda.get_current_device().name
         name = name.decode() if isinstance(name, bytes) else str(name)
-    except Exception as err:  # noqa: BLE001 - report, never crash the doctor
+    except Exception as err:
         return f"real CUDA, but numba cannot open the GPU: {type(err).__name__}: {str(err)[:200]}"
     return f"real CUDA on {name} ({versions()})"

@@ -90,7 +90,7 @@ def meta(argv) -> dict:
         try:
             info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                             capture_output=True, text=True, timeout=20).stdout.strip()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     return info
 
@@ -138,7 +138,7 @@ def numba_asm() -> dict:
         try:  # without a signature numba returns {signature: value} for every compiled one
             rec["regs"] = next(iter(k.get_regs_per_thread().values()))
             rec["local_bytes"] = next(iter(k.get_local_mem_per_thread().values()))
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             rec["regs_error"] = f"{type(err).__name__}: {str(err)[:200]}"
         rec["ptx_excerpt"] = (_excerpt(ptx, PTX_PATTERNS["shfl.sync.bfly"], 1, 2)
                               + _excerpt(ptx, PTX_PATTERNS["bar.sync"], 1, 2))
@@ -147,7 +147,7 @@ def numba_asm() -> dict:
             rec["sass_counts"] = _count(sass, SASS_PATTERNS)
             rec["sass_excerpt"] = (_excerpt(sass, SASS_PATTERNS["SHFL.BFLY"], 0, 3)
                                    + _excerpt(sass, SASS_PATTERNS["BAR.SYNC"], 0, 2))
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             rec["sass_error"] = f"{type(err).__name__}: {str(err)[:200]}"
         out[name] = rec
     return out
@@ -170,7 +170,7 @@ def triton_asm(cols_list=(1024, 2048, 4096, 8192, 16384, 32768, 65536)) -> dict:
         try:
             sass = ck.asm["sass"]
             rec["sass_counts"] = _count(sass, SASS_PATTERNS)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             sass = ""
             rec["sass_error"] = f"{type(err).__name__}: {str(err)[:200]}"
         ttgir = ck.asm.get("ttgir", "")
@@ -219,14 +219,14 @@ def timings(shapes=((4096, 1024), (65536, 512)), rep_ms=60) -> list[dict]:
             if name == "row_serial" and n_rows * n_cols > 4096 * 1024 * 8:
                 continue
             if name == "copy":
-                call = lambda i: outs[i].copy_(xs[i])  # noqa: E731
+                call = lambda i: outs[i].copy_(xs[i])
             elif name == "torch_softmax":
-                call = lambda i: torch.softmax(xs[i], dim=-1)  # noqa: E731
+                call = lambda i: torch.softmax(xs[i], dim=-1)
             elif kw == "wide":
                 block = 2 * (1 << (n_cols - 1).bit_length())
-                call = lambda i, f=fn, b=block: f(xs[i], outs[i], BLOCK=b, num_warps=8)  # noqa: E731
+                call = lambda i, f=fn, b=block: f(xs[i], outs[i], BLOCK=b, num_warps=8)
             else:
-                call = lambda i, f=fn, k=kw: f(xs[i], outs[i], **k)  # noqa: E731
+                call = lambda i, f=fn, k=kw: f(xs[i], outs[i], **k)
             rec = {"shape": f"{n_rows}x{n_cols}", "kernel": name, "what": what}
             try:
                 call(0)
@@ -234,14 +234,14 @@ def timings(shapes=((4096, 1024), (65536, 512)), rep_ms=60) -> list[dict]:
                 try:
                     ms = _time(call, n_buf, rep_ms, "graph")
                     rec["timer"] = "do_bench_cudagraph"
-                except Exception as err:  # noqa: BLE001 - numba launches may not capture: fall back, say so
+                except Exception as err:
                     rec["graph_error"] = f"{type(err).__name__}: {str(err)[:160]}"
                     torch.cuda.synchronize()
                     ms = _time(call, n_buf, rep_ms, "plain")
                     rec["timer"] = "do_bench (plain: Python launch overhead included)"
                 rec["ms"] = ms
                 rec["gbps"] = moved / ms / 1e6
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:
                 rec["error"] = f"{type(err).__name__}: {str(err)[:200]}"
             print(rec, flush=True)
             records.append(rec)
@@ -362,7 +362,7 @@ def main(argv=None) -> int:
         t0 = time.time()
         try:
             record[step] = meta(argv) if step == "meta" else globals()[step]()
-        except Exception as err:  # noqa: BLE001 - keep what the other steps found
+        except Exception as err:
             import traceback
 
             record[step] = {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()[-2000:]}

@@ -219,10 +219,10 @@ def _shared_array(self, shape, dtype, alignment=None):
     if shape == 0:  # dynamic shared memory: the bytes given at launch
         key = ("<dynamic>", 0, dtype.str)
         count = self._dynshared_size // dtype.itemsize
-        make = lambda: np.frombuffer(self._dynshared.data, dtype=dtype, count=count)  # noqa: E731
+        make = lambda: np.frombuffer(self._dynshared.data, dtype=dtype, count=count)
     else:
         key = _caller_key(sys._getframe(1))
-        make = lambda: np.empty(shape, dtype)  # noqa: E731
+        make = lambda: np.empty(shape, dtype)
     with _simapi.addlock:
         res = self._allocations.get(key)
         if res is None:

@@ -87,7 +87,7 @@ def _chapters(args) -> tuple[Path, dict[str, Chapter]]:
         raise UsageError("cannot find the solution notebooks: pass --solutions DIR")
     try:
         chapters = load_chapters(Path(solutions), _registry.load(args.registry))
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         raise UsageError(f"cannot read the solutions in {solutions}: {err}") from None
     if not chapters:
         raise UsageError(f"no chapter with exercises in {solutions}")

@@ -118,7 +118,7 @@ class Tree:
         self.seen: dict[int, object] = {}
         try:
             self.root = psutil.Process(pid) if psutil else None
-        except Exception:  # noqa: BLE001 - already gone
+        except Exception:
             self.root = None
 
     def scan(self) -> int:
@@ -151,5 +151,5 @@ class Tree:
         for p in self.seen.values():
             try:
                 p.kill()  # psutil checks the create time: a reused pid is never hit
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass

@@ -148,7 +148,7 @@ def _vector_problem(combine, pairs) -> str:
     a = [_stats(p) for p, _ in pairs]
     b = [_stats(q) for _, q in pairs]
     want = [_stats(list(p) + list(q)) for p, q in pairs]
-    t = lambda vals: torch.tensor(vals, dtype=torch.float64)  # noqa: E731
+    t = lambda vals: torch.tensor(vals, dtype=torch.float64)
     ma, la, mb, lb = t([s[0] for s in a]), t([s[1] for s in a]), t([s[0] for s in b]), t([s[1] for s in b])
     try:
         with quiet():

@@ -94,7 +94,7 @@ def check_warps(values_per_thread, one_knob_sweeps, predict_spill) -> Verdict:
     except NotImplementedError:
         report.add("values_per_thread", NOT_IMPLEMENTED)
         return Verdict(report.show())
-    except Exception:  # noqa: BLE001 - reported by the cases below
+    except Exception:
         pass
     for block, warps in VALUES_CASES:
         report.run(f"values per thread, BLOCK = {block}, num_warps = {warps}",

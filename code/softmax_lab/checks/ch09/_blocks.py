@@ -40,7 +40,7 @@ SHARED_OOB = ("a thread indexed shared memory past its end: the tree must only l
 
 def _cl():
     from ... import cuda_layer
-    from ...cuda_layer import kernels  # noqa: F401 - the checks launch with cuda_layer.kernels, imported or not
+    from ...cuda_layer import kernels
 
     return cuda_layer
 
@@ -196,14 +196,14 @@ def _race_cases(report: Report, kernel, shapes, seed: int) -> bool:
 def _race(kernel, rows, cols, threads, seed):
     try:
         return _race_problem(kernel, rows, cols, threads, seed)
-    except Exception as err:  # noqa: BLE001 - a learner error is a verdict
+    except Exception as err:
         return _explain_error(err)
 
 
 def _safe_output(launch, x, threads):
     try:
         return _output_problem(launch, x, threads)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         return _explain_error(err)
 
 
