@@ -37,6 +37,6 @@ EOF
 softmax-lab check solutions/04_three_kernels_to_one.ipynb solutions/07_performance.ipynb \
     solutions/09_cuda_layer.ipynb "$@" > "$OUT/check.txt" 2>&1
 echo "check exit status $?" >> "$OUT/check.txt"
-python -m pytest tests/test_grade_sandbox.py -k real_chapter_cheats -n 0 -q -rA > "$OUT/ch04-cheats.txt" 2>&1
+python -m pytest tests/grading/test_grade_sandbox.py -k real_chapter_cheats -n 0 -q -rA > "$OUT/ch04-cheats.txt" 2>&1
 echo "pytest exit status $?" >> "$OUT/ch04-cheats.txt"
 tail -n 3 "$OUT"/*.txt

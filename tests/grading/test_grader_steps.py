@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import test_grade as T
 
 from softmax_lab.grading import blanking, grader, judge, process, runner, scoring, statuses

@@ -210,7 +210,7 @@ def release(root: Path, out: Path, allow_dirty: bool = False, wheel: bool = True
 
 
 # ------------------------------------------------------------------------------ searching for answers
-# The normalisation of tests/test_no_answers.py: spaces collapsed, a trailing code comment dropped; a line counts
+# The normalisation of tests/course/test_no_answers.py: spaces collapsed, a trailing code comment dropped; a line counts
 # when it is code of at least 4 tokens and 12 characters, or a comment of at least 5 words.
 
 TOKEN = re.compile(r"\w+|[^\w\s]")

@@ -27,7 +27,7 @@ from softmax_lab import hints
 from softmax_lab.course import build, notebook
 from softmax_lab.course.release import normalise, significant  # one normalisation: this test and the release
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def answer_lines(source: str) -> list[str]:

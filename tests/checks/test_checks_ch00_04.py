@@ -16,7 +16,7 @@ import softmax_lab
 from softmax_lab import checks
 from softmax_lab.course import build, notebook
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEADER = """\
 import softmax_lab
 import torch
@@ -187,7 +187,7 @@ def test_judge_accepts_every_solution_kernel():
     from softmax_lab.grading import judge, judge_harness
 
     seen = 0
-    for path in sorted((Path(__file__).parents[1] / "solutions").glob("*.ipynb")):
+    for path in sorted((Path(__file__).parents[2] / "solutions").glob("*.ipynb")):
         nb = nbformat.read(str(path), as_version=4)
         for cell in nb.cells:
             ident = notebook.tag_value(cell, "exercise:")
@@ -210,7 +210,7 @@ def test_judge_big_buffers_plumbing(name, monkeypatch):
     pytest.importorskip("shutil").which("bwrap") or pytest.skip("needs bubblewrap")
     monkeypatch.setattr(judging, "gpu_scale", lambda: True)
     monkeypatch.setattr(judging, "BIG_STEP", 4096)
-    nb = nbformat.read(str(Path(__file__).parents[1] / "solutions" / name), as_version=4)
+    nb = nbformat.read(str(Path(__file__).parents[2] / "solutions" / name), as_version=4)
     kernels = {notebook.tag_value(c, "exercise:"): c.source for c in nb.cells
                if judge.judges().get(notebook.tag_value(c, "exercise:")) is not None
                and judge.judges()[notebook.tag_value(c, "exercise:")].kind == "kernel"}

@@ -12,7 +12,7 @@ import pytest
 
 from softmax_lab.grading.submissions import discover
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 

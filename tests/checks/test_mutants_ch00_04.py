@@ -138,7 +138,7 @@ CAUGHT_MORE = [
 @pytest.mark.parametrize("ex,pitfall,edits,case,words", PITFALLS + CAUGHT_MORE,
                          ids=[f"{p[0]}: {p[1]}" for p in PITFALLS + CAUGHT_MORE])
 def test_named_pitfall_is_caught(ex, pitfall, edits, case, words, tmp_path):
-    """The pitfalls the chapters name that the checks caught before too (tests/test_checks_ch00_04.py's list)."""
+    """The pitfalls the chapters name that the checks caught before too (tests/checks/test_checks_ch00_04.py's list)."""
     ok, text = run_check(ex, load(ex, mutate(ex, edits), tmp_path), grouped=False)
     line = failing_line(text, case)
     assert not ok and line is not None and words in line, text

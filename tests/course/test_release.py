@@ -76,7 +76,7 @@ def test_the_edition_holds_the_learner_material_and_no_answer_material(edition, 
         assert not [c for c in nb.cells if notebook.tag_value(c, notebook.RUBRIC)], path.name
         assert not any(notebook.has_solution(c.source) for c in nb.cells), path.name
         assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), path.name
-        # the same learner notebooks as notebooks/ of the source (tests/test_build.py keeps those up to date)
+        # the same learner notebooks as notebooks/ of the source (tests/course/test_build.py keeps those up to date)
         assert path.read_text() == (ROOT / "notebooks" / path.name).read_text(), path.name
 
 

@@ -1,6 +1,6 @@
 """Every kernel in softmax_lab.kernels against the float64 reference, on the CPU interpreter (and on the GPU
 when there is one). Sizes stay tiny: the interpreter runs each program in Python. The naive and row-serial
-kernels (O(N²) loads, scalar loops) only see the smallest shapes here; tests/test_gpu.py runs them bigger.
+kernels (O(N²) loads, scalar loops) only see the smallest shapes here; tests/kernels/test_gpu.py runs them bigger.
 """
 import math
 

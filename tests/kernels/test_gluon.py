@@ -3,7 +3,7 @@ interpreter cannot run Gluon, so on the CPU the dispatcher keeps the fused and c
 say why they refuse; their machine code for an H200 (sm_90) is compiled here and read: 16-byte asynchronous copies into
 shared memory, no plain global loads, no register spills, and, for the resident kernel, few enough registers
 that shared memory, not registers, decides how many programs share a multiprocessor. Their results are tested
-on the GPU (tests/test_gpu.py)."""
+on the GPU (tests/kernels/test_gpu.py)."""
 import subprocess
 import sys
 import textwrap
@@ -66,7 +66,7 @@ def test_the_machine_code_copies_16_bytes_at_a_time_into_shared_memory():
             assert narrow_stores == "0", line  # the output stored 16 bytes at a time (OUT_VEC)
 
 
-@pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/test_gpu.py tests the kernels themselves")
+@pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/kernels/test_gpu.py tests the kernels themselves")
 def test_on_the_cpu_the_dispatcher_keeps_the_other_kernels_and_the_launchers_say_why():
     assert softmax.choose(2, 12000, torch.bfloat16)[0] == "fused"
     assert softmax.choose(2, 20000, torch.bfloat16)[0] == "cooperative"  # "resident" on an H100/H200
@@ -161,7 +161,7 @@ def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once():
         assert narrow == "2", line  # the output stored 16 bytes at a time; two 4-byte stores: the partials
 
 
-@pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/test_gpu.py tests the kernel itself")
+@pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/kernels/test_gpu.py tests the kernel itself")
 def test_on_the_cpu_long_rows_keep_the_cooperative_kernel():
     for n, dtype in ((65536, torch.float32), (65536, torch.bfloat16), (131072, torch.float16)):
         assert softmax.choose(2, n, dtype)[0] == "cooperative"  # "clustered" on an H100/H200

@@ -486,7 +486,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"
 CH05 = "05_online_softmax.ipynb"
 

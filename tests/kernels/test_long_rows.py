@@ -1,7 +1,7 @@
 """The cooperative kernels (kernels/cooperative.py): rows shared by programs that wait for each other.
 
 On the CPU interpreter they take their two-launch path (programs run one after another there); on a GPU both
-paths are tested, the one-launch path in tests/test_gpu.py at full size too. Float64 references, poisoned
+paths are tested, the one-launch path in tests/kernels/test_gpu.py at full size too. Float64 references, poisoned
 outputs, tiny BLOCKs so that every row is several chunks."""
 import pytest
 import torch

@@ -27,7 +27,7 @@ import requests
 
 from conftest import exercise_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 OUT = ROOT / "test-output" / "hub"
 PROXY_DIR = ROOT / ".hub-proxy"  # configurable-http-proxy from npm (ignored by git)

@@ -11,7 +11,7 @@ PyTorch's test folder, which is not installed: they are written out below the sa
 pattern against a loop over the batch; transforms against torch.softmax's in float64).
 
 Each result is compared with ``torch.softmax`` (``aten._safe_softmax`` with a mask) in float64. On the CPU
-(Triton's interpreter) the tensors are tiny; on a GPU the same tests run on CUDA: ``pytest tests/test_opinfo.py -m gpu``.
+(Triton's interpreter) the tensors are tiny; on a GPU the same tests run on CUDA: ``pytest tests/op/test_opinfo.py -m gpu``.
 """
 import threading
 import warnings
