@@ -11,9 +11,9 @@ import importlib
 import sys
 from dataclasses import dataclass
 
+from .usage import UsageError  # (raised by the commands' rooms; re-exported: softmax_lab.cli.UsageError)
 
-class UsageError(Exception):
-    """A command's arguments cannot work (the message says why): printed as a usage error, exit status 2."""
+__all__ = ["COMMANDS", "Command", "UsageError", "main"]
 
 
 @dataclass(frozen=True)

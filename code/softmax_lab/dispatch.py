@@ -4,17 +4,19 @@ The tuned numbers are rule lists in ``kernels/tuning.py`` (``pick(rules, key)``:
 >= the key); this module only applies them, and imports every kernel it may launch at the top (``LAUNCHERS``),
 so a tensor can be followed from ``softmax_2d`` into its kernel. The rules, by row length (``FORWARD``):
 
-* short rows: ``multirow``, several rows per program (one row per program from about 1024 elements);
-* rows that fit one block (up to 32768 elements): ``fused``, one row per program, more warps for longer rows,
-  fewer for rows a little longer than a power of two (their blocks are up to half padding);
-* 16-bit rows of 8,193-32,768 elements and fp32 rows of 16,385-28,672 on a GPU: ``resident`` (a Gluon kernel:
-  the row sits in shared memory instead of registers, so several programs share a multiprocessor);
-* rows too long for one program's shared memory, 16-bit up to 131,072 elements and fp32 of 49,152-65,536:
-  ``clustered`` (a Gluon kernel: a row split over a cluster of 4 or 8 programs, each holding its slice in
-  shared memory);
+* short rows: ``multirow``, several rows per program;
+* rows that fit one block: ``fused``, one row per program, more warps for longer rows, fewer for rows a little
+  longer than a power of two (their blocks are up to half padding);
+* medium rows on a GPU: ``resident`` (a Gluon kernel: the row sits in shared memory instead of registers, so
+  several programs share a multiprocessor);
+* rows too long for one program's shared memory: ``clustered`` (a Gluon kernel: a row split over a cluster of
+  programs, each holding its slice in shared memory);
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
-  exchange their partial ``(m, l)``, so the row is read once; fp32 rows longer than 1,048,576 elements:
-  ``l2_reread``, which reads its chunk again from L2 instead of holding it in registers.
+  exchange their partial ``(m, l)``, so the row is read once; the longest fp32 rows: ``l2_reread``, which reads
+  its chunk again from L2 instead of holding it in registers.
+
+Where each range starts and ends, per element size, is in ``FORWARD`` (``kernels/tuning.py``); why, with the
+measurements, in ``docs/performance.md``, "How the dispatcher chooses".
 
 The Gluon kernels run only where they were tuned (a GPU of compute capability ``GLUON_CAPABILITY``), on rows
 that start on 16 bytes and fit the GPU's shared memory; elsewhere, the CPU interpreter included, the register

@@ -1,7 +1,7 @@
 """Honest timing for the course's timing cells: ``softmax_lab.measure(fn, make_inputs)``.
 
     r = softmax_lab.measure(fused_softmax, lambda: (torch.randn(4096, 1024, device=DEVICE),))
-    print(r)            # fused_softmax: 12.1 us median (...), 2780 GB/s = 96% of copy (2890 GB/s) ...
+    print(r)            # the median time, GB/s, % of a copy of the same bytes, the spread ...
     r.gbps, r.pct_of_copy, r.median_ms, r.spread_ms, r.sets
 
 What makes it honest (chapter 7 explains each point):

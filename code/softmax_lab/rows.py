@@ -31,7 +31,7 @@ def from_rows(y2: Tensor, shape, dim: int) -> Tensor:
     """Undo ``as_rows`` for a fresh output: shape it like the input, contiguous."""
     last = len(shape) - 1
     if dim == last:
-        return y2 if last == 1 else y2.view(*shape)  # (view(*ints) is several µs cheaper than view(Size))
+        return y2 if last == 1 else y2.view(*shape)  # (view(*ints) is cheaper than view(Size) per call)
     moved = list(shape)
     moved.append(moved.pop(dim))
     return y2.view(*moved).movedim(-1, dim).contiguous()

@@ -2,10 +2,11 @@
 exercise (``ch07/row_vector.py``): the registry's id names the module (``course.registry.check_module``), which
 holds the exercise's case table, its notebook check and the grader's judge. Each public check prints verdict lines.
 
-Every ``chNN`` module or package found here is imported, and its ``__all__`` re-exported, so a notebook can write
-``from softmax_lab.checks import check_masked_load``. Each ``check_*`` function is wrapped once, here, by
-``guard.guarded`` (in its module too): it refuses an old definition, stops a runaway kernel and answers an
-Interrupt in a few lines.
+A notebook writes ``from softmax_lab.checks import check_masked_load``: the name is looked up when it is asked for
+(the registry says which chapter checks it), and only that chapter is imported, so the grader, which imports one
+exercise's module, loads nothing else. Each ``check_*`` function of a chapter is wrapped once, when the chapter is
+first reached through this package, by ``guard.guarded`` (in its module too): it refuses an old definition, stops
+a runaway kernel and answers an Interrupt in a few lines.
 """
 import importlib
 import pkgutil
@@ -13,30 +14,51 @@ import pkgutil
 from .common import Report, explain_exception
 from .guard import guarded
 
+__all__ = ["Report", "explain_exception"]
+_WRAPPED: set[str] = set()  # chapters whose checks are wrapped
 
-def _exercises_by_check() -> dict[str, list[str]]:
-    """check function name -> the ids of the exercises it checks (the course registry)."""
-    found: dict[str, list[str]] = {}
+
+def _exercises_by_check() -> dict[str, list]:
+    """check function name -> the exercises it checks (the course registry)."""
+    found: dict[str, list] = {}
     try:
         from ..course import exercises
 
         for ex in exercises():
-            found.setdefault(ex.check, []).append(ex.id)
+            found.setdefault(ex.check, []).append(ex)
     except Exception:
         return {}
     return found
 
 
-__all__ = ["Report", "explain_exception"]
-_CHECKED = _exercises_by_check()
+def _chapter(name: str):
+    """The chapter module ``chNN`` (a module or a package), its ``check_*`` functions wrapped once."""
+    mod = importlib.import_module(f"{__name__}.{name}")
+    if name not in _WRAPPED:
+        _WRAPPED.add(name)
+        ids = {check: [ex.id for ex in exs] for check, exs in _exercises_by_check().items()}
+        for attr in getattr(mod, "__all__", []):
+            obj = getattr(mod, attr)
+            if attr.startswith("check_") and callable(obj) and not hasattr(obj, "__wrapped__"):
+                setattr(mod, attr, guarded(obj, ids.get(attr, [])))
+    return mod
 
-for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if _info.name.startswith("ch"):
-        _mod = importlib.import_module(f".{_info.name}", __name__)
-        for _name in getattr(_mod, "__all__", []):
-            _obj = getattr(_mod, _name)
-            if _name.startswith("check_") and callable(_obj) and not hasattr(_obj, "__wrapped__"):
-                _obj = guarded(_obj, _CHECKED.get(_name, []))
-                setattr(_mod, _name, _obj)
-            globals()[_name] = _obj
-            __all__.append(_name)
+
+def _chapters_to_search(name: str) -> list[str]:
+    """Where ``name`` is: the chapter of the exercise it checks, else every chapter in order (a helper a notebook
+    imports that no exercise names)."""
+    named = [f"ch{ex.chapter}" for ex in _exercises_by_check().get(name, [])]
+    every = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith("ch"))
+    return list(dict.fromkeys(named + every))
+
+
+def __getattr__(name: str):
+    if name.startswith("_"):
+        raise AttributeError(name)
+    for chapter in _chapters_to_search(name):
+        mod = _chapter(chapter)
+        if name in getattr(mod, "__all__", ()):
+            value = getattr(mod, name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"softmax_lab.checks has no check or helper named {name!r}")

@@ -8,7 +8,7 @@
    a barrier per warp; a lane that never arrives gives a clear error after ``SHUFFLE_TIMEOUT_S``, not a hang.
    On a GPU none of this is used: numba compiles the calls to ``shfl.sync`` instructions.
 2. **A faster block scheduler.** The simulator's block manager polls its threads in a busy loop that fights
-   them for Python's GIL; ours sleeps 0.2 ms between polls (3-10x faster, same semantics), and stops with a
+   them for Python's GIL; ours sleeps 0.2 ms between polls (faster, same semantics), and stops with a
    message when a block makes no progress for ``STALL_S`` seconds (an endless loop) instead of hanging. Its
    threads get 1 MiB stacks, not 8: a block of 1024 threads then reserves 1 GiB of address space, which fits
    under the grader's memory cap (``RLIMIT_AS``).

@@ -15,7 +15,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from ..cli import UsageError
+from ..usage import UsageError
 from .gradebook import Gradebook, answers_of, fingerprint, read_manual_points, resume, to_grade, write_all
 from .grader import Options, SubmissionResult, grade_notebook
 from .options import add_common_arguments, options

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cli import UsageError
+from ..usage import UsageError
 from .chapters import Chapter, InvalidNotebook, answers, match_chapter, read_submission
 from .grader import Options
 from .report import (feedback_markdown, feedback_name, gradebook_text, manual_csv, manual_markdown,

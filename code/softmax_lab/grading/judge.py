@@ -46,7 +46,8 @@ def judges(chapter: str | None = None) -> dict[str, object]:
         return REGISTRY
     from ..course import exercises
 
-    judging = importlib.import_module(f"{__package__.rpartition('.')[0]}.checks.judging")
+    from ..checks import judging  # (here: importing the checks imports torch; the chapter may need none)
+
     judging.set_gpu_scale(gpu_visible())
     for ex in exercises(chapter):
         if ex.id in REGISTRY or ex.id in _SEEN:

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cli import UsageError
+from ..usage import UsageError
 from ..course import registry as _registry
 from ..course import sanitize_config
 from .chapters import Chapter, load_chapters
