@@ -1,10 +1,15 @@
 """softmax_lab.draw / lanemap: the learner's kernel drawn from its real memory operations, with findings that
 name the usual mistakes (unmasked store, wrong row stride), and nothing reported for a correct kernel."""
+import importlib.util
+from pathlib import Path
+
+import nbformat
 import pytest
 import torch
 
 import softmax_lab
 from softmax_lab import lanemap, pictures
+from softmax_lab.checks import ch02, ch04, ch05, ch06, ch08
 from softmax_lab.kernels import fused_softmax, multirow_softmax, online_softmax
 
 from lanemap_kernels import _kernel  # a plain module: Triton's interpreter and pytest's assertion rewriting clash
@@ -55,13 +60,6 @@ def test_draw_returns_a_picture_and_prints_findings(capsys):
 
 
 # --- the lane map after a FAIL in the chapters' kernel checks -------------------------------------------------
-
-import importlib.util
-from pathlib import Path
-
-import nbformat
-
-from softmax_lab.checks import ch02, ch04, ch05, ch06, ch08
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"

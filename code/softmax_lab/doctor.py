@@ -42,7 +42,7 @@ class Finding:
 def _define_row_max_kernel():
     """The tiny kernel, defined on first use: torch and triton load only when the doctor runs (after .device,
     which switches the interpreter on when needed)."""
-    from . import device
+    from . import device  # noqa: F401 - before triton: picks the device (the interpreter on a CPU)
     import triton
     import triton.language as tl
 
@@ -71,7 +71,7 @@ def _on_gpu() -> bool:
 
 
 def check_versions() -> list[Finding]:
-    from . import device
+    from . import device  # noqa: F401 - before triton: picks the device (the interpreter on a CPU)
     import torch
     import triton
 

@@ -24,8 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import (cdiv, check_input, check_knobs, default_num_warps, next_power_of_2, output_for, prepare,
-                      row_vector, rows_view)
+from ._launch import cdiv, default_num_warps, next_power_of_2, prepare, row_vector
 from .combine import safe_shift
 from .cooperative import _launch, count_in_and_wait, default_block, default_warps, row_state, take_ticket
 from .fast_exp import fast_exp
