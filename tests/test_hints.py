@@ -9,7 +9,6 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-import softmax_lab
 from softmax_lab import hints
 from softmax_lab.course import notebook
 from softmax_lab.grading import hints as grading_hints

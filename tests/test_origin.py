@@ -2,7 +2,6 @@
 cell imports them under the exercise's name, aliases them, or wraps them; the learner's own code is not."""
 from __future__ import annotations
 
-import functools
 import types
 
 import pytest
@@ -82,7 +81,6 @@ def test_tools_and_a_skeleton_helper_are_allowed_and_checks_can_allow_more(tmp_p
 
 def test_chapter_nine_numba_kernels_and_the_operator_are_recognised():
     import softmax_lab
-    from softmax_lab import cuda_layer
     from softmax_lab.cuda_layer import kernels as cuda_kernels
 
     assert origin.is_package_object(cuda_kernels.block_softmax_kernel) == \

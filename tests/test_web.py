@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-import myst_nb
+import myst_nb  # noqa: F401 - the Sphinx extension the web edition builds with must be installed
 import nbformat
 import pytest
 

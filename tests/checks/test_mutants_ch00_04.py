@@ -13,7 +13,6 @@ import re
 
 import pytest
 
-import softmax_lab
 from softmax_lab.checks import ch00, ch01, ch02, ch03, ch04
 
 from test_checks_ch00_04 import PITFALLS, exercise_source, load, run_check

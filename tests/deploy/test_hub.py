@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-import jupyterhub
+import jupyterhub  # noqa: F401 - the hub this test starts (python -m jupyterhub) must be installed
 import pytest
 import requests
 

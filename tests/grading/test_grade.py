@@ -667,7 +667,6 @@ def test_check_messages_for_output_that_is_not_fail_lines():
 
 def test_grader_environment_failure_is_not_blamed_on_the_learner(tmp_path):
     """A kernel that cannot start (here: a memory cap far too low) is reported as the grader's problem."""
-    from softmax_lab.grading.chapters import load_chapters
     from softmax_lab.grading.grader import Options, grade_notebook
 
     path = save(pasted(), tmp_path / "mine.ipynb")
@@ -738,7 +737,6 @@ def test_a_later_break_after_learner_code_ran_withdraws_no_blame(tmp_path, monke
 
 def test_broken_setup_cell_is_not_blamed_on_the_learner(tmp_path):
     """A setup cell of the solution that raises here (a missing package, say) is the grader's problem too."""
-    from softmax_lab.grading.chapters import load_chapters
     from softmax_lab.grading.grader import Options, grade_notebook
     from softmax_lab.grading.rows import GRADER_TROUBLE
 

@@ -51,8 +51,8 @@ def test_the_operators_pass_opcheck():
     cases = [(ops().softmax.default, (x, 1)), (ops().softmax.default, (x, 0)),
              (ops().softmax_backward.default, (y.requires_grad_(), dy, 1)),
              (ops().masked_softmax.default, (x, float_mask, 1)), (ops().masked_softmax.default, (x, bool_mask, 0))]
-    for op, args in cases:
-        torch.library.opcheck(op, args)
+    for overload, args in cases:
+        torch.library.opcheck(overload, args)
 
 
 def test_compile_fullgraph_no_graph_break():
@@ -337,7 +337,7 @@ def test_dtype_argument_and_grad():
 
 def test_raw_kernels_refuse_inputs_that_require_grad():
     x = randn((2, 40), device=DEV, seed=39).requires_grad_()
-    for name, launch in kernels.ALL.items():
+    for launch in kernels.ALL.values():
         with pytest.raises(RuntimeError, match="requires grad.*softmax_lab.softmax"):
             launch(x)
         with torch.no_grad():
@@ -454,7 +454,7 @@ def test_direct_op_calls_refuse_forward_ad_instead_of_dropping_tangents():
 
 def test_registered_ops_take_negative_dims_under_vmap():
     # The vmap rules used to pass dim + 1, turning -1 into the batch dim (max error 0.8, no exception).
-    import softmax_lab.op
+    import softmax_lab.op  # noqa: F401 - registers torch.ops.softmax_lab
 
     x = randn((4, 3, 6), device=DEV, seed=50)
     dy = randn((4, 3, 6), device=DEV, seed=51)

@@ -246,7 +246,7 @@ def create(memory_mb: int, tasks: int, cpus: float) -> Group | None:
     dirs = {c: base[c] / name for c in ("memory", "pids", "cpu")}
     group = Group("v1", [], dirs["memory"])
     try:
-        for c, d in dirs.items():
+        for d in dirs.values():
             d.mkdir()
             group.dirs.append(d)
         mem = dirs["memory"]

@@ -37,10 +37,10 @@ GPU = (os.environ.get("SOFTMAX_LAB_DEVICE", "").lower() not in ("cpu", "interpre
 if not GPU:
     os.environ["TRITON_INTERPRET"] = "1"
 
-import numpy as np
-import torch
-import triton
-import triton.language as tl
+import numpy as np  # noqa: E402 - this and the rest after TRITON_INTERPRET is decided
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 if GPU and not torch.cuda.is_available():
     GPU = False
@@ -116,7 +116,7 @@ def _check_api(fn: str, root: str, attrs: list[str]) -> None:
     if not attrs:
         raise SourceRejected(f"{fn}: `{text}`: the module itself may not be used as a value")
     obj = tl
-    for k, a in enumerate(attrs):
+    for a in attrs:
         if a.startswith("_") or not _api_module(obj):
             if a in VALUE_ATTRS and not inspect.ismodule(obj):
                 continue  # tl.float32.primitive_bitwidth: an attribute of an API value
