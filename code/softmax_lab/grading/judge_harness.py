@@ -352,7 +352,8 @@ def _arg(a):
         return DTYPES[a["dtype"]]
     if isinstance(a, dict) and "strided" in a:  # rows of a 2-D view: {"shape": [r, c], "stride": [s, 1], "dtype": ...}
         shape, stride = (tuple(int(v) for v in a["strided"][k]) for k in ("shape", "stride"))
-        if len(shape) != 2 or len(stride) != 2 or stride[1] != 1 or not all(0 < v <= 1 << 16 for v in (*shape, *stride)):
+        if (len(shape) != 2 or len(stride) != 2 or stride[1] != 1
+                or not all(0 < v <= 1 << 16 for v in (*shape, *stride))):
             raise ValueError(f"strided argument out of range: {shape} {stride}")
         # (a meta tensor: shape, strides and dtype without memory, all a function of rows needs to be given)
         return torch.empty_strided(shape, stride, dtype=DTYPES[a["strided"]["dtype"]], device="meta")

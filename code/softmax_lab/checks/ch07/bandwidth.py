@@ -1,5 +1,6 @@
 """Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype) = 2 * M * N * bytes_per_element`` and
-``achieved_gbps(M, N, dtype, ms)``, that over the time in GB/s (10^9 bytes per second); the seeds' figures are the cases."""
+``achieved_gbps(M, N, dtype, ms)``, that over the time in GB/s (10^9 bytes per second); the seeds' figures are the
+cases."""
 from __future__ import annotations
 
 import math
