@@ -97,7 +97,8 @@ def test_solutions_draw_without_findings(notebook, ex, checks, check, name, tmp_
 def test_a_failing_check_shows_the_lane_map_before_its_verdict(tmp_path, capsys):
     # ch02 with the store's mask removed: padding lanes written into the next row and past the end.
     def unmask(src):
-        return src.replace("tl.store(out_ptr + row * n_cols + cols, y, mask=mask)", "tl.store(out_ptr + row * n_cols + cols, y)")
+        return src.replace("tl.store(out_ptr + row * n_cols + cols, y, mask=mask)",
+                           "tl.store(out_ptr + row * n_cols + cols, y)")
 
     fn = exercise("02_masks_and_padding.ipynb", "ch02-masked-load-store", tmp_path, unmask).softmax_rows
     assert not ch02.check_masked_rows(fn)

@@ -47,7 +47,8 @@ ATTACKS = {
         "            pass\n"
         "    os._exit(0)\n"),
     # 3. The notebook inside the sandbox read back: rubric and model answer printed as FAIL lines.
-    "rubric": "import glob, json\n\ndef double(xs):\n    for p in glob.glob('/grader/*.ipynb') + glob.glob('/tmp/work/*.ipynb'):\n"
+    "rubric": "import glob, json\n\ndef double(xs):\n"
+              "    for p in glob.glob('/grader/*.ipynb') + glob.glob('/tmp/work/*.ipynb'):\n"
               "        for c in json.load(open(p))['cells']:\n"
               "            for line in ''.join(c['source']).splitlines():\n"
               "                print('FAIL  leak: ' + line)\n"

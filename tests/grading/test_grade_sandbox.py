@@ -53,7 +53,8 @@ ATTACKS = {
     "persist": DOUBLE_OK + (
         "\n\nimport softmax_lab.checks.common as c, sys, os, glob\n"
         "hits = []\n"
-        "for path in [c.__file__, *glob.glob(sys.prefix + '/lib/python*/site-packages/*.pth'), '../nbval_sanitize.cfg',\n"
+        "for path in [c.__file__, *glob.glob(sys.prefix + '/lib/python*/site-packages/*.pth'), "
+        "'../nbval_sanitize.cfg',\n"
         "             '/grader/nbval_sanitize.cfg']:\n"
         "    try:\n"
         "        open(path, 'a').write('\\n# tampered-by-learner\\n')\n"
