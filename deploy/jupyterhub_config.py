@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-c = get_config()
+c = get_config()  # noqa: F821 - JupyterHub defines get_config() in the namespace it runs this file in
 
 HERE = Path(__file__).resolve().parent
 COURSE = Path(os.environ.get("SOFTMAX_LAB_COURSE", "/opt/softmax-lab"))

@@ -1,5 +1,5 @@
 """A kernel with switchable mistakes for tests/test_lanemap.py."""
-import softmax_lab
+import softmax_lab  # noqa: F401 - before triton: picks the device (the interpreter on a CPU)
 import triton
 import triton.language as tl
 

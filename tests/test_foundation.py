@@ -11,6 +11,8 @@ import pytest
 import torch
 
 import softmax_lab
+import triton  # after softmax_lab: it picks the device first
+import triton.language as tl
 from softmax_lab import doctor, reference, testing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,9 +171,6 @@ def test_doctor_cli_exit_code():
 
 
 # --- interpreter traps the course teaches ---------------------------------------------------------------
-
-import triton
-import triton.language as tl
 
 
 @triton.jit

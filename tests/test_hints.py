@@ -9,9 +9,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-import softmax_lab
 from softmax_lab import hints
-from softmax_lab.course import build, notebook
+from softmax_lab.course import notebook
+from softmax_lab.grading import hints as grading_hints
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -202,8 +202,6 @@ def test_a_real_kernel_saves_the_records_in_the_notebook(tmp_path):
 
 
 # --- durable records: re-running, clearing or deleting a hint cell never lowers the level (issue 24) ----------
-
-from softmax_lab.grading import hints as grading_hints
 
 
 def test_every_hint_output_carries_the_highest_levels_so_far():

@@ -49,9 +49,11 @@ def test_pyproject_environment_yml_and_locks_agree():
     lab, test = lock_pins(LOCKS["lab"]), lock_pins(LOCKS["test"])
     assert environment_yml_pins() == everything, "environment.yml and pyproject.toml pin different versions"
     for name, version in runtime.items():
-        assert lab.get(name) == version, f"requirements/lab.txt has {name}=={lab.get(name)}, pyproject {version}: make lock"
+        assert lab.get(name) == version, \
+            f"requirements/lab.txt has {name}=={lab.get(name)}, pyproject {version}: make lock"
     for name, version in everything.items():
-        assert test.get(name) == version, f"requirements/test.txt has {name}=={test.get(name)}, pyproject {version}: make lock"
+        assert test.get(name) == version, \
+            f"requirements/test.txt has {name}=={test.get(name)}, pyproject {version}: make lock"
     # The course's runtime is the same in both locks; the test lock only adds the test tools.
     assert {n: v for n, v in test.items() if n in lab} == lab
     # `softmax-lab check` runs notebooks under pytest + nbval: the learner's install has them (issue 24).
@@ -130,7 +132,9 @@ def test_old_python(tmp_path):
 def test_python_without_venv_module(tmp_path):
     # Debian's python3 without python3-venv: `-m venv` fails with "ensurepip is not available".
     broken = fake_command(tmp_path / "bin", "python3", f"""\
-        if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then mkdir -p "$3/bin"; echo "Error: ensurepip is not available" >&2; exit 1; fi
+        if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+            mkdir -p "$3/bin"; echo "Error: ensurepip is not available" >&2; exit 1
+        fi
         exec {sys.executable} "$@"
     """)
     line = one_line_fix(run_install(tmp_path, tmp_path / "venv", PYTHON=str(broken)))

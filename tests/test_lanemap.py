@@ -1,10 +1,15 @@
 """softmax_lab.draw / lanemap: the learner's kernel drawn from its real memory operations, with findings that
 name the usual mistakes (unmasked store, wrong row stride), and nothing reported for a correct kernel."""
+import importlib.util
+from pathlib import Path
+
+import nbformat
 import pytest
 import torch
 
 import softmax_lab
 from softmax_lab import lanemap, pictures
+from softmax_lab.checks import ch02, ch04, ch05, ch06, ch08
 from softmax_lab.kernels import fused_softmax, multirow_softmax, online_softmax
 
 from lanemap_kernels import _kernel  # a plain module: Triton's interpreter and pytest's assertion rewriting clash
@@ -56,13 +61,6 @@ def test_draw_returns_a_picture_and_prints_findings(capsys):
 
 # --- the lane map after a FAIL in the chapters' kernel checks -------------------------------------------------
 
-import importlib.util
-from pathlib import Path
-
-import nbformat
-
-from softmax_lab.checks import ch02, ch04, ch05, ch06, ch08
-
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"
 CHAPTERS = [  # (solution notebook, exercise, checks module, check, the launcher's name)
@@ -99,7 +97,8 @@ def test_solutions_draw_without_findings(notebook, ex, checks, check, name, tmp_
 def test_a_failing_check_shows_the_lane_map_before_its_verdict(tmp_path, capsys):
     # ch02 with the store's mask removed: padding lanes written into the next row and past the end.
     def unmask(src):
-        return src.replace("tl.store(out_ptr + row * n_cols + cols, y, mask=mask)", "tl.store(out_ptr + row * n_cols + cols, y)")
+        return src.replace("tl.store(out_ptr + row * n_cols + cols, y, mask=mask)",
+                           "tl.store(out_ptr + row * n_cols + cols, y)")
 
     fn = exercise("02_masks_and_padding.ipynb", "ch02-masked-load-store", tmp_path, unmask).softmax_rows
     assert not ch02.check_masked_rows(fn)

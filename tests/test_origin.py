@@ -2,7 +2,6 @@
 cell imports them under the exercise's name, aliases them, or wraps them; the learner's own code is not."""
 from __future__ import annotations
 
-import functools
 import types
 
 import pytest
@@ -28,7 +27,8 @@ def cell(source: str, tmp_path):
 @pytest.mark.parametrize("source,name,expected", [
     ("from softmax_lab.kernels.fused import fused_softmax_kernel as my_fused_kernel", "my_fused_kernel",
      "softmax_lab.kernels.fused.fused_softmax_kernel"),
-    ("my_multirow_softmax = K.multirow_softmax", "my_multirow_softmax", "softmax_lab.kernels.multirow.multirow_softmax"),
+    ("my_multirow_softmax = K.multirow_softmax", "my_multirow_softmax",
+     "softmax_lab.kernels.multirow.multirow_softmax"),
     ("from softmax_lab.kernels._launch import row_vector as my_row_vector", "my_row_vector",
      "softmax_lab.kernels._launch.row_vector"),
     ("from softmax_lab.checks.ch04 import three_pass_counts\nmine = three_pass_counts", "mine",
@@ -43,9 +43,11 @@ def cell(source: str, tmp_path):
      "softmax_lab.kernels.fused.fused_softmax"),
     ("@functools.wraps(K.fused_softmax)\ndef my_fused_softmax(x, out):\n    return x", "my_fused_softmax",
      "softmax_lab.kernels.fused.fused_softmax"),
-    ("def helper(x):\n    return K.online_softmax(x)\n\ndef my_online(x, out):\n    out.copy_(helper(x))\n    return out",
+    ("def helper(x):\n    return K.online_softmax(x)\n\n"
+     "def my_online(x, out):\n    out.copy_(helper(x))\n    return out",
      "my_online", "softmax_lab.kernels.online.online_softmax, called by helper"),
-    ("def outer():\n    f = K.fused_softmax\n    def my(x, out):\n        return f(x, out)\n    return my\nmine = outer()",
+    ("def outer():\n    f = K.fused_softmax\n    def my(x, out):\n        return f(x, out)\n    return my\n"
+     "mine = outer()",
      "mine", "softmax_lab.kernels.fused.fused_softmax, called by outer.<locals>.my"),
 ])
 def test_imported_aliased_or_wrapped_package_code_is_recognised(source, name, expected, tmp_path):
@@ -82,7 +84,6 @@ def test_tools_and_a_skeleton_helper_are_allowed_and_checks_can_allow_more(tmp_p
 
 def test_chapter_nine_numba_kernels_and_the_operator_are_recognised():
     import softmax_lab
-    from softmax_lab import cuda_layer
     from softmax_lab.cuda_layer import kernels as cuda_kernels
 
     assert origin.is_package_object(cuda_kernels.block_softmax_kernel) == \

@@ -89,8 +89,8 @@ def test_padding_explorer_draws_the_chosen_padding_and_keeps_a_static_picture():
 
 
 def test_make_lab_saves_widget_state_so_pictures_survive_a_reopen(tmp_path, monkeypatch):
-    """`softmax-lab lab` writes the ipywidgets manager's saveState as this environment's JupyterLab default; JupyterLab's
-    own settings loader reads it (tests/ui/test_reopen.py reopens a saved chapter in a browser with it)."""
+    """`softmax-lab lab` writes the ipywidgets manager's saveState as this environment's JupyterLab default;
+    JupyterLab's own settings loader reads it (tests/ui/test_reopen.py reopens a saved chapter in a browser with it)."""
     import json
     from pathlib import Path
 

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-import myst_nb
+import myst_nb  # noqa: F401 - the Sphinx extension the web edition builds with must be installed
 import nbformat
 import pytest
 
@@ -64,7 +64,8 @@ def test_pages_keep_demonstration_outputs_and_pictures(site):
     assert plots >= 9, "the chapters' stored plots are in the pages"
     # A widget's static picture: chapter 1's stepper stored a PNG beside its view.
     widget_pngs = [o for c in notebook.read(SOLUTIONS / "01_scores_to_probabilities.ipynb").cells
-                   for o in c.get("outputs", []) if execute.WIDGET_VIEW in o.get("data", {}) and "image/png" in o["data"]]
+                   for o in c.get("outputs", [])
+                   if execute.WIDGET_VIEW in o.get("data", {}) and "image/png" in o["data"]]
     assert widget_pngs and len(re.findall(r'<img [^>]*src="_images/',
                                           (site / "01_scores_to_probabilities.html").read_text())) >= len(widget_pngs)
 
@@ -92,7 +93,8 @@ def test_a_page_with_a_solution_a_broken_link_a_cdn_or_a_build_path_is_caught(si
     copy = tmp_path / "site"
     shutil.copytree(site, copy)
     page = copy / "04_three_kernels_to_one.html"
-    raw, _ = HTMLExporter(template_name="lab").from_notebook_node(notebook.read(SOLUTIONS / "04_three_kernels_to_one.ipynb"))
+    raw, _ = HTMLExporter(template_name="lab").from_notebook_node(
+        notebook.read(SOLUTIONS / "04_three_kernels_to_one.ipynb"))
     page.write_text(raw.replace("</body>", '<a href="missing.html">x</a><img src="gone.png">'
                                 '<script src="https://cdn.example.org/mathjax.js"></script>'
                                 "<p>kernels in /work/main/.venv/share</p></body>"))
@@ -104,7 +106,8 @@ def test_a_page_with_a_solution_a_broken_link_a_cdn_or_a_build_path_is_caught(si
 
 
 def test_widgets_become_their_static_picture_or_text():
-    out = nbformat.v4.new_output("display_data", data={execute.WIDGET_VIEW: {"model_id": "x"}, "text/plain": "step 1 of 6"})
+    out = nbformat.v4.new_output("display_data",
+                                 data={execute.WIDGET_VIEW: {"model_id": "x"}, "text/plain": "step 1 of 6"})
     assert web._static(out)["data"] == {"text/plain": "step 1 of 6"}
     out = nbformat.v4.new_output("display_data", data={execute.WIDGET_VIEW: {"model_id": "x"}, "image/png": "iVBO",
                                                        "text/plain": "stepper"})

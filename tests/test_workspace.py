@@ -46,7 +46,8 @@ def test_first_sync_copies_every_chapter_then_never_overwrites(tmp_path):
     nb = nbformat.read(str(root / "solutions" / "01_scores_to_probabilities.ipynb"), as_version=4)
     nb.cells[0].source += "\n\nA sentence added by the course."
     nbformat.write(nb, str(root / "solutions" / "01_scores_to_probabilities.ipynb"))
-    assert build.build(root / "solutions", root / "notebooks", log=lambda *_: None) == ["01_scores_to_probabilities.ipynb"]
+    assert build.build(root / "solutions", root / "notebooks", log=lambda *_: None) == [
+        "01_scores_to_probabilities.ipynb"]
     assert lab.sync(root, log=logs.append) == []
     assert (root / "workspace" / "01_scores_to_probabilities.ipynb").read_text() == mine
     # ... and the learner is told, by the workspace command and by the doctor

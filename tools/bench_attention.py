@@ -25,7 +25,8 @@ def parse():
     p.add_argument("--out", required=True, help="JSON file with every record")
     p.add_argument("--kind", choices=KINDS, help="(internal) time one operator kind in this process")
     p.add_argument("--shape", default="4,1024,512,8", help="B,S,D,H of the block (default %(default)s)")
-    p.add_argument("--rep", type=int, default=200, help="milliseconds per triton.testing.do_bench (default %(default)s)")
+    p.add_argument("--rep", type=int, default=200,
+                   help="milliseconds per triton.testing.do_bench (default %(default)s)")
     return p.parse_args()
 
 

@@ -88,7 +88,7 @@ def share(with_cgroup: bool) -> dict:
 
     groups, procs = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for k, code in enumerate([SPINNER, HONEST_LOOP, HONEST_LOOP, HONEST_LOOP]):
+        for code in [SPINNER, HONEST_LOOP, HONEST_LOOP, HONEST_LOOP]:
             g = cgroup.create(8192, 4096, 2.0) if with_cgroup else None
             groups.append(g)
             cmd = sandbox.command([sys.executable, "-c", code], grader_dir=Path(tmp), env=sandbox.base_env())

@@ -56,11 +56,9 @@ if "IPython" in _sys.modules:  # in a notebook: record each cell's run, so a che
 
     _cells.watch()
 
-if "triton" in _sys.modules:
-    from . import device as _device
-else:
-    if "torch" in _sys.modules:
-        from . import device as _device
+if "triton" in _sys.modules or "torch" in _sys.modules:
+    from . import device  # noqa: F401 - importing it picks the device, now
+if "triton" not in _sys.modules:
     _sys.meta_path.insert(0, _DeviceAroundTriton())
 
 

@@ -603,7 +603,8 @@ def main(argv=None) -> int:
     if not ON_GPU:
         print("softmax-lab bench needs a CUDA GPU (the CPU interpreter is far too slow to time).")
         return 1
-    shapes = QUICK_SHAPES if args.quick else ISSUE_SHAPES if args.issue else SHAPES + (SWEEP_EXTRA if args.sweep else [])
+    shapes = (QUICK_SHAPES if args.quick else ISSUE_SHAPES if args.issue
+              else SHAPES + (SWEEP_EXTRA if args.sweep else []))
     back = [] if args.no_backward else ([QUICK_SHAPES[0]] if args.quick else ISSUE_BACKWARD_SHAPES if args.issue
                                         else BACKWARD_SHAPES)
     if args.only:

@@ -42,7 +42,7 @@ class Finding:
 def _define_row_max_kernel():
     """The tiny kernel, defined on first use: torch and triton load only when the doctor runs (after .device,
     which switches the interpreter on when needed)."""
-    from . import device
+    from . import device  # noqa: F401 - before triton: picks the device (the interpreter on a CPU)
     import triton
     import triton.language as tl
 
@@ -71,11 +71,12 @@ def _on_gpu() -> bool:
 
 
 def check_versions() -> list[Finding]:
-    from . import device
+    from . import device  # noqa: F401 - before triton: picks the device (the interpreter on a CPU)
     import torch
     import triton
 
-    found = [Finding("info", f"python {sys.version.split()[0]}, torch {torch.__version__}, triton {triton.__version__}")]
+    found = [Finding("info",
+                     f"python {sys.version.split()[0]}, torch {torch.__version__}, triton {triton.__version__}")]
     try:
         wanted = [r for r in (metadata.requires("torch") or []) if r.replace(" ", "").startswith("triton==")]
     except metadata.PackageNotFoundError:
@@ -83,8 +84,10 @@ def check_versions() -> list[Finding]:
     if wanted:
         want = wanted[0].split(";")[0].split("==")[1].strip()
         if want != triton.__version__:
-            found.append(Finding("FAIL", f"torch {torch.__version__} was built for triton {want}, found {triton.__version__}",
-                                 f'pip install "triton=={want}" (or the torch release made for triton {triton.__version__})'))
+            found.append(Finding("FAIL",
+                                 f"torch {torch.__version__} was built for triton {want}, found {triton.__version__}",
+                                 f'pip install "triton=={want}" '
+                                 f"(or the torch release made for triton {triton.__version__})"))
         else:
             found.append(Finding("ok", f"torch and triton match (triton {want})"))
     else:
@@ -95,7 +98,8 @@ def check_versions() -> list[Finding]:
     if major_minor < (2, 4):
         found.append(Finding("ok", f"numpy {numpy.__version__} works with the interpreter"))
     elif _on_gpu():  # kernels compile; only the load/store counting of chapters 3 and 7 uses the interpreter
-        found.append(Finding("info", f"numpy {numpy.__version__}: counting loads/stores (chapters 3, 7) needs numpy<2.4",
+        found.append(Finding("info",
+                             f"numpy {numpy.__version__}: counting loads/stores (chapters 3, 7) needs numpy<2.4",
                              NUMPY_FIX))
     else:
         found.append(Finding("FAIL", f"numpy {numpy.__version__} breaks Triton's interpreter", NUMPY_FIX))
@@ -107,8 +111,9 @@ def check_device() -> list[Finding]:
 
     found = [Finding("info" if not ON_GPU else "ok", f"kernels run on: {describe()}")]
     if not ON_GPU:
-        found.append(Finding("info", "no CUDA GPU: every kernel runs in Triton's interpreter (slow, but the same code); "
-                                     "timings and benchmarks need a GPU"))
+        found.append(Finding("info",
+                             "no CUDA GPU: every kernel runs in Triton's interpreter (slow, but the same code); "
+                             "timings and benchmarks need a GPU"))
         if os.environ.get("TRITON_INTERPRET") != "1":
             found.append(Finding("FAIL", "TRITON_INTERPRET is not 1 although no GPU is in use",
                                  "import softmax_lab before defining any kernel; do not unset TRITON_INTERPRET"))
@@ -123,7 +128,8 @@ def check_kernel_registered() -> list[Finding]:
     specs = KernelSpecManager().find_kernel_specs()
     if "softmax-lab" in specs:
         return [Finding("ok", f"Jupyter kernel 'softmax-lab' registered ({specs['softmax-lab']})")]
-    return [Finding("FAIL", "Jupyter kernel 'softmax-lab' is not registered, so notebooks cannot find the course's Python",
+    return [Finding("FAIL",
+                    "Jupyter kernel 'softmax-lab' is not registered, so notebooks cannot find the course's Python",
                     "run `make lab` once, or: python -m ipykernel install --sys-prefix --name softmax-lab")]
 
 
@@ -146,7 +152,8 @@ def check_tiny_kernel() -> list[Finding]:
     got = out.cpu().tolist()
     if all(v != v for v in got):
         return [Finding("FAIL", "the tiny kernel stored nothing (output still NaN)",
-                        "if TRITON_INTERPRET was set after kernels were defined, restart and `import softmax_lab` first")]
+                        "if TRITON_INTERPRET was set after kernels were defined, "
+                        "restart and `import softmax_lab` first")]
     if got[:3] == [0.0, 0.0, 0.0]:
         return [Finding("FAIL", "the tiny kernel returned zeros instead of its input",
                         "restart the kernel and `import softmax_lab` before defining kernels; check numpy<2.4")]
@@ -308,7 +315,8 @@ class TinyCheck:
         seconds = time.monotonic() - self.started
         if self.proc.returncode == 0 and "1/1 points" in out:
             sandbox = "without a sandbox" if "no sandbox" in out else "in the bubblewrap sandbox"
-            return [Finding("ok", f"`softmax-lab check` graded a tiny notebook: 1/1 points ({sandbox}, {seconds:.1f} s)")]
+            return [Finding("ok",
+                            f"`softmax-lab check` graded a tiny notebook: 1/1 points ({sandbox}, {seconds:.1f} s)")]
         lines = [ln.strip() for ln in out.splitlines() if ln.strip() and not ln.startswith("checking ")]
         missing = next((m for m in ("pytest", "nbval", "ipykernel", "nbformat") if f"No module named {m}" in out
                         or f"No module named '{m}'" in out), None)
@@ -324,7 +332,8 @@ class TinyCheck:
 def check_learner_tools() -> list[Finding]:
     """What the learner's commands load: JupyterLab (`make lab`), pytest and nbval (`softmax-lab check`)."""
     found = []
-    for module, package, used_by in (("jupyterlab", "jupyterlab", "make lab"), ("pytest", "pytest", "softmax-lab check"),
+    for module, package, used_by in (("jupyterlab", "jupyterlab", "make lab"),
+                                     ("pytest", "pytest", "softmax-lab check"),
                                      ("nbval", "nbval", "softmax-lab check")):
         if find_spec(module) is None:
             found.append(Finding("FAIL", f"{package} is not installed; `{used_by}` needs it", INSTALL_FIX))

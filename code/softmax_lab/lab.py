@@ -145,8 +145,8 @@ def widget_settings() -> Path:
 def jupyter_command(root: Path, port: int, open_browser: bool) -> list[str]:
     """The JupyterLab command `make lab` runs: workspace/ as the root, chapter 0 open, the course kernel only."""
     bash = shutil.which("bash")
-    terminal = ([f"--ServerApp.terminado_settings={json.dumps({'shell_command': [bash, '--rcfile', str(terminal_rc()), '-i']})}"]
-                if bash else [])
+    shell = {"shell_command": [bash, "--rcfile", str(terminal_rc()), "-i"]}
+    terminal = [f"--ServerApp.terminado_settings={json.dumps(shell)}"] if bash else []
     cmd = [sys.executable, "-m", "jupyterlab", *terminal, f"--ServerApp.root_dir={root / 'workspace'}",
            "--LabApp.default_url=/lab/tree/00_setup.ipynb", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0",

@@ -24,8 +24,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import device
-import triton
+from . import device  # noqa: F401 - before triton: picks the device (the interpreter on a CPU)
 import triton.language as tl
 from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction

@@ -8,8 +8,8 @@
   ``online_states`` give the numbers: each tile's update, with its parts, and the pair after it).
 * ``split_row(row, chunks)``: one row cut over several programs, their partial ``(m, l)`` combined.
 
-Every function returns a matplotlib Figure (shown as a picture in a notebook); ``png(fig)`` gives its bytes. Colours come from the
-Okabe-Ito palette, which stays distinct for colour-blind readers.
+Every function returns a matplotlib Figure (shown as a picture in a notebook); ``png(fig)`` gives its bytes.
+Colours come from the Okabe-Ito palette, which stays distinct for colour-blind readers.
 """
 from __future__ import annotations
 
@@ -209,7 +209,8 @@ def online_walk(row, tile: int, highlight: int | None = None) -> Figure:
             prev_m = states[k - 1][1]
             ax.text(x0 - 0.03, 0.2, f"old l × e^({fmt(prev_m)} − {fmt(m)})", ha="center", va="top",
                     fontsize=FONT - 2, color=VERMILLION if prev_m != m else GREY, alpha=max(alpha, 0.45))
-    ax.set_title(f"online softmax of [{', '.join(fmt(float(v)) for v in row)}], tiles of {tile}: (m, l) after each tile",
+    ax.set_title(f"online softmax of [{', '.join(fmt(float(v)) for v in row)}], tiles of {tile}: "
+                 "(m, l) after each tile",
                  fontsize=FONT + 1, loc="left")
     ax.set_xlim(-0.3, n + 0.3)
     ax.set_ylim(-0.3, 2.8)

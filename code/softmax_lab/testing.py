@@ -73,7 +73,8 @@ def cases(dtype: torch.dtype = torch.float32, device=None, shapes=None, seed: in
     device = device or DEVICE
     shapes = BOUNDARY_SHAPES if shapes is None else shapes
     for i, shape in enumerate(shapes):
-        yield Case(f"random {shape[0]}x{shape[1]}", randn(shape, dtype, device, seed=None if seed is None else seed + i),
+        yield Case(f"random {shape[0]}x{shape[1]}",
+                   randn(shape, dtype, device, seed=None if seed is None else seed + i),
                    "a row length that is not a multiple of the block: check the mask on loads and stores")
     yield Case("all-negative row [-1002, -1001, -1000]",
                torch.tensor([[-1002.0, -1001.0, -1000.0]], dtype=dtype, device=device),

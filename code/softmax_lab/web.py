@@ -291,7 +291,8 @@ def check_site(out: Path, solutions: Path) -> list[str]:
         text = " ".join(" ".join(parser.text).split())
         shown = SHOWN_BUILD_PATH.search(text)
         if shown:
-            problems.append(f"{page.name}: shows a path of the build machine: {text[shown.start():shown.start() + 60]!r}")
+            problems.append(f"{page.name}: shows a path of the build machine: "
+                            f"{text[shown.start():shown.start() + 60]!r}")
         sol = solutions / f"{page.stem}.ipynb"
         if not sol.exists():
             if not re.match(r"^\d\d_", page.stem):

@@ -80,7 +80,8 @@ def trace_stepper(row, block: int | None = None, pad: float = float("-inf"), tit
     """The stable softmax of your own ``row``, step by step, drawn as lanes (padded to ``block`` lanes)."""
     block = block or len(row)
     steps = pictures.trace_steps(row, block, pad)
-    shown = [(name, f"{name} = " + (pictures.fmt(v[0]) if len(v) == 1 else "[" + ", ".join(pictures.fmt(u) for u in v) + "]"))
+    shown = [(name, f"{name} = " + (pictures.fmt(v[0]) if len(v) == 1
+                                    else "[" + ", ".join(pictures.fmt(u) for u in v) + "]"))
              for name, v in steps]
     return Stepper(shown, title=title or f"softmax of [{', '.join(pictures.fmt(float(v)) for v in row)}]",
                    picture=lambda i: pictures.trace(row, block, pad, highlight=i))

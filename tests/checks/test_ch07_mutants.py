@@ -238,9 +238,12 @@ def test_row_vector_solution_and_mutants(capsys):
     passes(ch07.check_row_vector, [row_vector], "ch07-row-vector", capsys)
     fails_naming(ch07.check_row_vector, [lambda n, *t: (_ for _ in ()).throw(NotImplementedError("x"))],
                  "ch07-row-vector", ["not implemented yet"], capsys)
-    no_strides = lambda n, *t: 16 // max(x.element_size() for x in t) if n % (16 // max(x.element_size() for x in t)) == 0 else 1
+    no_strides = lambda n, *t: (16 // max(x.element_size() for x in t)
+                                if n % (16 // max(x.element_size() for x in t)) == 0 else 1)
     fails_naming(ch07.check_row_vector, [no_strides], "ch07-row-vector", ["rows wrong", "row stride (1002)"], capsys)
-    first = lambda n, *t: 16 // t[0].element_size() if n % (16 // t[0].element_size()) == 0 and t[0].stride(0) % (16 // t[0].element_size()) == 0 else 1
+    first = lambda n, *t: (16 // t[0].element_size()
+                           if n % (16 // t[0].element_size()) == 0 and t[0].stride(0) % (16 // t[0].element_size()) == 0
+                           else 1)
     fails_naming(ch07.check_row_vector, [first], "ch07-row-vector", ["output's row stride (1001)", "widest dtype"],
                  capsys)
     sixteen = lambda n, *t: row_vector(n, *t) if n % 16 == 0 and all(x.stride(0) % 16 == 0 for x in t) else 1
@@ -322,7 +325,8 @@ def test_new_exercise_cells(exercise, check, args, exercise_module, capsys):
 
 @pytest.mark.parametrize("exercise, needle, names", [
     ("ch07-bandwidth", "bytes_moved(*attention)", ["bytes_moved", "achieved_gbps"]),
-    ("ch07-warps", "warps_sweep, block_sweep = one_knob_sweeps(n_cols)", ["values_per_thread", "one_knob_sweeps", "predict_spill"]),
+    ("ch07-warps", "warps_sweep, block_sweep = one_knob_sweeps(n_cols)",
+     ["values_per_thread", "one_knob_sweeps", "predict_spill"]),
 ])
 def test_chapter_7_demo_cells_say_write_the_exercise_first(exercise, needle, names, exercise_module, capsys):
     from conftest import exercise_notebook

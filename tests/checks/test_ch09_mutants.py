@@ -3,12 +3,10 @@ where an access ends (ch09-sectors), a tree that starts its max from 0 (ch09-blo
 
 Sizes are tiny (numba's simulator runs them in CI); the solutions pass the same checks.
 """
-import softmax_lab
 import pytest
 
-from softmax_lab import cuda_layer
+from softmax_lab import cuda_layer  # noqa: F401 - before numba: it picks the CUDA simulator on a CPU
 from mutant_helpers import fails_naming, passes
-from numba import cuda, float32
 from softmax_lab.checks import ch09
 
 # the course's own kernels stand in for learners' code here (correct ones and known mutants)
@@ -19,7 +17,6 @@ pytestmark = pytest.mark.usefixtures("allow_package_code")
 
 def test_sectors_mutant_that_ignores_where_an_access_ends(capsys):
     from softmax_lab import cuda_layer as cl
-    from softmax_lab.cuda_layer import kernels
 
     def first_byte_only(addresses, access_bytes=4):
         return len({a // 32 for a in addresses}), len({a // 128 for a in addresses})

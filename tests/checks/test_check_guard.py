@@ -11,7 +11,6 @@ import threading
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-import softmax_lab
 from softmax_lab import cells
 from softmax_lab.checks import guard
 

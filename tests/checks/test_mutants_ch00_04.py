@@ -13,7 +13,6 @@ import re
 
 import pytest
 
-import softmax_lab
 from softmax_lab.checks import ch00, ch01, ch02, ch03, ch04
 
 from test_checks_ch00_04 import PITFALLS, exercise_source, load, run_check
@@ -32,20 +31,22 @@ OLD_CASES = {
 
 # (exercise, mutant, (old, new) edits of the solution, the case that must fail, words its line must hold)
 MISSED_BEFORE = [
-    ("ch00-double", "the launcher computes 2 * x with torch", [("    double_kernel[grid](out, x, x.numel(), BLOCK=BLOCK)",
-                                                               "    out.copy_(2 * x)")],
+    ("ch00-double", "the launcher computes 2 * x with torch",
+     [("    double_kernel[grid](out, x, x.numel(), BLOCK=BLOCK)", "    out.copy_(2 * x)")],
      ch00.TRAFFIC_CASE, "never launched double_kernel"),
-    ("ch00-double", "loads its block twice", [("tl.store(out_ptr + offs, 2 * x, mask=mask)",
-                                               "tl.store(out_ptr + offs, x + tl.load(in_ptr + offs, mask=mask), mask=mask)")],
+    ("ch00-double", "loads its block twice",
+     [("tl.store(out_ptr + offs, 2 * x, mask=mask)",
+       "tl.store(out_ptr + offs, x + tl.load(in_ptr + offs, mask=mask), mask=mask)")],
      ch00.TRAFFIC_CASE, "load each element of x once"),
-    ("ch01-stable-row", "torch.softmax inside the launcher", [("    softmax_row_kernel[(1,)](out, x, x.numel(), BLOCK=BLOCK)",
-                                                               "    out.copy_(torch.softmax(x, dim=-1))")],
+    ("ch01-stable-row", "torch.softmax inside the launcher",
+     [("    softmax_row_kernel[(1,)](out, x, x.numel(), BLOCK=BLOCK)", "    out.copy_(torch.softmax(x, dim=-1))")],
      ch01.TRAFFIC_CASE, "never launched softmax_row_kernel"),
     ("ch02-masked-load-store", "torch.softmax inside the launcher",
      [("    softmax_rows_kernel[(n_rows,)](out, x, n_cols, BLOCK=triton.next_power_of_2(n_cols))",
        "    out.copy_(torch.softmax(x, dim=-1))")], ch02.TRAFFIC_CASE, "never launched softmax_rows_kernel"),
     ("ch03-naive-normalize", "torch.softmax inside the launcher",
-     [("    my_naive_kernel[(n_rows * n_cols,)](out, x, n_cols, BLOCK=BLOCK)", "    out.copy_(torch.softmax(x, dim=-1))")],
+     [("    my_naive_kernel[(n_rows * n_cols,)](out, x, n_cols, BLOCK=BLOCK)",
+       "    out.copy_(torch.softmax(x, dim=-1))")],
      ch03.TRAFFIC_CASE, "never launched my_naive_kernel"),
     ("ch03-naive-normalize", "reloads its own element instead of using `mine`",
      [("y = tl.exp(mine - row_max) / total", "y = tl.exp(tl.load(row_start + col) - row_max) / total")],
@@ -74,22 +75,26 @@ NEW_EXERCISES = [
      [("return [1000.0, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], 3.0, [0.3333, 0.3333, 0.3333]]",
        "return [1000.0, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], 3.0, [0.0, 0.0, 0.0]]")],
      "your trace of [1000, 1000, 1000]", "not what the stable softmax computes at: y"),
-    ("ch01-shift-trace", "forgets the shift", [("return [1000.0, [0.0, 0.0, 0.0]", "return [1000.0, [1000.0, 1000.0, 1000.0]")],
+    ("ch01-shift-trace", "forgets the shift",
+     [("return [1000.0, [0.0, 0.0, 0.0]", "return [1000.0, [1000.0, 1000.0, 1000.0]")],
      "your trace of [1000, 1000, 1000]", "x - max"),
-    ("ch01-count-nonfinite", "computes in float64", [("for row in (x, x + 1000, x - 1000):",
-                                                      "for row in (x.double(), x.double() + 1000, x.double() - 1000):")],
+    ("ch01-count-nonfinite", "computes in float64",
+     [("for row in (x, x + 1000, x - 1000):", "for row in (x.double(), x.double() + 1000, x.double() - 1000):")],
      "a wide row [0, 100, -100]", "compute in float32"),
     ("ch01-count-nonfinite", "stable formula without the max", [("torch.exp(row - row.max())", "torch.exp(row)")],
      "the chapter's row [2, 1, 0, -1.5]", "your stable count is wrong for x + 1000, x - 1000"),
     ("ch01-count-nonfinite", "counts only inf, not NaN", [("(~torch.isfinite(textbook))", "torch.isinf(textbook)")],
      "the chapter's row [2, 1, 0, -1.5]", "your textbook count is wrong"),
     ("ch02-padding-self-test", "only the seed's [0, 0, 0, 0]",
-     [("        [[0.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]],", "        [[0.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]],"),
+     [("        [[0.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]],",
+       "        [[0.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]],"),
       ("        [[-1002.0, -1001.0, -1000.0], [0.0900, 0.2447, 0.6652]],", "")],
      ch02.PADDINGS[1][0], "none of your rows leaves a padding lane"),
-    ("ch02-padding-self-test", "no all-negative row", [("        [[-1002.0, -1001.0, -1000.0], [0.0900, 0.2447, 0.6652]],", "")],
+    ("ch02-padding-self-test", "no all-negative row",
+     [("        [[-1002.0, -1001.0, -1000.0], [0.0900, 0.2447, 0.6652]],", "")],
      ch02.PADDINGS[3][0], "which row would -1000 break"),
-    ("ch02-padding-self-test", "expects what a 0-padding kernel gives", [("[1 / 3, 1 / 3, 1 / 3]", "[0.25, 0.25, 0.25]")],
+    ("ch02-padding-self-test", "expects what a 0-padding kernel gives",
+     [("[1 / 3, 1 / 3, 1 / 3]", "[0.25, 0.25, 0.25]")],
      ch02.PADDINGS[0][0], "the correct kernel fails your case 1"),
 ]
 
@@ -145,15 +150,18 @@ def test_named_pitfall_is_caught(ex, pitfall, edits, case, words, tmp_path):
 
 
 TRAFFIC_MUTANTS = [
-    ("bytes, not elements (fused)", [("loads, stores = rows * cols, rows * cols", "loads, stores = 4 * rows * cols, 4 * rows * cols")],
+    ("bytes, not elements (fused)",
+     [("loads, stores = rows * cols, rows * cols", "loads, stores = 4 * rows * cols, 4 * rows * cols")],
      "fused on 3x5", "count elements, not bytes"),
-    ("forgot the per-row max and sum", [("loads = rows * cols + (rows * cols + rows) + (rows * cols + rows)", "loads = 3 * rows * cols"),
-                                        ("stores = rows + (rows * cols + rows) + rows * cols", "stores = 2 * rows * cols")],
+    ("forgot the per-row max and sum",
+     [("loads = rows * cols + (rows * cols + rows) + (rows * cols + rows)", "loads = 3 * rows * cols"),
+      ("stores = rows + (rows * cols + rows) + rows * cols", "stores = 2 * rows * cols")],
      "three_pass on 3x5", "the per-row (rows) term is too small"),
     ("x read once in the three-pass kernels", [("loads = rows * cols + (rows * cols + rows) + (rows * cols + rows)",
                                                 "loads = rows * cols + rows + (rows * cols + rows)")],
      "three_pass on 3x5", "the per-element (rows * cols) term is too small"),
-    ("fused stores the max and the sum", [("loads, stores = rows * cols, rows * cols", "loads, stores = rows * cols, rows * cols + 2 * rows")],
+    ("fused stores the max and the sum",
+     [("loads, stores = rows * cols, rows * cols", "loads, stores = rows * cols, rows * cols + 2 * rows")],
      "fused on 2x16", "stores: the per-row (rows) term is too large"),
     ("counts padded lanes", [("loads, stores = rows * cols, rows * cols",
                               "loads, stores = rows * triton.next_power_of_2(cols), rows * cols")],

@@ -6,9 +6,12 @@ traffic, strided outputs, fp16 accumulation), the test asserts that the mutant p
 that names the mistake. The new exercises (ch05-combine, ch05-long-row) get their solution, a blank and their
 mutants here too. Sizes stay tiny: the CPU interpreter runs all of it in CI.
 """
+import importlib.util
 import math
+from pathlib import Path
 
 import softmax_lab
+import nbformat
 import pytest
 import torch
 import triton
@@ -480,11 +483,6 @@ def test_backward_named_pitfalls(bug, words, capsys):
 
 
 # ============================================== the new exercises as the notebooks hold them (both versions)
-
-import importlib.util
-from pathlib import Path
-
-import nbformat
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "import softmax_lab\nimport math\nimport torch\nimport triton\nimport triton.language as tl\n\n"

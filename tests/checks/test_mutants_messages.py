@@ -12,7 +12,6 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-import softmax_lab
 from softmax_lab.checks import ch00, ch02
 
 from conftest import exercise_source, load_exercise, run_check

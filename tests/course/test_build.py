@@ -364,7 +364,8 @@ def test_solutions_follow_the_conventions():
 
 @pytest.mark.skipif(not ALL_SOLUTIONS, reason="no solution notebooks yet")
 def test_solutions_are_executed():
-    """nbval compares against stored outputs: every code cell needs its execution count (softmax-lab build --execute)."""
+    """nbval compares against stored outputs: every code cell needs its execution count
+    (softmax-lab build --execute)."""
     missing = [f"{p.name}: cell {c.id}" for p in ALL_SOLUTIONS for c in notebook.read(p).cells
                if c.cell_type == "code" and c.source.strip() and c.execution_count is None]
     assert not missing, "run `softmax-lab build --execute` for: " + ", ".join(missing)

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-import softmax_lab
 from softmax_lab import hints
 from softmax_lab.course import build, notebook
 from softmax_lab.course.release import normalise, significant  # one normalisation: this test and the release

@@ -70,7 +70,8 @@ def test_the_edition_holds_the_learner_material_and_no_answer_material(edition, 
     for path in (edition / "code/softmax_lab/data/hints").glob("ch*.json"):
         data = json.loads(path.read_text())
         assert data["edition"] == "class"
-        assert all(set(e) == {"chapter", "points", "hints"} and len(e["hints"]) == 3 for e in data["exercises"].values())
+        assert all(set(e) == {"chapter", "points", "hints"} and len(e["hints"]) == 3
+                   for e in data["exercises"].values())
     for path in (edition / "notebooks").glob("*.ipynb"):
         nb = notebook.read(path)
         assert not [c for c in nb.cells if notebook.tag_value(c, notebook.RUBRIC)], path.name

@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-import jupyterhub
+import jupyterhub  # noqa: F401 - the hub this test starts (python -m jupyterhub) must be installed
 import pytest
 import requests
 
@@ -326,8 +326,8 @@ def test_two_learners_work_and_check_in_their_own_workspaces(hub):
     names = sorted(item["name"] for item in listing["content"])
     assert names == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")), names
     model = ann.api.get(f"{hub['url']}/hub/api/users/{ann.name}").json()
-    assert ann.api.get(f"{hub['url']}/user/{ann.name}/", allow_redirects=False).headers["Location"].split("?")[0].endswith(
-        "/lab/tree/00_setup.ipynb"), model
+    location = ann.api.get(f"{hub['url']}/user/{ann.name}/", allow_redirects=False).headers["Location"]
+    assert location.split("?")[0].endswith("/lab/tree/00_setup.ipynb"), model
     specs = ann.api.get(ann.server("kernelspecs")).json()
     assert specs["default"] == "softmax-lab" and list(specs["kernelspecs"]) == ["softmax-lab"]
 

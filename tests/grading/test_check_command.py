@@ -40,7 +40,8 @@ def course(tmp_path):
 def softmax_lab_check(args, cwd: Path, probe: bool = False) -> subprocess.CompletedProcess:
     """`softmax-lab check ARGS --solutions ... --registry ...` in a fresh process, run from ``cwd``. With ``probe``,
     it also prints which heavy modules the command loaded."""
-    argv = ["check", *map(str, args), "--solutions", str(cwd_root(cwd) / "solutions"), "--registry", str(cwd_root(cwd).parent / "tiny" / "exercises")]
+    argv = ["check", *map(str, args), "--solutions", str(cwd_root(cwd) / "solutions"),
+            "--registry", str(cwd_root(cwd).parent / "tiny" / "exercises")]
     script = textwrap.dedent(f"""\
         import sys
         from softmax_lab import cli
@@ -85,7 +86,8 @@ def test_a_wrong_name_is_answered_at_once_in_one_line(course):
 
 def test_help_loads_nothing_heavy_and_shows_instructor_options_apart():
     script = ("import sys\nfrom softmax_lab import cli\ntry:\n    cli.main(['check', '--help'])\nexcept SystemExit:\n"
-              "    pass\nprint('loaded:', sorted(m for m in ('torch', 'nbformat', 'jsonschema') if m in sys.modules))\n")
+              "    pass\n"
+              "print('loaded:', sorted(m for m in ('torch', 'nbformat', 'jsonschema') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert "loaded: []" in proc.stdout, proc.stdout + proc.stderr
     assert proc.stdout.startswith("usage: softmax-lab check [-h] NOTEBOOK [NOTEBOOK ...] [instructor options]\n")
@@ -113,7 +115,8 @@ def test_every_bad_input_gets_one_line_naming_the_fix_and_nothing_is_touched(cou
     assert all(ln.startswith("softmax-lab check: ") for ln in lines), lines
     said = "\n".join(lines)
     assert len(lines) == 5, said
-    assert "notebooks/99_doctor.ipynb is the course's blank copy, not your work: yours is workspace/99_doctor.ipynb" in said
+    assert ("notebooks/99_doctor.ipynb is the course's blank copy, not your work: "
+            "yours is workspace/99_doctor.ipynb") in said
     assert "workspace is a folder: name the notebook, e.g. softmax-lab check workspace/" in said
     # not a chapter's name here, so no fresh copy is promised; the JSON error reads as one phrase
     assert "01_broken.ipynb is not a readable notebook (invalid JSON: unterminated string starting at line 1" in said
@@ -128,7 +131,8 @@ def test_a_deleted_workspace_is_named_with_its_fix(course):
     proc = softmax_lab_check([NAME], course)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        f"softmax-lab check: no notebook {NAME} here, and no {course / 'workspace'} (deleted? or `make lab` never ran): "
+        f"softmax-lab check: no notebook {NAME} here, and no {course / 'workspace'} "
+        "(deleted? or `make lab` never ran): "
         "`softmax-lab workspace` copies the chapters there"]
     assert not (course / "workspace").exists(), "nothing is created behind the learner's back"
 

@@ -316,7 +316,8 @@ def test_unbounded_memory(hostile):
     assert r["status"] == "error" and "3000 MB" in r["message"]
     # The address-space cap turns it into a MemoryError; GPU machines rely on the resident-memory watchdog.
     assert "MemoryError" in r["message"] or (softmax_lab.ON_GPU and "out of memory" in r["message"])
-    assert hostile["rows"]["memory", "fx-kernel"]["status"] == "passed", hostile["rows"]["memory", "fx-kernel"]["message"]
+    row = hostile["rows"]["memory", "fx-kernel"]
+    assert row["status"] == "passed", row["message"]
 
 
 def test_vandal_cannot_touch_solutions_or_gradebook(hostile):
@@ -660,14 +661,14 @@ def test_check_messages_for_output_that_is_not_fail_lines():
     warned = {"status": "mismatch", "stdout": expected, "stderr": "UserWarning: careful\n"}
     status, msg = _check_message(warned, expected, 100)
     assert status == "failed" and "stderr" in msg and "UserWarning" in msg
-    raised = {"status": "raised", "stdout": "", "error": {"ename": "NameError", "evalue": "name 'double' is not defined"}}
+    raised = {"status": "raised", "stdout": "",
+              "error": {"ename": "NameError", "evalue": "name 'double' is not defined"}}
     status, msg = _check_message(raised, expected, 100)
     assert status == "error" and "NameError" in msg and "rename or delete" in msg
 
 
 def test_grader_environment_failure_is_not_blamed_on_the_learner(tmp_path):
     """A kernel that cannot start (here: a memory cap far too low) is reported as the grader's problem."""
-    from softmax_lab.grading.chapters import load_chapters
     from softmax_lab.grading.grader import Options, grade_notebook
 
     path = save(pasted(), tmp_path / "mine.ipynb")
@@ -738,7 +739,6 @@ def test_a_later_break_after_learner_code_ran_withdraws_no_blame(tmp_path, monke
 
 def test_broken_setup_cell_is_not_blamed_on_the_learner(tmp_path):
     """A setup cell of the solution that raises here (a missing package, say) is the grader's problem too."""
-    from softmax_lab.grading.chapters import load_chapters
     from softmax_lab.grading.grader import Options, grade_notebook
     from softmax_lab.grading.rows import GRADER_TROUBLE
 
@@ -764,8 +764,8 @@ def test_nbgrader_round_trip_keeps_hints_and_drops_widget_state():
     assert "widgets" not in nb.metadata
     cell = next(c for c in nb.cells if tag_value(c, "exercise:"))
     # What `nbgrader generate_assignment` does to a solution region.
-    released = re.sub(r"[ \t]*### BEGIN SOLUTION.*?### END SOLUTION", "    # YOUR CODE HERE\n    raise NotImplementedError()",
-                      cell.source, flags=re.S)
+    released = re.sub(r"[ \t]*### BEGIN SOLUTION.*?### END SOLUTION",
+                      "    # YOUR CODE HERE\n    raise NotImplementedError()", cell.source, flags=re.S)
     hints = [ln.strip() for ln in solution_source("ch00-double", SOLUTIONS / "00_setup.ipynb").splitlines()
              if ln.strip().startswith("# HINT:")]
     assert hints and all(h in released for h in hints)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
-import os
 import resource
 import subprocess
 import sys
@@ -21,8 +19,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_grade as T
-from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, _sandbox_and_fixture_judges,
-                        check_main, ensure_bwrap, grade_main, pasted, read_rows, save, set_exercise)
+from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, check_main, ensure_bwrap, grade_main, pasted,
+                        read_rows, save, set_exercise)
+from test_grade import _sandbox_and_fixture_judges  # noqa: F401 - an autouse fixture: imported, it applies here too
 
 NB = "90_grading_fixture.ipynb"
 IN_JUDGE = "if not os.path.exists('/opt/softmax-lab'):\n"  # the judge's sandbox has no softmax_lab package
@@ -48,7 +47,8 @@ ATTACKS = {
         "            pass\n"
         "    os._exit(0)\n"),
     # 3. The notebook inside the sandbox read back: rubric and model answer printed as FAIL lines.
-    "rubric": "import glob, json\n\ndef double(xs):\n    for p in glob.glob('/grader/*.ipynb') + glob.glob('/tmp/work/*.ipynb'):\n"
+    "rubric": "import glob, json\n\ndef double(xs):\n"
+              "    for p in glob.glob('/grader/*.ipynb') + glob.glob('/tmp/work/*.ipynb'):\n"
               "        for c in json.load(open(p))['cells']:\n"
               "            for line in ''.join(c['source']).splitlines():\n"
               "                print('FAIL  leak: ' + line)\n"

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_grade as T
-from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, blank, by_key, ensure_bwrap, grade_main,
+from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, blank, by_key, ensure_bwrap, grade_main,
                         index_of, pasted, read_rows, save, set_exercise)
 
 from softmax_lab.grading.runner import code_cell_numbers
@@ -53,7 +53,8 @@ ATTACKS = {
     "persist": DOUBLE_OK + (
         "\n\nimport softmax_lab.checks.common as c, sys, os, glob\n"
         "hits = []\n"
-        "for path in [c.__file__, *glob.glob(sys.prefix + '/lib/python*/site-packages/*.pth'), '../nbval_sanitize.cfg',\n"
+        "for path in [c.__file__, *glob.glob(sys.prefix + '/lib/python*/site-packages/*.pth'), "
+        "'../nbval_sanitize.cfg',\n"
         "             '/grader/nbval_sanitize.cfg']:\n"
         "    try:\n"
         "        open(path, 'a').write('\\n# tampered-by-learner\\n')\n"

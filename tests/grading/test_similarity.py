@@ -31,7 +31,8 @@ def my_fused_softmax(x, out):
                                num_warps=4 if BLOCK <= 1024 else 8)  # simpler than default_num_warps
     return out
 '''
-HEADER = "@triton.jit\ndef my_fused_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):\n"
+HEADER = ("@triton.jit\n"
+          "def my_fused_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):\n")
 # Two learners' own ch04-fused bodies, written independently and each its own way.
 ALICE = '''\
     pid = tl.program_id(0)

@@ -23,7 +23,8 @@ SCRIPT = textwrap.dedent("""
     fused = ptx(fused_softmax_kernel, {**rows, "n_cols": "i32", "BLOCK": "constexpr", "VEC": "constexpr"},
                 {"BLOCK": 32768, "VEC": 8}, 32)
     multi = ptx(multirow_softmax_kernel, {**rows, "n_rows": "i32", "n_cols": "i32", "BLOCK": "constexpr",
-                                          "ROWS": "constexpr", "VEC": "constexpr"}, {"BLOCK": 512, "ROWS": 2, "VEC": 8}, 2)
+                                          "ROWS": "constexpr", "VEC": "constexpr"},
+               {"BLOCK": 512, "ROWS": 2, "VEC": 8}, 2)
     coop = ptx(cooperative_softmax_kernel, {**rows, "pair_ptr": "*fp32", "count_ptr": "*i32", "n_cols": "i32",
                "n_chunks": "i32", "BLOCK": "constexpr", "TILES": "constexpr", "CHUNKS": "constexpr",
                "KEEP_16": "constexpr", "PUBLISH": "constexpr", "FINISH": "constexpr", "VEC": "constexpr"},

@@ -4,7 +4,6 @@ import pytest
 import torch
 import triton
 
-import softmax_lab
 from softmax_lab import kernels, softmax
 from softmax_lab.kernels import (ALL, cooperative_backward, cooperative_softmax, masked_softmax, pipelined_softmax,
                                  softmax_backward)

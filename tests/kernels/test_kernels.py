@@ -229,13 +229,14 @@ def test_autograd_function_in_a_model():
 def test_the_autograd_function_moved_to_the_operator_says_where():
     # A notebook saved before SoftmaxFunction moved (kernels import nothing above them) is told the new import.
     with pytest.raises(ImportError, match="from softmax_lab.op import SoftmaxFunction"):
-        from softmax_lab.kernels import SoftmaxFunction
+        from softmax_lab.kernels import SoftmaxFunction  # noqa: F401 - the import is what is tested
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_rows_of_whole_vectors_in_vector_units(dtype):
     # The register kernels take their ints in 16-byte vectors when every row is whole vectors (VEC > 1), even
-    # where they are not multiples of 16; any row, stride or output that is not whole vectors gives VEC = 1. Both ways must give the same, right, softmax; so must the backward.
+    # where they are not multiples of 16; any row, stride or output that is not whole vectors gives VEC = 1. Both
+    # ways must give the same, right, softmax; so must the backward.
     from softmax_lab.kernels._launch import row_vector
 
     vec = 16 // torch.empty((), dtype=dtype).element_size()
@@ -279,7 +280,8 @@ def test_backward_with_rows_of_whole_vectors_and_their_own_strides(dtype):
         assert row_vector(n, y, dy, wide[:, :n]) == expected
         ref = softmax_backward_ref(y, dy)
         atol, rtol = tolerance(dtype)
-        for run in (lambda out: softmax_backward(y, dy, out=out), lambda out: cooperative_backward(y, dy, out, BLOCK=vec)):
+        for run in (lambda out: softmax_backward(y, dy, out=out),
+                    lambda out: cooperative_backward(y, dy, out, BLOCK=vec)):
             out = wide.clone()
             dx = run(out[:, :n])
             torch.testing.assert_close(dx.double(), ref, atol=atol * 10, rtol=rtol)
@@ -318,7 +320,8 @@ def test_unaligned_kernels_interpreted(dtype):
     for x in _unaligned_cases(dtype):
         x[0, 0] = float("-inf") if x.shape[1] > 1 else x[0, 0]  # (a row of one -inf is NaN)
         ref = softmax_ref(x)
-        assert takes(x) and dispatch._runnable(x)[0] == (dispatch.choose_unaligned(x.shape[1], dtype) or ["multirow"])[0]
+        assert takes(x)
+        assert dispatch._runnable(x)[0] == (dispatch.choose_unaligned(x.shape[1], dtype) or ["multirow"])[0]
         for y in (unaligned_softmax(x, out=poisoned_like(x), ROWS=2),
                   unaligned_cooperative_softmax(x, out=poisoned_like(x), BLOCK=8), softmax_lab.softmax(x)):
             torch.testing.assert_close(y.double(), ref, atol=atol, rtol=rtol)

@@ -59,7 +59,8 @@ def made_lab(tmp_path_factory):
     while "Softmax Lab is ready" not in server.log_tail(20000) and time.monotonic() < deadline:
         time.sleep(0.3)
     printed = server.log_tail(20000).rstrip().splitlines()
-    assert f"| http://localhost:{port}/lab/tree/00_setup.ipynb?token={token}" in "\n".join(printed[-5:]), "\n".join(printed[-30:])
+    assert f"| http://localhost:{port}/lab/tree/00_setup.ipynb?token={token}" in "\n".join(printed[-5:]), \
+        "\n".join(printed[-30:])
     assert set(printed[-1]) == {"+", "-"}, "the box is the last thing `softmax-lab lab` prints"
     try:
         yield server
@@ -75,7 +76,8 @@ def made_lab(tmp_path_factory):
 def test_first_screen_saved_answer_survives_rebuild(browser, made_lab):
     lab = made_lab
     workspace = lab.course / "workspace"
-    assert sorted(p.name for p in workspace.glob("*.ipynb")) == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert sorted(p.name for p in workspace.glob("*.ipynb")) == \
+        sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert set(lab.api("GET", "/api/kernelspecs")["kernelspecs"]) == {"softmax-lab"}, "only the course kernel"
 
     context = browser.new_context(viewport={"width": 1280, "height": 1000}, service_workers="block")
@@ -152,7 +154,8 @@ def test_chapter_2_solved_and_saved_gets_full_marks_in_a_cell_and_in_the_termina
         shown = nb.cells()[last]["shown"]
         nb.screenshot("check-ch02-in-a-cell")
         nb.check(_full_marks(shown), f"`!softmax-lab check {CHAPTER_2}` in a cell shows: {shown!r}")
-        nb.check(f"checking {workspace / CHAPTER_2}" in shown, f"the cell does not say which file it checked: {shown!r}")
+        nb.check(f"checking {workspace / CHAPTER_2}" in shown,
+                 f"the cell does not say which file it checked: {shown!r}")
 
         with nb.step("opening JupyterLab's terminal"):
             page.evaluate("() => window.jupyterapp.commands.execute('terminal:create-new').then(() => true)")
@@ -165,7 +168,8 @@ def test_chapter_2_solved_and_saved_gets_full_marks_in_a_cell_and_in_the_termina
                                       const t = w && w.content && w.content._term;
                                       if (!t) return '';
                                       const b = t.buffer.active, rows = [];
-                                      for (let i = 0; i < b.length; i++) rows.push(b.getLine(i).translateToString(true));
+                                      for (let i = 0; i < b.length; i++)
+                                          rows.push(b.getLine(i).translateToString(true));
                                       const text = rows.join('\n');
                                       return /\d+\/\d+ points/.test(text) ? text : ''; }""",
                              "the terminal's `softmax-lab check` to finish", 600)

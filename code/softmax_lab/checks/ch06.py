@@ -347,7 +347,8 @@ def _judge_cases(rng):
         _judge_case(rng, "chapter 6's sum: one row of 4096 fp16 scores, one 8 and 4095 zeros", 1, 1, 4096, "float16",
                     False, None, x=_chapter6_judge_row(rng)),
     ] + ([_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 1, 1, 3, "float32", True, None,
-                      big_step=judging.BIG_STEP)] if judging.gpu_scale() else [])  # last: a fault may spoil the GPU context
+                      big_step=judging.BIG_STEP)] if judging.gpu_scale() else [])
+    # (that case last: a fault may spoil the GPU context)
 
 
 def _judges():

@@ -104,7 +104,8 @@ def _cases(seed: int = 80):
             randn((2, 100), dt, device=d, seed=seed + 31), "load with .to(tl.float32) and store in the input dtype"
     for dt in (torch.float16, torch.bfloat16):
         y, dy = offset_rows(dt, seed + 35)
-        yield f"{str(dt).replace('torch.', '')} 2x100, dy = 1000 + noise: the dot product must be accumulated in fp32", \
+        yield f"{str(dt).replace('torch.', '')} 2x100, dy = 1000 + noise: " \
+            "the dot product must be accumulated in fp32", \
             y, dy, HALF_DOT
     big_y = _softmax_of(randn((3, 160), device=d, seed=seed + 40))
     big_dy = randn((3, 170), device=d, seed=seed + 41)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .registry import Exercise, Question, Registry, RegistryError, load as load_registry
+from .registry import Exercise, Question, load as load_registry
+from .registry import Registry as Registry, RegistryError as RegistryError  # re-exported
 
 
 def chapters() -> list[str]:

@@ -118,7 +118,8 @@ def _entry(path: Path, kind: str, k: int, raw) -> dict:
     extra = sorted(set(raw) - allowed)
     if missing or extra:
         raise RegistryError(f"{where} ({raw.get('id', '?')}): " + "; ".join(
-            ([f"needs {', '.join(missing)}"] if missing else []) + ([f"unknown key(s) {', '.join(extra)}"] if extra else [])))
+            ([f"needs {', '.join(missing)}"] if missing else [])
+            + ([f"unknown key(s) {', '.join(extra)}"] if extra else [])))
     if not isinstance(raw["id"], str) or not raw["id"]:
         raise RegistryError(f"{where}: id must be a non-empty string")
     if not isinstance(raw["points"], int) or isinstance(raw["points"], bool) or raw["points"] < 0:
@@ -142,7 +143,8 @@ def load_file(path: Path) -> Chapter:
         raise RegistryError(f"{path.name}: {err}") from None
     unknown = sorted(set(data) - {"exercise", "question"})
     if unknown:
-        raise RegistryError(f"{path.name}: unknown section(s) {', '.join(unknown)} (expected [[exercise]], [[question]])")
+        raise RegistryError(f"{path.name}: unknown section(s) {', '.join(unknown)} "
+                            "(expected [[exercise]], [[question]])")
     exercises = tuple(Exercise(e["id"], chapter, e["points"], e["check"], tuple(e.get("hints", [])))
                       for k, e in enumerate(_entry(path, "exercise", k, raw)
                                             for k, raw in enumerate(data.get("exercise", []))))

@@ -52,7 +52,7 @@ elif _decided != _WANT_SIM:
         + ("the CPU (simulator needed)" if _WANT_SIM else "the GPU (real CUDA needed)")
         + ": restart the kernel and import softmax_lab.cuda_layer before `from numba import cuda`")
 
-from numba import cuda
+from numba import cuda  # noqa: E402 - only after the simulator-or-not decision above
 
 try:
     from numba.cuda.core import config as _config
@@ -64,9 +64,10 @@ except (ImportError, AttributeError):  # pragma: no cover
 SIMULATOR: bool = _WANT_SIM
 """True when kernels run in numba's CUDA simulator (no GPU), False when they run as real CUDA."""
 
-from . import sim
-from .memory import count_sectors, warp_loads
-from .sim import RaceReport, record_races, simulated
+# re-exported (``cuda_layer.sim``, ``cuda_layer.record_races``...); after numba.cuda, as the mode check above needs
+from . import sim as sim  # noqa: E402
+from .memory import count_sectors as count_sectors, warp_loads as warp_loads  # noqa: E402
+from .sim import RaceReport as RaceReport, record_races as record_races, simulated as simulated  # noqa: E402
 
 
 def versions() -> str:

@@ -190,6 +190,18 @@ def triton_asm(cols_list=(1024, 2048, 4096, 8192, 16384, 32768, 65536)) -> dict:
     return out
 
 
+def _timed_call(name, fn, kw, xs, outs, n_cols):
+    """``call(i)``: one launch of ``name`` on the i-th rotating buffer (``kw == "wide"``: BLOCK = 2 x row, 8 warps)."""
+    if name == "copy":
+        return lambda i: outs[i].copy_(xs[i])
+    if name == "torch_softmax":
+        return lambda i: torch.softmax(xs[i], dim=-1)
+    if kw == "wide":
+        block = 2 * (1 << (n_cols - 1).bit_length())
+        return lambda i: fn(xs[i], outs[i], BLOCK=block, num_warps=8)
+    return lambda i: fn(xs[i], outs[i], **kw)
+
+
 def timings(shapes=((4096, 1024), (65536, 512)), rep_ms=60) -> list[dict]:
     from softmax_lab.bench import ROTATE_BYTES, _time
     from softmax_lab.kernels import fused_softmax
@@ -218,15 +230,7 @@ def timings(shapes=((4096, 1024), (65536, 512)), rep_ms=60) -> list[dict]:
         for name, what, fn, kw in progression:
             if name == "row_serial" and n_rows * n_cols > 4096 * 1024 * 8:
                 continue
-            if name == "copy":
-                call = lambda i: outs[i].copy_(xs[i])
-            elif name == "torch_softmax":
-                call = lambda i: torch.softmax(xs[i], dim=-1)
-            elif kw == "wide":
-                block = 2 * (1 << (n_cols - 1).bit_length())
-                call = lambda i, f=fn, b=block: f(xs[i], outs[i], BLOCK=b, num_warps=8)
-            else:
-                call = lambda i, f=fn, k=kw: f(xs[i], outs[i], **k)
+            call = _timed_call(name, fn, kw, xs, outs, n_cols)
             rec = {"shape": f"{n_rows}x{n_cols}", "kernel": name, "what": what}
             try:
                 call(0)

@@ -430,7 +430,8 @@ class _Recorder:
             if len(seqs) > 1:
                 counts = sorted({len(s) for s in seqs})
                 hazards.append(Hazard("divergent barrier", block,
-                                      f"threads passed different cuda.syncthreads() calls ({'/'.join(map(str, counts))} "
+                                      "threads passed different cuda.syncthreads() calls "
+                                      f"({'/'.join(map(str, counts))} "
                                       "barriers): a barrier inside an `if` that not every thread takes is undefined "
                                       "behaviour in CUDA (it can hang a GPU)", ""))
         for (block, alloc, index, epoch), cell in sorted(self.cells.items()):

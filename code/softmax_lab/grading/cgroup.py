@@ -102,7 +102,8 @@ def _v2() -> tuple[Path | None, str]:
     except OSError:
         return None, f"cannot read {base}/cgroup.controllers"
     if not {"memory", "pids"} <= set(controllers):
-        return None, f"the memory and pids controllers are not delegated to {base} (it has: {' '.join(controllers) or 'none'})"
+        return None, (f"the memory and pids controllers are not delegated to {base} "
+                      f"(it has: {' '.join(controllers) or 'none'})")
     if not os.access(base, os.W_OK):
         return None, (f"{base} is not writable: run the grader as root or in a delegated scope "
                       "(systemd-run --user --scope -p Delegate=yes softmax-lab grade ...)")
@@ -246,7 +247,7 @@ def create(memory_mb: int, tasks: int, cpus: float) -> Group | None:
     dirs = {c: base[c] / name for c in ("memory", "pids", "cpu")}
     group = Group("v1", [], dirs["memory"])
     try:
-        for c, d in dirs.items():
+        for d in dirs.values():
             d.mkdir()
             group.dirs.append(d)
         mem = dirs["memory"]

@@ -146,13 +146,15 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
         raise InvalidNotebook(f"cannot read the file: {err.strerror or err}") from None
     if size > MAX_NOTEBOOK_BYTES:
         raise InvalidNotebook(f"the notebook is {size / 2**20:.0f} MB, more than the grader's limit of "
-                              f"{MAX_NOTEBOOK_BYTES // 2**20} MB (clear the outputs: Edit > Clear Outputs of All Cells)")
+                              f"{MAX_NOTEBOOK_BYTES // 2**20} MB "
+                              "(clear the outputs: Edit > Clear Outputs of All Cells)")
     try:  # a regular file only (no FIFO, device or link: they could block or change under the grader), capped
         text = read_regular(path, MAX_NOTEBOOK_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidNotebook("not a notebook: the file is not UTF-8 text") from None
     except OSError as err:
-        raise InvalidNotebook(f"cannot read the file: {err.strerror or err} (hand in the notebook file itself)") from None
+        raise InvalidNotebook(f"cannot read the file: {err.strerror or err} "
+                              "(hand in the notebook file itself)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -165,7 +167,8 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise InvalidNotebook("valid JSON, but not a Jupyter notebook (no list of cells)")
     if len(data["cells"]) > MAX_CELLS:
-        raise InvalidNotebook(f"the notebook has {len(data['cells'])} cells, more than the grader's limit of {MAX_CELLS}")
+        raise InvalidNotebook(f"the notebook has {len(data['cells'])} cells, "
+                              f"more than the grader's limit of {MAX_CELLS}")
     if _depth(data) > MAX_DEPTH:
         raise InvalidNotebook(f"not a notebook: its JSON is nested more than {MAX_DEPTH} levels deep (a notebook "
                               "is a few levels deep; re-download it from Jupyter, File > Download)")

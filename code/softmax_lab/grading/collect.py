@@ -167,7 +167,8 @@ def collect(patterns: list[str], out: Path, chapters: list[str], roster: list[st
         if manifest is not None and not update:
             last = manifest["collections"][-1]["time"] if manifest.get("collections") else "?"
             raise CollectError(f"{out} already holds a collection (made {last}): collect into a new folder, or add "
-                               f"--update to bring in what changed since (replaced copies are kept in {out / REPLACED})")
+                               "--update to bring in what changed since "
+                               f"(replaced copies are kept in {out / REPLACED})")
         manifest = manifest or {"collections": [], "files": {}}
         stamp = time.strftime("%Y%m%d-%H%M%S")
         workspaces, report.problems = find_workspaces(patterns, roster)
@@ -239,7 +240,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="roster CSV: collect these learners only, and name the ones without a workspace")
     ap.add_argument("--chapter", default=None, help="collect one chapter only, e.g. 02")
     ap.add_argument("--update", action="store_true",
-                    help="OUT already holds a collection: bring in what changed (replaced copies kept in OUT/.replaced)")
+                    help="OUT already holds a collection: bring in what changed "
+                         "(replaced copies kept in OUT/.replaced)")
     ap.add_argument("--course", type=Path, default=None,
                     help="the class edition, a course checkout (default: found from cwd)")
 
@@ -259,5 +261,6 @@ def run(args: argparse.Namespace) -> int:
           f"{args.out} ({len(report.copied)} new, {len(report.replaced)} changed, {len(report.unchanged)} unchanged"
           + (f"; previous copies in {args.out / REPLACED}" if report.replaced else "") + ")")
     print(f"next: softmax-lab grade {args.out} --out grades/gradebook.csv"
-          + (f" --chapter {args.chapter}" if args.chapter else "") + (f" --roster {args.roster}" if args.roster else ""))
+          + (f" --chapter {args.chapter}" if args.chapter else "")
+          + (f" --roster {args.roster}" if args.roster else ""))
     return 1 if report.problems else 0

@@ -37,10 +37,10 @@ GPU = (os.environ.get("SOFTMAX_LAB_DEVICE", "").lower() not in ("cpu", "interpre
 if not GPU:
     os.environ["TRITON_INTERPRET"] = "1"
 
-import numpy as np
-import torch
-import triton
-import triton.language as tl
+import numpy as np  # noqa: E402 - this and the rest after TRITON_INTERPRET is decided
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 if GPU and not torch.cuda.is_available():
     GPU = False
@@ -116,7 +116,7 @@ def _check_api(fn: str, root: str, attrs: list[str]) -> None:
     if not attrs:
         raise SourceRejected(f"{fn}: `{text}`: the module itself may not be used as a value")
     obj = tl
-    for k, a in enumerate(attrs):
+    for a in attrs:
         if a.startswith("_") or not _api_module(obj):
             if a in VALUE_ATTRS and not inspect.ismodule(obj):
                 continue  # tl.float32.primitive_bitwidth: an attribute of an API value
@@ -352,7 +352,8 @@ def _arg(a):
         return DTYPES[a["dtype"]]
     if isinstance(a, dict) and "strided" in a:  # rows of a 2-D view: {"shape": [r, c], "stride": [s, 1], "dtype": ...}
         shape, stride = (tuple(int(v) for v in a["strided"][k]) for k in ("shape", "stride"))
-        if len(shape) != 2 or len(stride) != 2 or stride[1] != 1 or not all(0 < v <= 1 << 16 for v in (*shape, *stride)):
+        if (len(shape) != 2 or len(stride) != 2 or stride[1] != 1
+                or not all(0 < v <= 1 << 16 for v in (*shape, *stride))):
             raise ValueError(f"strided argument out of range: {shape} {stride}")
         # (a meta tensor: shape, strides and dtype without memory, all a function of rows needs to be given)
         return torch.empty_strided(shape, stride, dtype=DTYPES[a["strided"]["dtype"]], device="meta")

@@ -6,9 +6,9 @@ reach it: the three patches below (``await_reply``, ``runtest``, ``collect``) ar
 
 It changes nothing about how nbval runs or compares cells. It only
 
-* reports every cell's result (status, message, the text the cell printed, the hints it showed) as one JSON line on a pipe that
-  the grader opened for it (``SOFTMAX_LAB_GRADE_CONFIG`` names the file descriptor). The kernel, where the
-  learner's code runs, does not inherit that descriptor, so learner code cannot forge these lines;
+* reports every cell's result (status, message, the text the cell printed, the hints it showed) as one JSON line
+  on a pipe that the grader opened for it (``SOFTMAX_LAB_GRADE_CONFIG`` names the file descriptor). The kernel,
+  where the learner's code runs, does not inherit that descriptor, so learner code cannot forge these lines;
 * notices a dead kernel (``os._exit``, a segfault, the memory limit) within half a second instead of waiting
   for the cell timeout, and then stops the session: the grader decides what to rerun;
 * gives each cell its own timeout (setup cells before the first exercise get a longer one);

@@ -92,7 +92,8 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
         out.append("")
         for r in srows:
             if r["status"] != "passed" and r["message"]:
-                out += [f"**{_md(r['exercise'] or sub)}** ({STATUS_WORDS.get(r['status'], r['status'])}):", "", "```text",
+                out += [f"**{_md(r['exercise'] or sub)}** ({STATUS_WORDS.get(r['status'], r['status'])}):",
+                        "", "```text",
                         r["message"].replace("```", "'''"), "```", ""]
         qs = ch.questions if ch else []
         if qs:

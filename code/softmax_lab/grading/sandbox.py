@@ -218,7 +218,8 @@ def driver_dirs() -> list[str]:
     out = []
     for d in dirs:
         real = os.path.realpath(d)
-        if (os.path.isdir(real) and real not in out and real != "/" and not real.startswith(("/usr/", "/proc", "/dev", "/sys"))
+        if (os.path.isdir(real) and real not in out and real != "/"
+                and not real.startswith(("/usr/", "/proc", "/dev", "/sys"))
                 and real not in ("/etc", "/tmp", "/root", "/home") and not real.startswith(("/etc/", "/tmp/"))):
             out.append(real)
     return out
@@ -273,7 +274,8 @@ def command(inner: list[str], *, grader_dir: Path, env: dict[str, str], tmp_mb: 
         args += ["--setenv", k, v]
     limits = "ulimit -c 0"
     if rlimit_as and memory_mb > 0:
-        limits += f"; ulimit -d {memory_mb * 1024}"  # data size, not address space: CUDA torch maps far more than it uses
+        # data size, not address space: CUDA torch maps far more than it uses
+        limits += f"; ulimit -d {memory_mb * 1024}"
     args += ["--", "/bin/sh", "-c", limits + (f"; {prelude}" if prelude else "") + '; exec "$@"', "sh", *inner]
     return args
 

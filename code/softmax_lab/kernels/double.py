@@ -2,9 +2,10 @@
 
 The course's kernels read 16- and 32-bit floats and compute in float32; a float64 input deserves float64
 arithmetic, as ``torch.softmax`` gives it. (The operator also sends here what no float32 kernel takes: masked rows
-longer than ``masked.MAX_COLS``; any input dtype works, the output has the input's dtype.) These kernels take rows of any length, BLOCK elements at a time: each
-lane keeps its own running ``(m, l)`` (max and sum of exp) over the blocks, the lanes are combined once at the
-end, and a second pass writes ``exp(x - m) / l``. Two reads of x: float64 is about accuracy here, not speed.
+longer than ``masked.MAX_COLS``; any input dtype works, the output has the input's dtype.) These kernels take
+rows of any length, BLOCK elements at a time: each lane keeps its own running ``(m, l)`` (max and sum of exp)
+over the blocks, the lanes are combined once at the end, and a second pass writes ``exp(x - m) / l``. Two reads
+of x: float64 is about accuracy here, not speed.
 
 NaN and ±inf follow ``torch.softmax``: a row with NaN or +inf gives NaN, a row of -inf gives NaN; with a mask
 (bool: True takes part; float: added) a row with nothing left gives zeros, like ``aten._safe_softmax``.

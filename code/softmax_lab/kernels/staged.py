@@ -15,7 +15,8 @@ memory, register layouts and barriers explicitly (plain Triton 3.6 does not pipe
 
 GPU only: Triton's CPU interpreter cannot run Gluon. It beat the register kernels on long 16-bit rows, and no
 more with more stages: the program's own steps are now the limit (``docs/performance.md``). ``resident.py`` goes
-one step further (the row stays in shared memory, so many programs share a multiprocessor) and is what the dispatcher uses; this kernel is kept as the step between (chapter 10).
+one step further (the row stays in shared memory, so many programs share a multiprocessor) and is what the
+dispatcher uses; this kernel is kept as the step between (chapter 10).
 """
 import torch
 from triton.experimental import gluon

@@ -13,8 +13,9 @@ VEC - 1). Every window starts on 16 bytes, so the loads are whole 16-byte vector
 Stores may not touch the neighbours, so they come in three parts: the whole vectors inside the row
 (``body``, 16 bytes at a time), and the few elements before the first whole vector and after the last one
 (``pieces``: the head and the tail, fewer than VEC each), which are loaded a second time with the row (so
-that the loads overlap), computed as the body is, and stored one element at a time. When the output's rows lie differently around vectors than the input's (``SAME_HEADS`` False: a
-strided view into a wider tensor), the whole output is stored element by element; the loads stay wide.
+that the loads overlap), computed as the body is, and stored one element at a time. When the output's rows lie
+differently around vectors than the input's (``SAME_HEADS`` False: a strided view into a wider tensor), the
+whole output is stored element by element; the loads stay wide.
 
 The launchers pass a pointer rounded down to 16 bytes and ``*_first``, the elements from it to row 0.
 """
@@ -24,8 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import (cdiv, check_input, check_knobs, default_num_warps, next_power_of_2, output_for, prepare,
-                      row_vector, rows_view)
+from ._launch import cdiv, default_num_warps, next_power_of_2, prepare, row_vector
 from .combine import safe_shift
 from .cooperative import _launch, count_in_and_wait, default_block, default_warps, row_state, take_ticket
 from .fast_exp import fast_exp

@@ -13,4 +13,5 @@ from .long_row import check_long_row
 from .online_kernel import check_online_softmax, online_problem, traffic_problem
 from .online_update import check_online_update, run_online_update
 
-__all__ = ["check_online_update", "check_online_softmax", "check_combine", "check_long_row"]
+__all__ = ["check_online_update", "check_online_softmax", "check_combine", "check_long_row",
+           "online_problem", "traffic_problem", "run_online_update"]

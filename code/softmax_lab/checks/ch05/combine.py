@@ -174,11 +174,11 @@ def check_combine(combine) -> Verdict:
     report.run("the max in the second chunk, then in the first",
                lambda: _merge_problem(combine, [0.5, -1.0, 2.0], [4.0, 3.5]) or
                _merge_problem(combine, [4.0, 3.5], [0.5, -1.0, 2.0]))
-    for k, cut in enumerate(cuts[:3]):
+    for cut in cuts[:3]:
         report.run(f"a random row of 40 cut at {cut}: the merge equals the whole row's (max, sum)",
                    lambda cut=cut: _merge_problem(combine, row[:cut], row[cut:]))
     report.run("commutative: combine(a, b) == combine(b, a)", lambda: _swap_problem(combine, row[:13], row[13:]))
-    report.run(f"associative: 7 chunks of the row merged left to right, right to left and as a tree",
+    report.run("associative: 7 chunks of the row merged left to right, right to left and as a tree",
                lambda: _orders_problem(combine, row, cuts))
     report.run("an empty chunk (-inf, 0) on either side changes nothing",
                lambda: _merge_problem(combine, [], [1.0, 2.0]) or _merge_problem(combine, [1.0, 2.0], []))

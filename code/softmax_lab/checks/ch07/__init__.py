@@ -23,4 +23,9 @@ from .targets import TARGETS, check_targets
 from .warps import H200_REGISTERS, check_warps, spill_rule, values_rule
 
 __all__ = ["check_bandwidth", "check_choose_rows", "check_multirow", "check_persistent", "check_warps",
-           "check_occupancy", "check_row_vector", "check_targets"]
+           "check_occupancy", "check_row_vector", "check_targets",
+           # the cases, rules and H200 limits, importable from here as before the chapter became a package
+           "BLOCKS_PER_SM", "REG_OVERHEAD", "REGS_PER_SM", "SHARED_PER_SM", "THREADS_PER_SM", "WARPS",
+           "BANDWIDTH_CASES", "MULTIROW_CASES", "OCCUPANCY_CASES", "occupancy_rule", "PERSISTENT_CASES",
+           "VECTOR_CASES", "vector_rule", "MAX_TILE", "PROGRAMS_PER_SM", "ROWS_CASES", "rows_rule", "TARGETS",
+           "H200_REGISTERS", "spill_rule", "values_rule"]

@@ -1,5 +1,6 @@
 """Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype) = 2 * M * N * bytes_per_element`` and
-``achieved_gbps(M, N, dtype, ms)``, that over the time in GB/s (10^9 bytes per second); the seeds' figures are the cases."""
+``achieved_gbps(M, N, dtype, ms)``, that over the time in GB/s (10^9 bytes per second); the seeds' figures are the
+cases."""
 from __future__ import annotations
 
 import math
@@ -84,13 +85,14 @@ def check_bandwidth(bytes_moved, achieved_gbps) -> Verdict:
     """Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype)`` and ``achieved_gbps(M, N, dtype, ms)``."""
     report = Report("ch07-bandwidth")
     seen = set()
-    for what, M, N, dtype, ms in BANDWIDTH_CASES:
+    for what, M, N, dtype, _ms in BANDWIDTH_CASES:
         if (M, N, dtype) not in seen:
             seen.add((M, N, dtype))
             report.run(f"bytes moved: {what.split(',')[0]}",
                        lambda M=M, N=N, dt=dtype: _bytes_problem(bytes_moved, M, N, dt))
     for what, M, N, dtype, ms in BANDWIDTH_CASES:
-        report.run(f"GB/s: {what}, {ms:g} ms", lambda M=M, N=N, dt=dtype, ms=ms: _gbps_problem(achieved_gbps, M, N, dt, ms))
+        report.run(f"GB/s: {what}, {ms:g} ms",
+                   lambda M=M, N=N, dt=dtype, ms=ms: _gbps_problem(achieved_gbps, M, N, dt, ms))
     return Verdict(report.show())
 
 

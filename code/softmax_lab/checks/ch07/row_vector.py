@@ -77,7 +77,8 @@ def _fused_with(vec, tensors) -> str:
     wrong = int((~torch.isclose(y.double(), softmax_ref(x), atol=1e-2, rtol=1e-2).all(dim=1)).sum())
     shown = f"the fused kernel, given the ints // {vec}, got {wrong} of {n_rows} rows wrong" if wrong else \
         "its ints // VEC * VEC lose the remainder"
-    return f"VEC = {vec} does not divide {' and '.join(bad)}: {shown} - VEC must divide the row length and every row stride"
+    return (f"VEC = {vec} does not divide {' and '.join(bad)}: {shown} - "
+            "VEC must divide the row length and every row stride")
 
 
 def _vector_problem(row_vector, n_cols, tensors) -> str:

@@ -65,7 +65,8 @@ def _rows_problem(choose_rows, M, N, n_sms) -> str:
                 f"spill registers (expected {want})")
     programs = triton.cdiv(M, got)
     if programs < PROGRAMS_PER_SM * n_sms and got > 1:
-        return (f"ROWS = {got}: only {programs} program{'s' if programs != 1 else ''} for {n_sms} SMs (fewer than {PROGRAMS_PER_SM} per SM) - "
+        return (f"ROWS = {got}: only {programs} program{'s' if programs != 1 else ''} for {n_sms} SMs "
+                f"(fewer than {PROGRAMS_PER_SM} per SM) - "
                 f"some SMs sit idle (expected {want})")
     if got < want:
         if triton.cdiv(M, want) >= PROGRAMS_PER_SM * n_sms > M // want:

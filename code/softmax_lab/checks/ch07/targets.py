@@ -100,7 +100,8 @@ def _timed_problem(key, launch, target_knobs, shape, dtype, target) -> str:
 
 
 def check_targets(target_knobs, my_multirow_softmax, my_persistent_softmax) -> Verdict:
-    """Exercise ch07-targets: ``target_knobs()`` (or the dict it returns) gives the knobs of the two targets. Every machine prints the same lines: the memcount proxy of each target (knobs,
+    """Exercise ch07-targets: ``target_knobs()`` (or the dict it returns) gives the knobs of the two targets.
+    Every machine prints the same lines: the memcount proxy of each target (knobs,
     programs per SM, one read and one write per element). On a GPU each kernel is also timed with
     ``softmax_lab.measure``; a missed target adds a FAIL line (the cell after the check prints the timings)."""
     report = Report("ch07-targets")

@@ -12,7 +12,8 @@ from ._hardware import MAX_REGS_PER_THREAD, REGS_PER_SM, REG_OVERHEAD, WARPS
 from ._kernels import NOT_IMPLEMENTED
 
 
-# The fused kernel compiled on the H200 (benchmarks/records/h200-cuda-layer.md): (BLOCK, num_warps, values/thread, n_regs, spills)
+# The fused kernel compiled on the H200 (benchmarks/records/h200-cuda-layer.md):
+# (BLOCK, num_warps, values/thread, n_regs, spills)
 H200_REGISTERS = [(1024, 4, 8, 22, 0), (2048, 8, 8, 22, 0), (4096, 8, 16, 34, 0), (8192, 16, 16, 38, 0),
                   (16384, 16, 32, 57, 0), (32768, 32, 32, 53, 0), (65536, 32, 64, 64, 48)]
 
@@ -101,7 +102,8 @@ def check_warps(values_per_thread, one_knob_sweeps, predict_spill) -> Verdict:
                    lambda b=block, w=warps: _values_problem(values_per_thread, b, w))
     for n in SWEEP_COLS:
         report.run(f"one knob at a time, rows of {n}", lambda n=n: _sweeps_problem(one_knob_sweeps, n))
-    report.run("spill predicted as the H200 compiler did, on the 7 recorded settings (benchmarks/records/h200-cuda-layer.md)",
+    report.run("spill predicted as the H200 compiler did, on the 7 recorded settings "
+               "(benchmarks/records/h200-cuda-layer.md)",
                lambda: next((f"BLOCK = {b}, num_warps = {w}: " + p for b, w, _, _, s in H200_REGISTERS
                              if (p := _spill_problem(predict_spill, b, w, s))), ""))
     for block, warps in SPILL_CASES:

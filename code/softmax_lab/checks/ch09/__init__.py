@@ -1,5 +1,6 @@
 """Checks for chapter 9, the CUDA layer, one module per exercise (``ch09-shuffle-tail`` -> ``shuffle_tail.py``;
-shared launching and race detection in ``_blocks.py``): numba ``@cuda.jit`` kernels, real CUDA on a GPU, the simulator on a CPU.
+shared launching and race detection in ``_blocks.py``): numba ``@cuda.jit`` kernels, real CUDA on a GPU, the
+simulator on a CPU.
 
 * ``check_block_tree(kernel)``: a one-block-per-row softmax ``kernel(x, y, n_cols)`` with shared-memory trees.
 * ``check_reader_barrier(kernel)``: the library's buggy block kernel with its missing reader barrier added
