@@ -201,7 +201,7 @@ def test_a_real_kernel_saves_the_records_in_the_notebook(tmp_path):
     assert "Hint 1/4" in shown[0].data["text/markdown"] and "Hint 2/4" in shown[0].data["text/markdown"]
 
 
-# --- durable records: re-running, clearing or deleting a hint cell never lowers the level (issue 24) ----------
+# --- durable records: re-running, clearing or deleting a hint cell never lowers the level -----------------------
 
 
 def test_every_hint_output_carries_the_highest_levels_so_far():

@@ -56,7 +56,7 @@ def test_pyproject_environment_yml_and_locks_agree():
             f"requirements/test.txt has {name}=={test.get(name)}, pyproject {version}: make lock"
     # The course's runtime is the same in both locks; the test lock only adds the test tools.
     assert {n: v for n, v in test.items() if n in lab} == lab
-    # `softmax-lab check` runs notebooks under pytest + nbval: the learner's install has them (issue 24).
+    # `softmax-lab check` runs notebooks under pytest + nbval: the learner's install has them.
     for tool in ("pytest", "nbval"):
         assert lab.get(tool) == runtime[tool], f"`softmax-lab check` needs {tool}: requirements/lab.txt lacks it"
     for tool in ("playwright", "hypothesis", "pytest-xdist"):

@@ -1,4 +1,4 @@
-"""The package's layout (issue 10): course tools and the grader import no torch, every command has --help,
+"""The package's layout: course tools and the grader import no torch, every command has --help,
 package data is declared and shipped in the wheel."""
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ def test_describe_says_whose_kernel_it_is():
 
 
 def test_the_skeleton_launcher_around_an_imported_package_kernel_is_recognised(tmp_path):
-    """The issue's case: the package's kernel imported under the exercise's name, the given launcher kept."""
+    """The package's kernel imported under the exercise's name, the given launcher kept."""
     source = exercise_source("ch04-fused")
     launcher = source[source.index("def my_fused_softmax"):]
     imported = "from softmax_lab.kernels.fused import fused_softmax_kernel as my_fused_kernel\n\n\n" + launcher

@@ -1,4 +1,4 @@
-"""The hosted-notebook route as users take it (issue 24): the wheel pip builds from this tree, installed for real
+"""The hosted-notebook route as users take it: the wheel pip builds from this tree, installed for real
 (not editable) into a fresh virtual environment with no checkout on the path, gives every hint level of every
 exercise, chapter 9's recorded H200 cells exactly as the solution shows them, and a chapter's check.
 

@@ -1,5 +1,5 @@
-"""What every check does around the learner's code (softmax_lab.checks.guard, issue 24): it refuses a definition
-older than the exercise cell, stops a runaway kernel naming its loop, and answers an Interrupt in a few lines."""
+"""What every check does around the learner's code (softmax_lab.checks.guard): it refuses a definition older
+than the exercise cell, stops a runaway kernel naming its loop, and answers an Interrupt in a few lines."""
 from __future__ import annotations
 
 import _thread

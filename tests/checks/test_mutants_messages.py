@@ -1,4 +1,4 @@
-"""Each message names the real first fault (issue 24): one wrong answer per message, and what the learner sees.
+"""Each message names the real first fault: one wrong answer per message, and what the learner sees.
 
 A load with no mask is named as such, not as padding that reads 0; padding that reads 0 is named, drawn in the
 lane map with the value the padding lanes read, and the verdict line stays last; the memory-traffic case judges

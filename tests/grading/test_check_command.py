@@ -1,4 +1,4 @@
-"""`softmax-lab check` as a learner runs it (issue 24): from the checkout root it finds workspace/NAME and says which
+"""`softmax-lab check` as a learner runs it: from the checkout root it finds workspace/NAME and says which
 file it graded; each bad input gets one line naming the fix, before anything heavy loads, and nothing is written;
 the doctor proves `check` works by running it on a tiny notebook.
 

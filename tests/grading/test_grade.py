@@ -229,7 +229,7 @@ def make_submissions(folder: Path) -> None:
     nb = pasted()
     del nb.metadata["softmax_lab"]
     save(nb, folder / "nometa" / "Untitled.ipynb")
-    # Hints (issue 13): fx-double's complete answer (level 4) and fx-kernel's level 2 were shown and saved in the
+    # Hints: fx-double's complete answer (level 4) and fx-kernel's level 2 were shown and saved in the
     # notebook; fx-kernel's exercise cell also shows its level 4 when the grader runs it (the executed copy).
     nb = pasted()
     nb.cells[index_of(nb, "check:", "fx-double")].outputs = [hint_output("fx-double", 4)]
@@ -753,7 +753,7 @@ def test_broken_setup_cell_is_not_blamed_on_the_learner(tmp_path):
 
 
 def test_nbgrader_round_trip_keeps_hints_and_drops_widget_state():
-    """nbgrader replaces a whole solution region: the hints must sit outside it (issue 9, item 7)."""
+    """nbgrader replaces a whole solution region: the hints must sit outside it."""
     import re
 
     from softmax_lab.course.nbgrader import convert

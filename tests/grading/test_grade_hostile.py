@@ -1,8 +1,9 @@
-"""Attacks on `softmax-lab grade` from the second hostile review (issue 30): each one harmed the class, the host or
+"""Attacks on `softmax-lab grade` from the second hostile review: each one harmed the class, the host or
 the grade before, and fails now. Most are graded in ONE `grade --jobs 2` run of the fixture chapter 90 next to an
 honest learner whose rows must come out exactly as when graded alone.
 
-Each learner folder is one attack; the test named after it says what used to happen (the issue's numbers).
+Each learner folder is one attack; the test named after it says what used to happen (the comments keep the review's
+numbers).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Attacks on `softmax-lab grade` (issue 11): each fails against the grader before the sandbox and the judge,
+"""Attacks on `softmax-lab grade`: each fails against the grader before the sandbox and the judge,
 and is stopped now. Most are graded in ONE `grade --jobs 2` run of the fixture chapter 90 (module fixture).
 
 Each learner folder is one attack; the test named after it says what used to happen and what happens now.

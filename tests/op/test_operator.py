@@ -1,4 +1,4 @@
-"""softmax_lab.softmax as a PyTorch operator (issue 12): torch.library registration, torch.compile, export,
+"""softmax_lab.softmax as a PyTorch operator: torch.library registration, torch.compile, export,
 FakeTensor, CUDA graphs, autograd to any order (float64 references), forward AD, vmap, and the raw launchers'
 refusals (inputs that require grad, unsafe out=, bad knobs).
 
@@ -450,7 +450,7 @@ def test_direct_op_calls_refuse_forward_ad_instead_of_dropping_tangents():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 5. Issue 27: the cases a review written the way PyTorch tests its operators found wrong (4 of them silently)
+# 5. Edge cases that a review written the way PyTorch tests its operators found wrong (4 of them silently)
 
 def test_registered_ops_take_negative_dims_under_vmap():
     # The vmap rules used to pass dim + 1, turning -1 into the batch dim (max error 0.8, no exception).

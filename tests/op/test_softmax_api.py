@@ -57,7 +57,7 @@ def test_dtype_casts_first(dtype):
     y = softmax(x, 0, dtype=dtype, mask=torch.ones(70, dtype=torch.bool, device=DEV))
     assert y.dtype == dtype
     _close(y, softmax_ref(x.to(dtype), dim=0), dtype)
-    y = softmax(x, -1, torch.float64)  # as torch: cast to float64 first, computed in float64 (issue 27)
+    y = softmax(x, -1, torch.float64)  # as torch: cast to float64 first, computed in float64
     assert y.dtype == torch.float64
     torch.testing.assert_close(y, torch.softmax(x, -1, dtype=torch.float64), atol=1e-12, rtol=1e-10)
     with pytest.raises(TypeError, match="floating"):
@@ -156,7 +156,7 @@ def test_every_dispatch_path_is_correct():
 def test_errors():
     with pytest.raises(TypeError, match="floating"):
         softmax(torch.ones(2, 3, dtype=torch.int64, device=DEV))
-    assert softmax(torch.ones(2, 3, dtype=torch.float64, device=DEV)).dtype == torch.float64  # supported (issue 27)
+    assert softmax(torch.ones(2, 3, dtype=torch.float64, device=DEV)).dtype == torch.float64  # supported
     with pytest.raises(TypeError):
         softmax([1.0, 2.0])
     with pytest.raises(IndexError):

@@ -1,4 +1,5 @@
-"""The course in a real browser: JupyterLab 4 + Chromium, driven as a learner would (issue 6).
+"""The course in a real browser: JupyterLab 4 + Chromium, driven as a learner would: every cell runs clean and
+every picture, widget and stepper works.
 
 For chapters 1, 2 and 5: open the solution notebook, wait for an idle kernel, Run All Cells from the menu, then
 assert that no cell shows an error, every matplotlib figure renders as an image, every widget view renders, and

@@ -125,7 +125,7 @@ CHAPTER_2 = "02_masks_and_padding.ipynb"
 
 
 def test_chapter_2_solved_and_saved_gets_full_marks_in_a_cell_and_in_the_terminal(browser, made_lab):
-    """The issue's 'done when': after `make lab`, chapter 2 solved and saved in Chromium, then
+    """The whole route: after `make lab`, chapter 2 solved and saved in Chromium, then
     `!softmax-lab check 02_masks_and_padding.ipynb` in a cell and the same command in JupyterLab's terminal (which
     opens in workspace/) both give full marks."""
     lab = made_lab

@@ -1,4 +1,4 @@
-"""Pictures survive a reopen (issue 24): chapter 1 run, saved, its kernel stopped, reopened in a fresh page:
+"""Pictures survive a reopen: chapter 1 run, saved, its kernel stopped, reopened in a fresh page:
 every stepper comes back with its drawing, no "Error displaying widget: model not found".
 
 Run: `make test-ui` (or `.venv/bin/python -m pytest tests/ui/test_reopen.py`). Screenshots: test-output/ui/.

@@ -301,7 +301,7 @@ def check_fused(fused_softmax) -> Verdict:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def three_pass_counts(rows: int, cols: int) -> tuple[int, int]:
-    """What the library's three_pass_softmax loads and stores (elements); tests/checks/test_checks_ch00_04.py checks
+    """What the library's three_pass_softmax loads and stores (elements); tests/checks/test_ch04.py checks
     it against the counted traffic (memcount)."""
     return 3 * rows * cols + 2 * rows, 2 * rows * cols + 2 * rows
 

@@ -1,0 +1,25 @@
+"""Chapter 1's exercise checks (the stable row softmax, the shift trace, counting non-finite values): each exercise cell
+of the solution notebook fails its check when blank ("not implemented"), passes as solved, and fails with a message
+naming the pitfall when a mistake the chapter names is put in."""
+import pytest
+
+from check_helpers import (PITFALLS, blank_exercise_fails_with_not_implemented, chapter_exercises, chapter_rows,
+                           pitfall_fails_naming_it, solution_passes)
+
+CH01_PITFALLS = chapter_rows(PITFALLS, "ch01")
+
+
+@pytest.mark.parametrize("ex", chapter_exercises("ch01"))
+def test_blank_exercise_fails_with_not_implemented(ex, tmp_path):
+    blank_exercise_fails_with_not_implemented(ex, tmp_path)
+
+
+@pytest.mark.parametrize("ex", chapter_exercises("ch01"))
+def test_solution_passes(ex, tmp_path):
+    solution_passes(ex, tmp_path)
+
+
+@pytest.mark.parametrize("ex,pitfall,edits,case,words", CH01_PITFALLS,
+                         ids=[f"{p[0]}: {p[1]}" for p in CH01_PITFALLS])
+def test_pitfall_fails_naming_it(ex, pitfall, edits, case, words, tmp_path):
+    pitfall_fails_naming_it(ex, edits, case, words, tmp_path)

@@ -1,0 +1,64 @@
+"""Mutants of chapter 1's solutions: wrong answers a learner could write, each failing its check with a message that
+names the mistake.
+
+``MISSED_BEFORE`` are wrong answers the check used to pass: for each, every case the old check had still
+passes, and only a case that checks the property the chapter teaches kills it. ``CAUGHT`` holds the pitfalls
+the chapter names (caught by value), so that every named pitfall has a mutant.
+"""
+import pytest
+
+from check_helpers import PITFALLS, chapter_rows
+from mutant_helpers import (mutant_passed_the_old_cases_and_is_killed_now, named_pitfall_is_caught,
+                            new_exercise_mutant_is_killed)
+from softmax_lab.checks import ch01
+
+# Wrong answers the check used to pass, before it checked the property the chapter teaches:
+# (exercise, mutant, (old, new) edits of the solution, the case that must fail, words its line must hold)
+MISSED_BEFORE = [
+    ("ch01-stable-row", "torch.softmax inside the launcher",
+     [("    softmax_row_kernel[(1,)](out, x, x.numel(), BLOCK=BLOCK)", "    out.copy_(torch.softmax(x, dim=-1))")],
+     ch01.TRAFFIC_CASE, "never launched softmax_row_kernel"),
+]
+
+# Its newer exercises: (exercise, mutant, edits, failing case, words)
+NEW_EXERCISES = [
+    ("ch01-shift-trace", "says nothing changes", [("return [True, False, False, False, False]",
+                                                   "return [False, False, False, False, False]")],
+     "which steps change between the two rows", "side by side"),
+    ("ch01-shift-trace", "says everything changes", [("return [True, False, False, False, False]",
+                                                      "return [True, True, True, True, True]")],
+     "which steps change between the two rows", "side by side"),
+    ("ch01-shift-trace", "predicts overflow for [1000, 1000, 1000]",
+     [("return [1000.0, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], 3.0, [0.3333, 0.3333, 0.3333]]",
+       "return [1000.0, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], 3.0, [0.0, 0.0, 0.0]]")],
+     "your trace of [1000, 1000, 1000]", "not what the stable softmax computes at: y"),
+    ("ch01-shift-trace", "forgets the shift",
+     [("return [1000.0, [0.0, 0.0, 0.0]", "return [1000.0, [1000.0, 1000.0, 1000.0]")],
+     "your trace of [1000, 1000, 1000]", "x - max"),
+    ("ch01-count-nonfinite", "computes in float64",
+     [("for row in (x, x + 1000, x - 1000):", "for row in (x.double(), x.double() + 1000, x.double() - 1000):")],
+     "a wide row [0, 100, -100]", "compute in float32"),
+    ("ch01-count-nonfinite", "stable formula without the max", [("torch.exp(row - row.max())", "torch.exp(row)")],
+     "the chapter's row [2, 1, 0, -1.5]", "your stable count is wrong for x + 1000, x - 1000"),
+    ("ch01-count-nonfinite", "counts only inf, not NaN", [("(~torch.isfinite(textbook))", "torch.isinf(textbook)")],
+     "the chapter's row [2, 1, 0, -1.5]", "your textbook count is wrong"),
+]
+
+# The pitfalls the chapter names (check_helpers.PITFALLS), and more caught by value (same format)
+CAUGHT = chapter_rows(PITFALLS, "ch01")
+
+
+@pytest.mark.parametrize("ex,mutant,edits,case,words", MISSED_BEFORE, ids=[f"{m[0]}: {m[1]}" for m in MISSED_BEFORE])
+def test_mutant_passed_the_old_cases_and_is_killed_now(ex, mutant, edits, case, words, tmp_path):
+    mutant_passed_the_old_cases_and_is_killed_now(ex, mutant, edits, case, words, tmp_path)
+
+
+@pytest.mark.parametrize("ex,mutant,edits,case,words", NEW_EXERCISES, ids=[f"{m[0]}: {m[1]}" for m in NEW_EXERCISES])
+def test_new_exercise_mutant_is_killed(ex, mutant, edits, case, words, tmp_path):
+    new_exercise_mutant_is_killed(ex, mutant, edits, case, words, tmp_path)
+
+
+@pytest.mark.parametrize("ex,pitfall,edits,case,words", CAUGHT, ids=[f"{p[0]}: {p[1]}" for p in CAUGHT])
+def test_named_pitfall_is_caught(ex, pitfall, edits, case, words, tmp_path):
+    """The pitfalls the chapter names that the checks caught before too (by value)."""
+    named_pitfall_is_caught(ex, edits, case, words, tmp_path)

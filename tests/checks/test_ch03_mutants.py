@@ -1,0 +1,38 @@
+"""Mutants of chapter 3's solution (ch03-naive-normalize): wrong answers a learner could write, each failing its check
+with a message that names the mistake.
+
+``MISSED_BEFORE`` are wrong answers the check used to pass: for each, every case the old check had still
+passes, and only a case that checks the property the chapter teaches kills it. ``CAUGHT`` holds the pitfalls
+the chapter names (caught by value), so that every named pitfall has a mutant.
+"""
+import pytest
+
+from check_helpers import PITFALLS, chapter_rows
+from mutant_helpers import mutant_passed_the_old_cases_and_is_killed_now, named_pitfall_is_caught
+from softmax_lab.checks import ch03
+
+# Wrong answers the check used to pass, before it checked the property the chapter teaches:
+# (exercise, mutant, (old, new) edits of the solution, the case that must fail, words its line must hold)
+MISSED_BEFORE = [
+    ("ch03-naive-normalize", "torch.softmax inside the launcher",
+     [("    my_naive_kernel[(n_rows * n_cols,)](out, x, n_cols, BLOCK=BLOCK)",
+       "    out.copy_(torch.softmax(x, dim=-1))")],
+     ch03.TRAFFIC_CASE, "never launched my_naive_kernel"),
+    ("ch03-naive-normalize", "reloads its own element instead of using `mine`",
+     [("y = tl.exp(mine - row_max) / total", "y = tl.exp(tl.load(row_start + col) - row_max) / total")],
+     ch03.TRAFFIC_CASE, "walk the row twice and load its own element once"),
+]
+
+# The pitfalls the chapter names (check_helpers.PITFALLS), and more caught by value (same format)
+CAUGHT = chapter_rows(PITFALLS, "ch03")
+
+
+@pytest.mark.parametrize("ex,mutant,edits,case,words", MISSED_BEFORE, ids=[f"{m[0]}: {m[1]}" for m in MISSED_BEFORE])
+def test_mutant_passed_the_old_cases_and_is_killed_now(ex, mutant, edits, case, words, tmp_path):
+    mutant_passed_the_old_cases_and_is_killed_now(ex, mutant, edits, case, words, tmp_path)
+
+
+@pytest.mark.parametrize("ex,pitfall,edits,case,words", CAUGHT, ids=[f"{p[0]}: {p[1]}" for p in CAUGHT])
+def test_named_pitfall_is_caught(ex, pitfall, edits, case, words, tmp_path):
+    """The pitfalls the chapter names that the checks caught before too (by value)."""
+    named_pitfall_is_caught(ex, edits, case, words, tmp_path)

@@ -1,0 +1,103 @@
+"""Mutants of chapter 4's solutions: wrong answers a learner could write, each failing its check with a message that
+names the mistake.
+
+``MISSED_BEFORE`` are wrong answers the check used to pass: for each, every case the old check had still
+passes, and only a case that checks the property the chapter teaches kills it. ``CAUGHT`` holds the pitfalls
+the chapter names (caught by value), so that every named pitfall has a mutant.
+"""
+import re
+
+import pytest
+
+from check_helpers import PITFALLS, chapter_rows, exercise_source, load, run_check
+from mutant_helpers import failing_line, mutant_passed_the_old_cases_and_is_killed_now, mutate, named_pitfall_is_caught
+from softmax_lab.checks import ch04
+
+LAUNCH_CH04 = """    my_fused_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK=BLOCK,
+                               num_warps=4 if BLOCK <= 1024 else 8)  # simpler than default_num_warps"""
+
+
+# Wrong answers the check used to pass, before it checked the property the chapter teaches:
+# (exercise, mutant, (old, new) edits of the solution, the case that must fail, words its line must hold)
+MISSED_BEFORE = [
+    ("ch04-fused", "32-bit row offsets", [("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")],
+     ch04.INT64_CASE, "make the row index 64-bit"),
+    ("ch04-fused", "ignores out_row_stride (assumes a contiguous output)",
+     [("out_ptr + row * out_row_stride", "out_ptr + row * n_cols")], ch04.STRIDED_OUT_CASES[0][0], "out_row_stride"),
+    ("ch04-fused", "torch.softmax inside the wrapper", [(LAUNCH_CH04, "    out.copy_(torch.softmax(x, dim=-1))")],
+     ch04.TRAFFIC_CASE, "never launched my_fused_kernel"),
+    ("ch04-fused", "reads the row twice (not fused)",
+     [("    x = x - tl.max(x, axis=0)",
+       '    x = x - tl.max(tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf")), axis=0)')],
+     ch04.TRAFFIC_CASE, "load each element of x once"),
+]
+
+# The pitfalls the chapter names (check_helpers.PITFALLS), and more caught by value (same format)
+CAUGHT = chapter_rows(PITFALLS, "ch04") + [
+    ("ch04-fused", "store without mask", [("tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)",
+                                           "tl.store(out_ptr + row * out_row_stride + cols, y)")],
+     "random 2x31", "mask the store"),
+    ("ch04-fused", "load without mask", [('mask=mask, other=float("-inf"))', ")")], "random 2x31", "mask the load"),
+]
+
+
+@pytest.mark.parametrize("ex,mutant,edits,case,words", MISSED_BEFORE, ids=[f"{m[0]}: {m[1]}" for m in MISSED_BEFORE])
+def test_mutant_passed_the_old_cases_and_is_killed_now(ex, mutant, edits, case, words, tmp_path):
+    mutant_passed_the_old_cases_and_is_killed_now(ex, mutant, edits, case, words, tmp_path)
+
+
+@pytest.mark.parametrize("ex,pitfall,edits,case,words", CAUGHT, ids=[f"{p[0]}: {p[1]}" for p in CAUGHT])
+def test_named_pitfall_is_caught(ex, pitfall, edits, case, words, tmp_path):
+    """The pitfalls the chapter names that the checks caught before too (by value)."""
+    named_pitfall_is_caught(ex, edits, case, words, tmp_path)
+
+
+TRAFFIC_MUTANTS = [
+    ("bytes, not elements (fused)",
+     [("loads, stores = rows * cols, rows * cols", "loads, stores = 4 * rows * cols, 4 * rows * cols")],
+     "fused on 3x5", "count elements, not bytes"),
+    ("forgot the per-row max and sum",
+     [("loads = rows * cols + (rows * cols + rows) + (rows * cols + rows)", "loads = 3 * rows * cols"),
+      ("stores = rows + (rows * cols + rows) + rows * cols", "stores = 2 * rows * cols")],
+     "three_pass on 3x5", "the per-row (rows) term is too small"),
+    ("x read once in the three-pass kernels", [("loads = rows * cols + (rows * cols + rows) + (rows * cols + rows)",
+                                                "loads = rows * cols + rows + (rows * cols + rows)")],
+     "three_pass on 3x5", "the per-element (rows * cols) term is too small"),
+    ("fused stores the max and the sum",
+     [("loads, stores = rows * cols, rows * cols", "loads, stores = rows * cols, rows * cols + 2 * rows")],
+     "fused on 2x16", "stores: the per-row (rows) term is too large"),
+    ("counts padded lanes", [("loads, stores = rows * cols, rows * cols",
+                              "loads, stores = rows * triton.next_power_of_2(cols), rows * cols")],
+     "fused on 3x5", "does not grow like a count of elements"),
+]
+EXPECTED_TOTALS = {14, 10, 51, 36, 100, 68, 15, 32}  # what the library kernels move on 1x4, 3x5, 2x16
+
+
+@pytest.mark.parametrize("mutant,edits,case,words", TRAFFIC_MUTANTS, ids=[m[0] for m in TRAFFIC_MUTANTS])
+def test_traffic_feedback_names_the_wrong_term_and_no_expected_total(mutant, edits, case, words, tmp_path):
+    """The old check printed "you said 45, the kernels loaded 51": a learner could fit the formula to that."""
+    ex = "ch04-traffic"
+    ok, text = run_check(ex, load(ex, mutate(ex, edits), tmp_path), grouped=False)
+    line = failing_line(text, case)
+    assert not ok and line is not None and words in line, text
+    for ln in text.splitlines():
+        if ln.startswith("FAIL"):
+            reason = ln.split(": ", 1)[1]
+            assert not EXPECTED_TOTALS & {int(n) for n in re.findall(r"\b\d+\b", reason)}, ln
+
+
+def test_traffic_judge_says_too_high_or_low_without_totals():
+    expect = ch04.expect_counts((51, 36))
+    assert expect([51, 36]) == ""
+    assert expect([45, 36]) == "loads too low"
+    assert expect([51, 144]) == "stores too high"
+    assert "pair" in expect([1]) and "pair" in expect("x")
+
+
+def test_int64_probe_sees_pid_derived_32_bit_offsets_only(tmp_path):
+    """The probe flags `row * stride` in int32 but not the int64 version, nor 32-bit offsets that do not come from
+    the program id (cols)."""
+    good = load("ch04-fused", exercise_source("ch04-fused"), tmp_path)
+    bad = load("ch04-fused", mutate("ch04-fused", [("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")]), tmp_path)
+    assert ch04._int64_problem(good.my_fused_softmax) == ""
+    assert "64-bit" in ch04._int64_problem(bad.my_fused_softmax)

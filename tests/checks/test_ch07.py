@@ -1,0 +1,120 @@
+"""Chapter 7's exercise checks (bandwidth arithmetic, choosing rows per program): a blank exercise fails with "not
+implemented", the solution passes, and each classic mistake fails with a message that names it.
+
+The kernels here are small stand-ins for what a learner writes in the notebook (the solution, and each pitfall
+introduced into it); the notebook's own exercise cells are checked too. Sizes stay tiny: these run on the CPU
+interpreter in CI.
+"""
+import softmax_lab  # noqa: F401 - before triton: picks the device (the interpreter on a CPU)
+import pytest
+import torch
+import triton
+
+from check_helpers import (assert_blank, assert_names, assert_passes, blank,
+                           notebook_exercise_blank_says_not_implemented, notebook_exercise_solution_passes)
+from softmax_lab.checks import ch07
+
+
+def _bytes(M, N, dtype, reads_only=False, itemsize=None):
+    size = itemsize or torch.tensor([], dtype=dtype).element_size()
+    return (1 if reads_only else 2) * M * N * size
+
+
+def _gbps(M, N, dtype, ms, gib=False, seconds=False):
+    seconds_taken = ms if seconds else ms * 1e-3
+    return _bytes(M, N, dtype) / seconds_taken / (2 ** 30 if gib else 1e9)
+
+
+def test_ch07_bandwidth_blank(capsys):
+    ok = ch07.check_bandwidth(blank, blank)
+    out = capsys.readouterr().out
+    assert not ok and "not implemented yet" in out
+    assert out.strip().splitlines()[-1].startswith("ch07-bandwidth: FAILED (0/")
+
+
+def test_ch07_bandwidth_solution(capsys):
+    assert ch07.check_bandwidth(_bytes, _gbps), capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bytes_fn,gbps_fn,words", [
+    (lambda M, N, dt: _bytes(M, N, dt, reads_only=True), _gbps, ["counted only the reads"]),
+    (lambda M, N, dt: _bytes(M, N, dt, itemsize=4), _gbps, ["element is 2 bytes"]),
+    (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms, gib=True), ["not 2^30 (GiB)"]),
+    (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms, seconds=True), ["milliseconds"]),
+])
+def test_ch07_bandwidth_pitfalls(bytes_fn, gbps_fn, words, capsys):
+    ok = ch07.check_bandwidth(bytes_fn, gbps_fn)
+    out = capsys.readouterr().out
+    assert not ok
+    fails = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    for w in words:
+        assert any(w in line for line in fails), out
+
+
+def rows_solution(M, N, n_sms):
+    block = triton.next_power_of_2(N)
+    rows = 1
+    while rows * 2 * block <= ch07.MAX_TILE and triton.cdiv(M, rows * 2) >= ch07.PROGRAMS_PER_SM * n_sms:
+        rows *= 2
+    return rows
+
+
+def rows_no_grid(M, N, n_sms):  # ignores the SMs: fills the tile
+    return max(1, ch07.MAX_TILE // triton.next_power_of_2(N))
+
+
+def rows_floor(M, N, n_sms):  # counts programs with M // ROWS
+    block = triton.next_power_of_2(N)
+    rows = 1
+    while rows * 2 * block <= ch07.MAX_TILE and M // (rows * 2) >= ch07.PROGRAMS_PER_SM * n_sms:
+        rows *= 2
+    return rows
+
+
+def rows_no_tile_cap(M, N, n_sms):
+    rows = 1
+    while triton.cdiv(M, rows * 2) >= ch07.PROGRAMS_PER_SM * n_sms:
+        rows *= 2
+    return rows
+
+
+def rows_not_pow2(M, N, n_sms):
+    return max(1, min(ch07.MAX_TILE // triton.next_power_of_2(N), M // (ch07.PROGRAMS_PER_SM * n_sms)))
+
+
+def test_ch07_rows_blank(capsys):
+    assert_blank(ch07.check_choose_rows, blank, "ch07-rows", capsys)
+
+
+def test_ch07_rows_solution(capsys):
+    assert_passes(ch07.check_choose_rows, rows_solution, "ch07-rows", capsys)
+
+
+@pytest.mark.parametrize("fn,words", [
+    (rows_no_grid, ["some SMs sit idle"]),
+    (rows_floor, ["cdiv(M, ROWS)"]),
+    (rows_no_tile_cap, ["spill registers"]),
+    (rows_not_pow2, ["power of two"]),
+])
+def test_ch07_rows_pitfalls(fn, words, capsys):
+    assert_names(ch07.check_choose_rows, fn, "ch07-rows", words, capsys)
+
+
+# ============================================================ the notebooks' own exercise cells, both versions
+
+
+# (notebook, exercise id, check function, names the check is called with)
+NOTEBOOK_EXERCISES = [
+    ("07_performance.ipynb", "ch07-bandwidth", ch07.check_bandwidth, ["bytes_moved", "achieved_gbps"]),
+    ("07_performance.ipynb", "ch07-rows", ch07.check_choose_rows, ["choose_rows"]),
+]
+
+
+@pytest.mark.parametrize("notebook,exercise,check,names", NOTEBOOK_EXERCISES, ids=[e[1] for e in NOTEBOOK_EXERCISES])
+def test_notebook_exercise_solution_passes(notebook, exercise, check, names, exercise_module, capsys):
+    notebook_exercise_solution_passes(exercise, check, names, exercise_module, capsys)
+
+
+@pytest.mark.parametrize("notebook,exercise,check,names", NOTEBOOK_EXERCISES, ids=[e[1] for e in NOTEBOOK_EXERCISES])
+def test_notebook_exercise_blank_says_not_implemented(notebook, exercise, check, names, exercise_module, capsys):
+    notebook_exercise_blank_says_not_implemented(exercise, check, names, exercise_module, capsys)
