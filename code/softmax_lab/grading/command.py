@@ -24,6 +24,7 @@ from pathlib import Path
 from ..cli import UsageError
 from ..course import registry as _registry
 from ..course import sanitize_config
+from . import cluster
 from .chapters import Chapter, InvalidNotebook, answers, load_chapters, match_chapter, read_submission
 from .grader import GRADER_TROUBLE, Options, SubmissionResult, grade_notebook, make_row, safe_line
 from .hints import DEFAULT_ANSWER_HINT_CAP
@@ -174,7 +175,10 @@ def _cgroup_policy(args, own: bool) -> bool:
 def options(args, learner: bool = False) -> tuple[Options, dict[str, Chapter]]:
     """Grading options and the chapters from the parsed command line (UsageError names what is wrong)."""
     solutions, chapters = _chapters(args)
-    _prepare_sandbox(args, learner)
+    if getattr(args, "dask", None):  # the cluster's workers sandbox each notebook: cluster.py checks them instead
+        args.cgroup = not args.unsafe_no_cgroup
+    else:
+        _prepare_sandbox(args, learner)
     limits = Limits(cell_timeout=args.timeout, setup_timeout=max(args.setup_timeout, args.timeout),
                     wall_timeout=args.notebook_timeout, memory_mb=args.memory_mb, keep_scratch=args.keep_scratch,
                     sandbox=not args.unsafe_no_sandbox, cgroup=args.cgroup)
@@ -394,12 +398,13 @@ def summary_line(name: str, rows: list[dict]) -> str:
     return f"{name}: {got:g}/{total:g} points ({verdicts})"
 
 
-def grade_all(book: Gradebook, todo: list[Submission], opts: Options, jobs: int) -> int:
-    """Grade ``todo`` with ``jobs`` threads, writing every file after each notebook. 130 on Ctrl-C, else 0."""
+def grade_all(book: Gradebook, todo: list[Submission], opts: Options, jobs: int, dask: str | None = None) -> int:
+    """Grade ``todo`` with ``jobs`` threads (or on the Dask cluster at ``dask``), writing every file after each
+    notebook. 130 on Ctrl-C, else 0."""
     from tqdm.auto import tqdm
 
+    pool = cluster.GradingOnDask(dask, opts) if dask and todo else ThreadPoolExecutor(max_workers=max(1, jobs))
     bar = tqdm(total=len(todo), unit="notebook", desc="grading", file=sys.stderr, disable=None)
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         futures = {pool.submit(_grade_one, s, book.chapters, opts): s for s in todo}
         for fut in as_completed(futures):
@@ -437,6 +442,9 @@ def add_grade_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--chapter", default=None,
                     help="the chapter being graded (e.g. 02): a notebook of another chapter scores `missing`")
     ap.add_argument("--jobs", "-j", type=int, default=1, help="submissions graded in parallel (default 1)")
+    ap.add_argument("--dask", metavar="SCHEDULER_ADDRESS", default=None,
+                    help="grade on the workers of this Dask cluster (e.g. tcp://10.0.0.5:8786) instead of here; "
+                         "docs/grading.md, 'Grading on a cluster with Dask'")
     ap.add_argument("--force", action="store_true", help="regrade submissions already in the gradebook")
     ap.add_argument("--partial-credit", action="store_true",
                     help="a failed check earns points x (checks passed / checks run) instead of 0")
@@ -468,10 +476,15 @@ def run_grade(args: argparse.Namespace) -> int:
                 book.chapter_of[s.name], book.answers_by[s.name] = ch, ans
     skipped = len(subs) - len(todo)
     print(f"softmax-lab grade: {len(subs)} notebook(s), {skipped} already graded"
-          + (" (--force regrades them)" if skipped else "") + f", {len(todo)} to grade with {args.jobs} job(s)",
+          + (" (--force regrades them)" if skipped else "") + f", {len(todo)} to grade "
+          + (f"on the Dask cluster at {args.dask}" if args.dask else f"with {args.jobs} job(s)"),
           file=sys.stderr)
     write_all(book, {s.learner for s in subs})
-    rc = grade_all(book, todo, opts, args.jobs)
+    try:
+        rc = grade_all(book, todo, opts, args.jobs, args.dask)
+    except cluster.ClusterError as err:  # unreachable, unfit workers, or the scheduler went away: one line
+        print(f"softmax-lab grade: {err}", file=sys.stderr)
+        return 1
     if rc == 0:
         print(f"wrote {book.out}, {book.feedback_dir}/, {book.manual_csv_path} and {book.manual_md_path}")
     return rc
