@@ -9,6 +9,8 @@ with its package).
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import signal
@@ -22,7 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grade import (DOUBLE_OK, FAST, FIXTURES, ROOT, _sandbox_and_fixture_judges,  # noqa: E402,F401
-                        _with_registry, pasted, read_rows, save, set_exercise)
+                        _with_registry, grade_main, pasted, read_rows, save, set_exercise)
 from test_install import LOCKS, lock_pins  # noqa: E402
 
 from distributed import Client, LocalCluster  # noqa: E402  (a test tool: requirements/test.txt)
@@ -102,7 +104,9 @@ def test_a_worker_killed_mid_notebook_costs_a_retry_not_a_row(dask_cluster, tmp_
         time.sleep(3)  # inside the notebook's run: its sandbox is up, the exercise sleeps
         pid = client.run(os.getpid, workers=[worker])[worker]
         os.kill(pid, signal.SIGKILL)
-    stdout, stderr = proc.communicate(timeout=240)
+        stdout, stderr = proc.communicate(timeout=240)
+        assert worker not in client.scheduler_info(n_workers=-1)["workers"]  # it died mid-notebook (its nanny
+        #                                                                       started a new one)
     assert proc.returncode == 0, stderr[-3000:]
     rows = read_rows(out)
     assert sorted((r["exercise"], r["status"], r["points"]) for r in rows) == [
@@ -127,3 +131,31 @@ def test_the_cluster_extra_is_locked_for_the_tests():
     for req in extras["cluster"]:
         name, version = req.split("==")
         assert req in extras["test"] and test_lock.get(name) == version, (req, test_lock.get(name))
+
+
+def test_a_scheduler_that_goes_away_mid_class_loses_no_row(dask_cluster, tmp_path):
+    """The module's last test: it closes the cluster's scheduler while the class is being graded."""
+    for who in ("a", "b"):
+        save(pasted(), tmp_path / "s" / who / NB)
+    slow = set_exercise(pasted(), "fx-double", "import time\ntime.sleep(8)\n" + DOUBLE_OK)
+    save(slow, tmp_path / "s" / "slow" / NB)
+    out = tmp_path / "g.csv"
+    argv = [tmp_path / "s", "--out", out, "--solutions", FIXTURES, *MEMORY, *FAST]
+    proc = grade_cli(argv + ["--dask", dask_cluster.scheduler_address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 180
+    while not (out.exists() and read_rows(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    dask_cluster.close()  # workers retired, then the scheduler closed: the instructor's connection drops
+    _, stderr = proc.communicate(timeout=120)
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and "notebook(s)" not in ln and "Dask cluster at" not in ln]
+    assert proc.returncode == 1 and len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert "went away: the gradebook holds every notebook graded so far; run the same command again" in lines[0]
+    graded = {r["submission"] for r in read_rows(out)}
+    assert graded and "slow/" + NB not in graded and len(read_rows(out)) == 2 * len(graded), read_rows(out)
+    # The same command again (here on this machine: the cluster is gone) grades the rest, nothing twice.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+        assert grade_main(argv) == 0
+    assert f"{len(graded)} already graded" in err.getvalue(), err.getvalue()
+    rows = read_rows(out)
+    assert sorted((r["submission"].split("/")[0], r["exercise"], r["status"]) for r in rows) == [
+        (who, ex, "passed") for who in ("a", "b", "slow") for ex in ("fx-double", "fx-kernel")], rows
