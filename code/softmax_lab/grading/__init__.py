@@ -1,6 +1,7 @@
 """Grading learners' notebooks against the solutions with nbval (`softmax-lab grade` / `softmax-lab check`).
 
 * ``command``      the two commands: options, the gradebook session (resume, write, grade in parallel)
+* ``cluster``      `grade --dask`: the same grading on a Dask cluster's workers (an executor for ``command``)
 * ``submissions``  the notebooks under the folders given and who handed each in (roster, layouts)
 * ``chapters``     the chapters (from solutions/, points from the registry), matching a submission, grafting
 * ``runner``       one grafted notebook under nbval in its own sandbox, scratch directory and limits

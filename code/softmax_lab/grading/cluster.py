@@ -185,7 +185,11 @@ class GradingOnDask(concurrent.futures.Executor):
         if not workers:
             print(f"softmax-lab grade: the scheduler at {self.address} has no workers yet; the notebooks wait "
                   "for the first one (Ctrl-C stops; nothing is lost)", file=sys.stderr, flush=True)
-            self.client.wait_for_workers(1)
+            try:
+                self.client.wait_for_workers(1)
+            except KeyboardInterrupt:
+                raise ClusterError("stopped while waiting for the cluster's first worker: nothing was graded, "
+                                   "nothing changed") from None
         limits = self.opts.limits
         try:
             answers = self.client.run(probe, limits.sandbox, limits.cgroup, on_error="return")
@@ -234,8 +238,12 @@ class GradingOnDask(concurrent.futures.Executor):
             if self._chapters is None or self._chapters[0] != id(chapters):
                 self._chapters = (id(chapters), self.client.submit(chapters_task, chapters, pure=False,
                                                                    key=f"softmax-lab-chapters-{uuid.uuid4().hex}"))
-            task = self.client.submit(grade_on_worker, grade_one, sub.name, sub.path.name, data, sub.learner,
-                                      self._chapters[1], opts, pure=False, retries=RETRIES, key=_task_key(sub.name))
+            try:
+                task = self.client.submit(grade_on_worker, grade_one, sub.name, sub.path.name, data, sub.learner,
+                                          self._chapters[1], opts, pure=False, retries=RETRIES,
+                                          key=_task_key(sub.name))
+            except Exception:  # noqa: BLE001 - the client lost its scheduler while sending
+                raise self._lost(f"the scheduler at {self.address} went away") from None
             self._pending[task.key] = done
         done.set_running_or_notify_cancel()
         task.add_done_callback(lambda t: self._finished(t, sub, chapters))
