@@ -27,6 +27,8 @@ from test_grade import (DOUBLE_OK, FAST, FIXTURES, ROOT, _sandbox_and_fixture_ju
                         _with_registry, grade_main, pasted, read_rows, save, set_exercise)
 from test_install import LOCKS, lock_pins  # noqa: E402
 
+from softmax_lab.grading.grader import GRADER_TROUBLE  # noqa: E402
+
 from distributed import Client, LocalCluster  # noqa: E402  (a test tool: requirements/test.txt)
 
 NB = "90_grading_fixture.ipynb"
@@ -57,8 +59,10 @@ def dask_cluster(tmp_path_factory):
 
     if cgroup.why_unavailable():
         pytest.skip(f"no cgroups here: {cgroup.why_unavailable()}")
+    # allowed_failures=1: a notebook is tried again once after its worker died, and gets a row the second time
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      preload=[_preload(tmp_path_factory.mktemp("preload"))], silence_logs=40) as lc:
+                      preload=[_preload(tmp_path_factory.mktemp("preload"))], silence_logs=40,
+                      scheduler_kwargs={"allowed_failures": 1}) as lc:
         yield lc
 
 
@@ -112,6 +116,28 @@ def test_a_worker_killed_mid_notebook_costs_a_retry_not_a_row(dask_cluster, tmp_
     assert sorted((r["exercise"], r["status"], r["points"]) for r in rows) == [
         ("fx-double", "passed", "2"), ("fx-kernel", "passed", "3")], rows
     assert "slow/" in stdout and "Traceback" not in stderr, stderr
+
+
+def test_a_notebook_whose_workers_keep_dying_gets_a_row_graded_again_next_time(dask_cluster, tmp_path):
+    doomed = set_exercise(pasted(), "fx-double", "import time\ntime.sleep(6)\n" + DOUBLE_OK)
+    save(doomed, tmp_path / "s" / "doomed" / NB)
+    out = tmp_path / "g.csv"
+    proc = grade_cli([tmp_path / "s", "--out", out, "--solutions", FIXTURES, "--dask", dask_cluster.scheduler_address,
+                      *MEMORY, *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with Client(dask_cluster.scheduler_address, set_as_default=False) as client:
+        for _ in range(2):  # its first worker, then the one it was retried on
+            worker = _worker_running(client, "grade-doomed/")
+            time.sleep(2)
+            os.kill(client.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
+            while worker in client.scheduler_info(n_workers=-1)["workers"]:
+                time.sleep(0.1)
+        stdout, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 0, stderr[-3000:]
+    [row] = read_rows(out)
+    assert row["status"] == "error" and row["points"] == "0", row
+    assert row["message"].startswith(GRADER_TROUBLE) and "grading cluster failed" in row["message"], row
+    assert "127.0.0.1" not in row["message"]  # the details (worker addresses) go to the instructor only
+    assert "the cluster could not grade doomed/" in stderr and "kept dying" in stderr, stderr[-2000:]
 
 
 def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path):

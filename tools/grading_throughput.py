@@ -84,19 +84,21 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from distributed import LocalCluster
 
-    record = {"what": f"{args.count} synthetic submissions of chapter {args.chapter} graded by `softmax-lab grade` "
-                      "(bubblewrap + cgroups, --force), wall time of the whole command",
-              "command": "PYTHONPATH=code .venv/bin/python tools/grading_throughput.py " + " ".join(
-                  sys.argv[1:] if argv is None else argv),
-              "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    command = "PYTHONPATH=code .venv/bin/python tools/grading_throughput.py " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    record = {"what": "synthetic submissions of a chapter graded by `softmax-lab grade` (bubblewrap + cgroups, "
+                      "--force): wall time of the whole command, from its start to its exit",
               "machine": {"cpus": os.cpu_count(), "gpu": "none (Triton's interpreter on the CPU)",
                           "cpu": _cpu_model(), "python": platform.python_version(), "system": platform.platform()},
               "runs": []}
+    if args.out and args.out.exists():  # runs of several invocations (other counts) gather in one record
+        record["runs"] = json.loads(args.out.read_text(encoding="utf-8"))["runs"]
     with tempfile.TemporaryDirectory(prefix="softmax-lab-throughput-") as tmp:
         subs = Path(tmp) / "submissions"
         make_class(args.chapter, args.count, subs)
         for spec in args.runs.split(","):
             where, n = spec.split(":")
+            load = round(os.getloadavg()[0], 2)  # the 1-minute load average as the run starts
             out = Path(tmp) / f"{where}{n}" / "gradebook.csv"
             if where == "local":
                 took = grade(subs, out, ["--jobs", n])
@@ -108,17 +110,24 @@ def main(argv=None) -> int:
                     started = time.monotonic() - t0
                     took = grade(subs, out, ["--dask", cluster.scheduler_address])
                 run = {"where": f"Dask LocalCluster, {n} worker(s) x 1 thread", "cluster_start_s": round(started, 1)}
-            run.update(wall_s=round(took, 1), per_submission_s=round(took / args.count, 2), statuses=statuses(out))
+            run.update(chapter=args.chapter, count=args.count, wall_s=round(took, 1),
+                       per_submission_s=round(took / args.count, 2), statuses=statuses(out),
+                       date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), command=command,
+                       load_average_at_start=load)
             record["runs"].append(run)
             print(json.dumps(run), flush=True)
-    same = {json.dumps(r["statuses"], sort_keys=True) for r in record["runs"]}
-    record["statuses_agree"] = len(same) == 1
-    text = json.dumps(record, indent=2) + "\n"
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
-    print(text)
+            save(record, args.out)  # after every run: a long measurement stopped early keeps what it measured
     return 0
+
+
+def save(record: dict, out: Path | None) -> None:
+    by_count = collections.defaultdict(set)
+    for r in record["runs"]:
+        by_count[(r["chapter"], r["count"])].add(json.dumps(r["statuses"], sort_keys=True))
+    record["statuses_agree"] = all(len(s) == 1 for s in by_count.values())
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 def _cpu_model() -> str:

@@ -288,8 +288,8 @@ class GradingOnDask(concurrent.futures.Executor):
         from .grader import GRADER_TROUBLE, SubmissionResult, make_row, safe_line
 
         if isinstance(err, KilledWorker):
-            detail = (f"the Dask workers grading it died {err.allowed_failures + 1} times (out of memory, killed, or "
-                      f"their node lost; the last one was {err.last_worker.address}): see the workers' logs")
+            detail = (f"the Dask workers grading it kept dying ({str(err).splitlines()[0][:300]}): out of memory, "
+                      "killed, or their node lost; see the workers' logs")
         else:
             detail = "".join(traceback.format_exception(type(err), err, err.__traceback__)).strip()
         ref = hashlib.sha256(detail.encode("utf-8", "replace")).hexdigest()[:8]
