@@ -174,6 +174,12 @@ class GradingOnDask(concurrent.futures.Executor):
         self._closed = False
         try:
             self._check_workers()
+        except ClusterError:
+            self._close()
+            raise
+        except Exception as err:  # noqa: BLE001 - the scheduler went away while the workers were being asked
+            self._close()
+            raise self._lost(f"the scheduler at {address} went away ({str(err).splitlines()[0][:200]})") from None
         except BaseException:
             self._close()
             raise
