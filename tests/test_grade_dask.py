@@ -163,7 +163,7 @@ def test_a_scheduler_that_goes_away_mid_class_loses_no_row(dask_cluster, tmp_pat
     """The module's last test: it closes the cluster's scheduler while the class is being graded."""
     for who in ("a", "b"):
         save(pasted(), tmp_path / "s" / who / NB)
-    slow = set_exercise(pasted(), "fx-double", "import time\ntime.sleep(8)\n" + DOUBLE_OK)
+    slow = set_exercise(pasted(), "fx-double", "import time\ntime.sleep(2)\n" + DOUBLE_OK)
     save(slow, tmp_path / "s" / "slow" / NB)
     out = tmp_path / "g.csv"
     argv = [tmp_path / "s", "--out", out, "--solutions", FIXTURES, *MEMORY, *FAST]
