@@ -23,6 +23,8 @@ import test_grade as T
 from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, KERNEL_OK, check_main, ensure_bwrap, grade_main, pasted,
                         read_rows, save, set_exercise)
 from test_grade import _sandbox_and_fixture_judges  # noqa: F401 - an autouse fixture: imported, it applies here too
+from test_grade_dask import comparable, grade_cli
+from test_grade_dask import dask_cluster  # noqa: F401 - a fixture this file's tests ask for
 
 NB = "90_grading_fixture.ipynb"
 IN_JUDGE = "if not os.path.exists('/opt/softmax-lab'):\n"  # the judge's sandbox has no softmax_lab package
@@ -139,7 +141,8 @@ def graded(tmp_path_factory):
     assert grade_main([str(tmp / "alone-subs"), "--out", str(honest_alone), "--solutions", str(FIXTURES),
                        "--memory-mb", "3072", *FAST]) == 0
     rows = read_rows(out)
-    return {"rc": rc, "rows": rows, "out": out, "seconds": time.monotonic() - t0, "stdout": stdout.getvalue(),
+    return {"rc": rc, "rows": rows, "out": out, "submissions": subs, "seconds": time.monotonic() - t0,
+            "stdout": stdout.getvalue(),
             "shm_growth": _shm_used() - shm_before,
             "rss_growth_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024,
             "alone": read_rows(honest_alone), "files": [p for p in out.parent.rglob("*") if p.is_file()]}
@@ -364,3 +367,17 @@ def test_json_from_the_harness_is_parsed_strictly():
             parse_results(bad + (b"\n" if b"\n" not in bad else b""))
     assert parse_results(b'{"results": {"a": 1}, "files": [["e0_c0_out.npy", 2]]}\nab') == (
         {"a": 1}, {"e0_c0_out.npy": b"ab"})
+
+
+def test_a_dask_cluster_grades_the_class_as_here(graded, dask_cluster, tmp_path):  # noqa: F811 - the fixture
+    """`grade --dask` sends each notebook to a worker, which grades it in its own sandbox: the same rows as
+    the local run above (sorted; a pipe's inode and the judge's random sizes masked), and a rerun resumes."""
+    out, where = tmp_path / "gradebook.csv", ["--dask", dask_cluster.scheduler_address]
+    argv = [graded["submissions"], "--out", out, "--solutions", FIXTURES, "--memory-mb", "3072", *FAST, *where]
+    proc = grade_cli(argv)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 worker(s)" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert comparable(read_rows(out)) == comparable(graded["rows"])
+    again = grade_cli(argv)
+    assert again.returncode == 0 and "11 already graded" in again.stderr and "0 to grade" in again.stderr, again.stderr
+    assert comparable(read_rows(out)) == comparable(graded["rows"])

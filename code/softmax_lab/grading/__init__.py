@@ -4,6 +4,7 @@
 * ``check``        `softmax-lab check`: find the learner's notebook, grade it, print points and FAIL lines
 * ``options``      the options both commands share (course, limits, sandbox policy)
 * ``gradebook``    the gradebook being written: rows, resume state, and the files beside the CSV (atomic)
+* ``cluster``      `grade --dask`: the same grading on a Dask cluster's workers (an executor for ``grade``)
 * ``submissions``  the notebooks under the folders given and who handed each in (roster, layouts)
 * ``chapters``     the chapters (from solutions/, points from the registry), matching a submission, grafting
 * ``grader``       one submission through the named steps below, into one gradebook row per exercise

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from ..usage import UsageError
+from . import cluster
 from .gradebook import Gradebook, answers_of, fingerprint, read_manual_points, resume, to_grade, write_all
 from .grader import Options, SubmissionResult, grade_notebook
 from .options import add_common_arguments, options
@@ -34,6 +35,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--chapter", default=None,
                     help="the chapter being graded (e.g. 02): a notebook of another chapter scores `missing`")
     ap.add_argument("--jobs", "-j", type=int, default=1, help="submissions graded in parallel (default 1)")
+    ap.add_argument("--dask", metavar="SCHEDULER_ADDRESS", default=None,
+                    help="grade on the workers of this Dask cluster (e.g. tcp://10.0.0.5:8786) instead of here; "
+                         "docs/grading.md, 'Grading on a cluster with Dask'")
     ap.add_argument("--force", action="store_true", help="regrade submissions already in the gradebook")
     ap.add_argument("--partial-credit", action="store_true",
                     help="a failed check earns points x (checks passed / checks run) instead of 0")
@@ -65,21 +69,27 @@ def run(args: argparse.Namespace) -> int:
                 book.chapter_of[s.name], book.answers_by[s.name] = ch, ans
     skipped = len(subs) - len(todo)
     print(f"softmax-lab grade: {len(subs)} notebook(s), {skipped} already graded"
-          + (" (--force regrades them)" if skipped else "") + f", {len(todo)} to grade with {args.jobs} job(s)",
+          + (" (--force regrades them)" if skipped else "") + f", {len(todo)} to grade "
+          + (f"on the Dask cluster at {args.dask}" if args.dask else f"with {args.jobs} job(s)"),
           file=sys.stderr)
     write_all(book, {s.learner for s in subs})
-    rc = grade_all(book, todo, opts, args.jobs)
+    try:
+        rc = grade_all(book, todo, opts, args.jobs, args.dask)
+    except cluster.ClusterError as err:  # unreachable, unfit workers, or the scheduler went away: one line
+        print(f"softmax-lab grade: {err}", file=sys.stderr)
+        return 1
     if rc == 0:
         print(f"wrote {book.out}, {book.feedback_dir}/, {book.manual_csv_path} and {book.manual_md_path}")
     return rc
 
 
-def grade_all(book: Gradebook, todo: list[Submission], opts: Options, jobs: int) -> int:
-    """Grade ``todo`` with ``jobs`` threads, writing every file after each notebook. 130 on Ctrl-C, else 0."""
+def grade_all(book: Gradebook, todo: list[Submission], opts: Options, jobs: int, dask: str | None = None) -> int:
+    """Grade ``todo`` with ``jobs`` threads (or on the Dask cluster at ``dask``), writing every file after each
+    notebook. 130 on Ctrl-C, else 0."""
     from tqdm.auto import tqdm
 
+    pool = cluster.GradingOnDask(dask, opts) if dask and todo else ThreadPoolExecutor(max_workers=max(1, jobs))
     bar = tqdm(total=len(todo), unit="notebook", desc="grading", file=sys.stderr, disable=None)
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         futures = {pool.submit(_grade_one, s, book.chapters, opts): s for s in todo}
         for fut in as_completed(futures):

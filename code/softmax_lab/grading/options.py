@@ -153,7 +153,10 @@ def _cgroup_policy(args, own: bool) -> bool:
 def options(args, learner: bool = False) -> tuple[Options, dict[str, Chapter]]:
     """Grading options and the chapters from the parsed command line (UsageError names what is wrong)."""
     solutions, chapters = _chapters(args)
-    _prepare_sandbox(args, learner)
+    if getattr(args, "dask", None):  # the cluster's workers sandbox each notebook: cluster.py checks them instead
+        args.cgroup = not args.unsafe_no_cgroup
+    else:
+        _prepare_sandbox(args, learner)
     limits = Limits(cell_timeout=args.timeout, setup_timeout=max(args.setup_timeout, args.timeout),
                     wall_timeout=args.notebook_timeout, memory_mb=args.memory_mb, keep_scratch=args.keep_scratch,
                     sandbox=not args.unsafe_no_sandbox, cgroup=args.cgroup)
