@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import types
 from pathlib import Path
 
 import pytest
@@ -59,11 +60,16 @@ def dask_cluster(tmp_path_factory):
 
     if cgroup.why_unavailable():
         pytest.skip(f"no cgroups here: {cgroup.why_unavailable()}")
-    # allowed_failures=1: a notebook is tried again once after its worker died, and gets a row the second time
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      preload=[_preload(tmp_path_factory.mktemp("preload"))], silence_logs=40,
-                      scheduler_kwargs={"allowed_failures": 1}) as lc:
-        yield lc
+    # allowed_failures=1: a notebook is tried again once after its worker died, and gets a row the second time.
+    # The workers are spawned processes, which re-run this process's __main__ from its file; in a pytest-xdist
+    # worker that may be whatever module an earlier test ran as a script, so they see a __main__ without a file,
+    # as under `dask worker`.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                          preload=[_preload(tmp_path_factory.mktemp("preload"))], silence_logs=40,
+                          scheduler_kwargs={"allowed_failures": 1}) as lc:
+            yield lc
 
 
 def grade_cli(argv, timeout=300, **popen) -> subprocess.Popen | subprocess.CompletedProcess:

@@ -53,7 +53,9 @@ def _chapters_to_search(name: str) -> list[str]:
 
 
 def __getattr__(name: str):
-    if name.startswith("_"):
+    # A submodule (``from . import judging`` while it is not loaded yet) is the import system's to load: answering
+    # here would import chapters in the middle of another chapter's import.
+    if name.startswith("_") or any(m.name == name for m in pkgutil.iter_modules(__path__)):
         raise AttributeError(name)
     for chapter in _chapters_to_search(name):
         mod = _chapter(chapter)
