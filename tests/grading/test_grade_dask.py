@@ -193,3 +193,38 @@ def test_a_scheduler_that_goes_away_mid_class_loses_no_row(dask_cluster, tmp_pat
     rows = read_rows(out)
     assert sorted((r["submission"].split("/")[0], r["exercise"], r["status"]) for r in rows) == [
         (who, ex, "passed") for who in ("a", "b", "slow") for ex in ("fx-double", "fx-kernel")], rows
+
+
+def test_a_worker_with_another_grader_is_refused_at_every_notebook():
+    # The first check asks the workers present at the start; a worker that joins later is checked by each task.
+    from types import SimpleNamespace
+
+    from softmax_lab.grading import cluster
+
+    opts = SimpleNamespace(limits=SimpleNamespace(sandbox=False, cgroup=False))
+    with pytest.raises(cluster.WorkerUnfit, match="another grader"):
+        cluster.grade_on_worker(None, "a/x.ipynb", "x.ipynb", b"{}", "a", {}, opts, "not-this-grader")
+
+
+def test_an_unfit_late_worker_stops_the_run_with_one_line():
+    # In the instructor's process, a task refused by its worker ends the run (one line, rows kept), not a row.
+    import concurrent.futures
+    import threading
+    from types import SimpleNamespace
+
+    from softmax_lab.grading import cluster
+
+    class Refused:
+        key = "task-1"
+
+        def result(self, timeout=None):
+            raise cluster.WorkerUnfit("bwrap is not installed")
+
+    pool = object.__new__(cluster.GradingOnDask)
+    pool.address, pool._closed, pool._lock = "tcp://10.0.0.5:8786", False, threading.Lock()
+    done = concurrent.futures.Future()
+    pool._pending = {"task-1": done}
+    pool._finished(Refused(), SimpleNamespace(name="a/x.ipynb"), {})
+    err = done.exception()
+    assert isinstance(err, cluster.ClusterError) and "\n" not in str(err)
+    assert "cannot grade like this machine: bwrap is not installed" in str(err) and "run the same command" in str(err)

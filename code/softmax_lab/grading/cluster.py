@@ -24,7 +24,6 @@ import logging
 import re
 import shutil
 import sys
-import tempfile
 import threading
 import traceback
 import uuid
@@ -49,9 +48,15 @@ class WorkerUnfit(RuntimeError):
 # ------------------------------------------------------------------------------------------ on the workers
 
 
+_FINGERPRINT: list[str] = []  # this process's, once
+
+
 def grader_fingerprint() -> str:
     """A digest of the softmax_lab package's code and data and of the versions that decide a grade."""
     from importlib import metadata
+
+    if _FINGERPRINT:
+        return _FINGERPRINT[0]
 
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256(f"python {sys.version_info[:2]}".encode())
@@ -63,7 +68,8 @@ def grader_fingerprint() -> str:
             digest.update(f"{name} {metadata.version(name)}".encode())
         except metadata.PackageNotFoundError:
             digest.update(f"{name} missing".encode())
-    return digest.hexdigest()[:16]
+    _FINGERPRINT.append(digest.hexdigest()[:16])
+    return _FINGERPRINT[0]
 
 
 def versions() -> dict[str, str]:
@@ -118,16 +124,23 @@ def chapters_task(chapters: dict) -> dict:
     return chapters
 
 
-def grade_on_worker(grade_one, name: str, filename: str, data: bytes, learner: str, chapters: dict, opts):
+def grade_on_worker(grade_one, name: str, filename: str, data: bytes, learner: str, chapters: dict, opts,
+                    expected: str):
     """One notebook on a worker: its bytes written to a private folder under the same file name, then graded
     by ``grade_one`` (the function `grade` uses here). The result names its chapter by number (the instructor's
-    process puts its own chapter back): the solution notebook does not travel back with every result."""
+    process puts its own chapter back): the solution notebook does not travel back with every result.
+
+    Every task checks its worker again (``expected``: the instructor's grader fingerprint): a worker that joined
+    after the first check is held to the same rules."""
+    from . import sandbox
     from .submissions import Submission
 
     why = worker_problem(opts.limits.sandbox, opts.limits.cgroup)
+    if not why and grader_fingerprint() != expected:
+        why = "it would grade with another grader (its softmax_lab package or versions differ from the instructor's)"
     if why:
         raise WorkerUnfit(why)
-    folder = Path(tempfile.mkdtemp(prefix="softmax-lab-dask-"))
+    folder = sandbox.new_scratch()  # (named with this worker's pid: a later start removes it if the worker died)
     try:
         path = folder / filename
         path.write_bytes(data)
@@ -246,8 +259,8 @@ class GradingOnDask(concurrent.futures.Executor):
                                                                    key=f"softmax-lab-chapters-{uuid.uuid4().hex}"))
             try:
                 task = self.client.submit(grade_on_worker, grade_one, sub.name, sub.path.name, data, sub.learner,
-                                          self._chapters[1], opts, pure=False, retries=RETRIES,
-                                          key=_task_key(sub.name))
+                                          self._chapters[1], opts, grader_fingerprint(), pure=False,
+                                          retries=RETRIES, key=_task_key(sub.name))
             except Exception:  # the client lost its scheduler while sending
                 raise self._lost(f"the scheduler at {self.address} went away") from None
             self._pending[task.key] = done
@@ -273,6 +286,12 @@ class GradingOnDask(concurrent.futures.Executor):
             return
         except concurrent.futures.CancelledError:
             done.cancel() if self._closed else done.set_exception(self._lost("the scheduler cancelled the work"))
+            return
+        except WorkerUnfit as err:  # a worker that joined after the check: stop with one line, rows kept
+            done.set_exception(ClusterError(
+                f"a worker of the cluster at {self.address} cannot grade like this machine: {str(err)[:300]}; "
+                "the gradebook holds every notebook graded so far: remove that worker (or make it like the others) "
+                "and run the same command again"))
             return
         except Exception as err:  # the task failed for good: a row that the next run grades again
             if not self.client.status == "running":
