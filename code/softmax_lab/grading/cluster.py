@@ -19,6 +19,7 @@ The instructor's guide is docs/grading.md ("Grading on a cluster with Dask").
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import hashlib
 import logging
 import re
@@ -48,15 +49,10 @@ class WorkerUnfit(RuntimeError):
 # ------------------------------------------------------------------------------------------ on the workers
 
 
-_FINGERPRINT: list[str] = []  # this process's, once
-
-
+@functools.cache  # (once per process: it reads every file of the package)
 def grader_fingerprint() -> str:
     """A digest of the softmax_lab package's code and data and of the versions that decide a grade."""
     from importlib import metadata
-
-    if _FINGERPRINT:
-        return _FINGERPRINT[0]
 
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256(f"python {sys.version_info[:2]}".encode())
@@ -68,8 +64,7 @@ def grader_fingerprint() -> str:
             digest.update(f"{name} {metadata.version(name)}".encode())
         except metadata.PackageNotFoundError:
             digest.update(f"{name} missing".encode())
-    _FINGERPRINT.append(digest.hexdigest()[:16])
-    return _FINGERPRINT[0]
+    return digest.hexdigest()[:16]
 
 
 def versions() -> dict[str, str]:
