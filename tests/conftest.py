@@ -135,3 +135,31 @@ def allow_package_code(monkeypatch):
     from softmax_lab.checks import guard
 
     monkeypatch.setattr(guard, "package_object", lambda args, kwargs: "")
+
+
+# ------------------------------------------------------------------------------ feedback names no fix
+
+
+@pytest.fixture(autouse=True)
+def feedback_names_no_fix(request, monkeypatch):
+    """In every mutant test (``tests/checks/*mutants*``): no FAIL message a check gives may quote a line of its
+    exercise's solution (``tests/checks/feedback_fix.py``). The fix is the hint ladder's to give."""
+    if "mutants" not in request.node.path.name:
+        yield
+        return
+    from softmax_lab.checks import common
+    from feedback_fix import quoted_fix
+
+    said: list[tuple[str, str]] = []
+    add = common.Report.add
+
+    def recording_add(self, name, problem):
+        if problem:
+            said.append((self.exercise, problem))
+        return add(self, name, problem)
+
+    monkeypatch.setattr(common.Report, "add", recording_add)
+    yield
+    quoted = [f"{ex}: {problem!r} quotes the solution ({fix!r})" for ex, problem in said
+              if (fix := quoted_fix(ex, problem))]
+    assert not quoted, "feedback gives the fix, not the mistake:\n" + "\n".join(quoted)
