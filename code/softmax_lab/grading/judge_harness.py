@@ -376,6 +376,8 @@ def _plain(value, depth=0):
         return value.item()
     if isinstance(value, (list, tuple)) and len(value) <= 1000:
         return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, dict) and len(value) <= 100 and all(isinstance(k, str) for k in value):
+        return {k[:100]: _plain(v, depth + 1) for k, v in value.items()}  # e.g. ch07-targets' knobs
     return f"<{type(value).__name__}>"
 
 

@@ -8,7 +8,8 @@
 * ``warps``, ``occupancy``: the counts behind ``BLOCK``/``num_warps`` and programs per SM, on the H200's limits
   (``_hardware.py``), spills checked against what the H200 compiler really did;
 * ``row_vector``: the ``VEC`` a register kernel may take its ints in;
-* ``targets``: two performance targets, a proxy that prints the same lines on every machine (timed on a GPU).
+* ``targets``: two performance targets, judged on the H200's recorded runs (``data/ch07_targets_h200.json``) or,
+  for knobs it never ran, a proxy's rules calibrated on them (timed on a GPU).
 
 Notebooks import the checks from ``softmax_lab.checks`` (or from here); the names below stay importable.
 """
