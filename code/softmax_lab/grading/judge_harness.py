@@ -372,6 +372,8 @@ def _plain(value, depth=0):
         return value
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return value.item()
+    if isinstance(value, torch.Tensor) and value.numel() <= 1000:  # e.g. ch05-combine on 1-D tensors
+        return _plain(value.tolist(), depth + 1)
     if isinstance(value, (np.integer, np.floating)):
         return value.item()
     if isinstance(value, (list, tuple)) and len(value) <= 1000:
