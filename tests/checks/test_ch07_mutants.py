@@ -103,8 +103,8 @@ def test_multirow_solution_and_blank(capsys):
 
 @pytest.mark.parametrize("mutant, words", [
     (multirow_one_program_per_row, ["9 programs, expected", "one program per row"]),
-    (multirow_out_stride_ignored, ["out_row_stride", "the input's row stride"]),
-    (multirow_reads_twice, ["read 2 times", "load the tile once"]),
+    (multirow_out_stride_ignored, ["has its own row stride", "stepped by the input's row stride"]),
+    (multirow_reads_twice, ["read 2 times", "one read per element is the minimum"]),
 ], ids=["one-program-per-row", "output-stride-ignored", "reads-twice"])
 def test_multirow_mutants_pass_values_only_and_fail_the_property(mutant, words, capsys):
     assert values_only(lambda x, out: mutant(x, out, ROWS=2)) == []
@@ -113,7 +113,7 @@ def test_multirow_mutants_pass_values_only_and_fail_the_property(mutant, words, 
 
 def test_multirow_floor_grid_is_named(capsys):
     fails_naming(ch07.check_multirow, [multirow_floor_grid], "ch07-multirow",
-                 ["never written", "floor division drops the last rows"], capsys)
+                 ["never written", "the grid was rounded down"], capsys)
 
 
 # ============================================================================ the persistent kernel (b)
@@ -162,7 +162,7 @@ def test_persistent_solution_and_blank(capsys):
 @pytest.mark.parametrize("mutant, words", [
     (persistent_one_program_per_row, ["21 rows", "one program per row"]),
     (persistent_step_one, ["written", "exactly one", "tl.num_programs(0)"]),
-    (persistent_out_stride_ignored, ["out_row_stride", "not with n_cols"]),
+    (persistent_out_stride_ignored, ["has its own row stride", "stepped by n_cols"]),
 ], ids=["one-program-per-row", "rows-written-several-times", "output-stride-ignored"])
 def test_persistent_mutants_pass_values_only_and_fail_the_property(mutant, words, capsys):
     assert values_only(lambda x, out: mutant(x, out, n_programs=2)) == []

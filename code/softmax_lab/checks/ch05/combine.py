@@ -13,23 +13,23 @@ from ..judging import PCall, PythonJudge
 from ._online import NEG_INF, _close, _stats
 
 
-EMPTY_BOTH = ("two empty chunks (m = -inf on both sides) gave NaN: exp(-inf - (-inf)) is NaN - while the merged "
-              "max is still -inf, shift by 0 instead (torch.where(m == -inf, 0.0, m)): the result is (-inf, 0)")
+EMPTY_BOTH = ("two empty chunks (m = -inf on both sides) gave NaN: shifting by the merged max computes "
+              "exp(-inf - (-inf)) = NaN, where the merge of two empty chunks is (-inf, 0)")
 
 
-NO_RESCALE = ("the sums were added as they are: each l was counted against its own chunk's max, so rescale both "
-              "to the merged max before adding, l = l1 * exp(m1 - m) + l2 * exp(m2 - m)")
+NO_RESCALE = ("the sums were added as they are: each l was counted against its own chunk's max, and the two "
+              "maxima differ")
 
 
-ONE_SIDE = ("only one of the two sums was rescaled (it works when the max sits in that chunk): rescale both, "
-            "l1 by exp(m1 - m) and l2 by exp(m2 - m)")
+ONE_SIDE = ("only one of the two sums was rescaled to the merged max: right when the max sits in the other "
+            "chunk, wrong otherwise")
 
 
-BAD_M = "m must be the larger of the two maxima: m = max(m1, m2)"
+BAD_M = "the merged m is not the larger of the two maxima"
 
 
-ELEMENTWISE = ("combine must work elementwise on tensors (many (m, l) pairs at once, as the partials of a long "
-               "row are): use torch.maximum, torch.exp and torch.where, not max(), math.exp or an if")
+ELEMENTWISE = ("combine failed on tensors of many (m, l) pairs at once (as the partials of a long row are): it "
+               "works one pair at a time, with Python's max(), math.exp or an if on a tensor")
 
 
 def _as_pair(result):
@@ -55,12 +55,12 @@ def _state_problem(got, want, a, b) -> str:
         both_empty = (a[0] == NEG_INF) & (b[0] == NEG_INF)
         if bool(both_empty.any()):
             return EMPTY_BOTH
-        return ("(m, l) came out NaN (inf / inf? an exp that overflowed): rescale by exp(m1 - m) and "
-                "exp(m2 - m), which are at most 1, never by exp(m) itself")
+        return ("(m, l) came out NaN (inf / inf? an exp that overflowed): a rescaling factor grew past what a "
+                "float holds")
     if not bool(torch.equal(m, m_ok)):
         return BAD_M
     if bool(torch.isinf(l).any()):
-        return "l overflowed to inf: rescale by exp(m1 - m) and exp(m2 - m), which are at most 1, never by exp(m)"
+        return "l overflowed to inf: a rescaling factor grew past what a float holds"
     if torch.allclose(l, l_ok, rtol=1e-9, atol=1e-12):
         return ""
     (m1, l1), (m2, l2) = a, b

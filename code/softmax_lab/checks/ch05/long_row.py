@@ -32,18 +32,17 @@ def long_row_problem(fn, x: torch.Tensor, programs: int, block: int) -> str:
         nan = torch.isnan(y).cpu()
         if bool(nan.all()):
             return (f"{problem} - every output is NaN: a chunk with nothing in it (past the end of the row, or all "
-                    "-inf) must give (-inf, 0), and merging two such states must not make NaN (shift by 0 while "
-                    "the max is -inf)")
+                    "-inf), or the merge of two such chunks, made a NaN that reached the row's (M, L)")
         first = int(nan.nonzero()[0])
         if bool(nan[first:].all()):
-            return (f"{problem} - the last outputs were never written (still NaN): the chunks must cover the whole "
-                    "row, so round the chunk size up (triton.cdiv(n, programs)), not down")
-        return f"{problem} - every program must write its whole chunk in the second launch"
+            return (f"{problem} - the last outputs were never written (still NaN): the chunks did not cover the "
+                    "whole row, so its last elements belong to no program")
+        return f"{problem} - some outputs of a chunk were never written in the second launch"
     if y.shape == x.shape:
         s = float(y.to(torch.float64).sum())
         if abs(s - 1) > 1e-3:
-            return (f"{problem} - the row does not sum to 1: normalise with the whole row's (M, L), the merge of "
-                    "every program's (m, l), not with each chunk's own")
+            return (f"{problem} - the row does not sum to 1: each chunk was normalised with its own (m, l), not "
+                    "with the whole row's")
     return problem
 
 

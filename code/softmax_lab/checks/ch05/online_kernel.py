@@ -67,9 +67,9 @@ def online_problem(fn, x: torch.Tensor, block: int, pitfall: str = "") -> str:
     return f"{problem} - {pitfall}" if pitfall else problem
 
 
-MASK_HINT = ("a row longer than one block: loop over tiles with start + tl.arange(0, BLOCK), mask "
-             "cols < n_cols on every load and store, and pad with -inf")
-ROW_STRIDE = "rows are not contiguous: step between rows with the row stride, not n_cols"
+MASK_HINT = ("a row longer than one block: some tiles were never walked, lanes read or wrote past the row's end, "
+             "or padding took part in the max or the sum")
+ROW_STRIDE = "rows are not contiguous: rows stepped by n_cols land inside the wrong rows of the view"
 
 HALF = ("half precision in and out: the row is fp16/bf16, the arithmetic (exp, the running max and sum) "
         "needs fp32, and the output is stored in the input's dtype")

@@ -16,7 +16,7 @@ from ..judging import PCall, PythonJudge
 from ._online import INF_TILE, NEG_INF, RESCALE, _close
 
 
-BAD_MAX = "m must be the largest value seen so far: m_new = max(m, max(tile))"
+BAD_MAX = "m is not the largest value seen so far"
 
 
 def run_online_update(online_update, row, tile: int):
