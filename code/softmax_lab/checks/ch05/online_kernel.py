@@ -69,7 +69,8 @@ def online_problem(fn, x: torch.Tensor, block: int, pitfall: str = "") -> str:
 
 MASK_HINT = ("a row longer than one block: some tiles were never walked, lanes read or wrote past the row's end, "
              "or padding took part in the max or the sum")
-ROW_STRIDE = "rows are not contiguous: rows stepped by n_cols land inside the wrong rows of the view"
+ROW_STRIDE = ("rows are not contiguous: rows stepped by n_cols, not by the view's row stride, land inside the "
+              "wrong rows")
 
 HALF = ("half precision in and out: the row is fp16/bf16, the arithmetic (exp, the running max and sum) "
         "needs fp32, and the output is stored in the input's dtype")
