@@ -87,7 +87,8 @@ def test_online_provisional_writes(capsys):
                                ["wrote every output 2 times"], capsys)
 
 
-@pytest.mark.parametrize("bug,words", [("pad-zero", ["pad with 0 instead of -inf", "padding lanes took part in the max"]),
+@pytest.mark.parametrize("bug,words", [("pad-zero", ["pad with 0 instead of -inf",
+                                                    "padding lanes took part in the max"]),
                                        ("row-stride", ["row stride"])])
 def test_online_named_pitfalls(bug, words, capsys):
     ok, out = check_output(ch05.check_online_softmax, _online(bug), capsys)
@@ -321,7 +322,8 @@ HALF_CASES = ["float16 2x100", "bfloat16 2x100", "float16 2x256 of one 8"]
 ONLINE_HALF = [  # (name, edits of the solution's kernel, words its FAIL lines must hold)
     ("exp-of-half", [(".to(tl.float32)", ""), ("tl.exp(x - shift)", "tl.exp(x - shift.to(x.dtype))")],
      ["tl.exp was given a half-precision tensor"]),
-    ("sum-in-half", [("tl.sum(tl.exp(x - shift), axis=0)", "tl.sum(tl.exp(x - shift).to(x_ptr.dtype.element_ty), axis=0)")],
+    ("sum-in-half", [("tl.sum(tl.exp(x - shift), axis=0)",
+                      "tl.sum(tl.exp(x - shift).to(x_ptr.dtype.element_ty), axis=0)")],
      ["more than 1 fp16 ulp", "never grows past 1.0"]),
 ]
 

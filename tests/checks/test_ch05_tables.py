@@ -63,7 +63,7 @@ def test_the_tables_draw_the_same_kinds_of_values():
     """The check's values (fixed seed) and the judge's (grader's seed) come from one drawing function per table:
     same shapes and the same literal rows."""
     a, b = np.random.default_rng(1), np.random.default_rng(2)
-    for _, values, tile, _ in online_update.UPDATE_CASES:
+    for _, values, _, _ in online_update.UPDATE_CASES:
         r1, r2 = online_update.case_row(values, a), online_update.case_row(values, b)
         assert len(r1) == len(r2)
         if values.startswith("["):

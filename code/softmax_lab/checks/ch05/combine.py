@@ -2,15 +2,13 @@
 order and grouping (commutative, associative), with ``(-inf, 0)`` for an empty chunk."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
 from .._pitfalls import Verdict, quiet
 from ..common import Report
 from ..judging import PCall, PythonJudge
-from ._online import NEG_INF, _close, _stats
+from ._online import NEG_INF, _stats
 
 
 EMPTY_BOTH = ("two empty chunks (m = -inf on both sides) gave NaN: shifting by the merged max computes "

@@ -49,7 +49,8 @@ def online_problem(fn, x: torch.Tensor, block: int, pitfall: str = "") -> str:
     y = out if y is None else y
     problem = compare(y, x)
     if not problem and x.dtype == torch.float16 and _ulp_problem(y, softmax_ref(x)):
-        problem = "some outputs are more than 1 fp16 ulp from the float64 reference (fp32 math rounds once, at the store)"
+        problem = ("some outputs are more than 1 fp16 ulp from the float64 reference (fp32 math rounds once, at "
+                   "the store)")
     if not problem:
         return ""
     if pitfall in (HALF, HALF_SUM) and y.shape == x.shape:
