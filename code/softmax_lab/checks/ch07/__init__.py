@@ -9,7 +9,8 @@
   (``_hardware.py``), spills checked against what the H200 compiler really did;
 * ``row_vector``: the ``VEC`` a register kernel may take its ints in;
 * ``profile``: reading Nsight Compute reports recorded on the H200 (``softmax_lab.profiles``), plus made-up ones;
-* ``targets``: two performance targets, a proxy that prints the same lines on every machine (timed on a GPU).
+* ``targets``: two performance targets, judged on the H200's recorded runs (``data/ch07_targets_h200.json``) or,
+  for knobs it never ran, a proxy's rules calibrated on them (timed on a GPU).
 
 Notebooks import the checks from ``softmax_lab.checks`` (or from here); the names below stay importable.
 """
