@@ -527,3 +527,60 @@ def test_unaligned_more_than_2_31_elements():
     from softmax_lab.kernels.unaligned import unaligned_softmax
 
     _check_rows(unaligned_softmax(x[:, :4095]), x[:, :4095], rows)
+
+
+# 16-bit rows that do not start on 16 bytes, their window in shared memory (kernels/unaligned_resident.py).
+@HOPPER
+@pytest.mark.parametrize("shape", [(2048, 50257), (33, 16383), (7, 40001), (3, 57337), (1, 16385), (64, 30003),
+                                   (5, 9)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_unaligned_resident_at_gpu_sizes(shape, dtype):
+    # Poisoned outputs, a -inf run, a row of -inf but one, an all -inf row (NaN, like torch), all-negative rows;
+    # contiguous rows and a view whose rows start one element in with an output that lies alike; in place;
+    # every knob that fits; the refusals say what to use instead.
+    from softmax_lab import dispatch
+    from softmax_lab.kernels.unaligned_resident import refusal, unaligned_resident_softmax
+
+    n_rows, n = shape
+    wide = _randn((n_rows, n + 9), dtype)
+    for what, x, out in (("contiguous", _randn(shape, dtype), torch.full(shape, float("nan"), dtype=dtype,
+                                                                          device="cuda")),
+                         ("one in", wide[:, 1:n + 1], torch.full((n_rows, n + 9), float("nan"), dtype=dtype,
+                                                                 device="cuda")[:, 1:n + 1])):
+        rows = sorted({0, 1 % n_rows, 2 % n_rows, n_rows // 2, n_rows - 1})
+        if n > 1 and n_rows > 3:
+            x[0, : n // 3] = float("-inf")
+            x[1] = float("-inf")
+            x[2] = -1000.0 - torch.rand(n, device="cuda")
+            x[n_rows - 1, :] = float("-inf")
+            x[n_rows - 1, n - 1] = 2.0
+        keep = [r for r in rows if n_rows <= 3 or r != 1]
+        for warps in (8, 16, 32):
+            why = refusal(x, out, warps)
+            if why:  # (fp32 rows of 50,257 at 8 warps: 50 chunks; of 57,337: more than shared memory holds)
+                assert "chunks" in why or "shared memory" in why, (what, warps, why)
+                continue
+            y = unaligned_resident_softmax(x, out=out.fill_(float("nan")), num_warps=warps)
+            assert y.data_ptr() == out.data_ptr()
+            _check_rows(y, x, keep)
+            if n_rows > 3:
+                assert torch.isnan(y[1]).all()
+                assert not torch.isnan(y[keep]).any()
+        if what == "one in":  # the poisoned padding around the rows is left alone
+            base = out.as_strided((n_rows, n + 9), (n + 9, 1), out.storage_offset() - 1)
+            assert torch.isnan(base[:, 0]).all() and torch.isnan(base[:, n + 1:]).all()
+    fits = [w for w in (8, 16, 32) if not refusal(x, None, w)]
+    if fits:
+        z = x.clone()
+        unaligned_resident_softmax(z, out=z, num_warps=fits[0])  # in place
+        _check_rows(z, x, keep)
+    if dtype != torch.float32 and 16384 < n + 7 <= 57344:  # the dispatcher takes it for contiguous rows, planned
+        c = _randn(shape, dtype)
+        assert dispatch._runnable(c)[0] == "unaligned_resident" and dispatch.plan_2d(c) is not None
+        want = unaligned_resident_softmax(c)
+        for _ in range(3):
+            torch.testing.assert_close(softmax(c), want, atol=0, rtol=0)
+        assert dispatch._runnable(wide[:, 1:n + 1])[0] == "unaligned_cooperative"  # a new output lies otherwise
+    if fits:
+        with pytest.raises(ValueError, match="lie like the input"):
+            unaligned_resident_softmax(wide[:, 1:n + 1], num_warps=fits[0])

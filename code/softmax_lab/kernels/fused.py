@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import prepare, default_num_warps, next_power_of_2, row_vector
+from ._launch import prepare, default_num_warps, next_power_of_2, part_vector
 from .fast_exp import fast_exp
 
 MAX_COLS = 65536
@@ -62,6 +62,6 @@ def launch_setup(y, x, BLOCK=None, num_warps=None):
     BLOCK = BLOCK or next_power_of_2(n_cols)
     if BLOCK < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the fused kernel needs the whole row")
-    vec = row_vector(n_cols, x, y)  # rows of whole 16-byte vectors: the ints go in vectors (see above)
+    vec = part_vector(n_cols, x, y)  # the ints go in vectors, or the widest pieces rows allow (see above)
     options = dict(BLOCK=BLOCK, VEC=vec, num_warps=num_warps or default_num_warps(BLOCK))
     return fused_softmax_kernel, (n_rows,), (y, x, x.stride(0) // vec, y.stride(0) // vec, n_cols // vec), options
