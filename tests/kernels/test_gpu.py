@@ -584,3 +584,15 @@ def test_unaligned_resident_at_gpu_sizes(shape, dtype):
     if fits:
         with pytest.raises(ValueError, match="lie like the input"):
             unaligned_resident_softmax(wide[:, 1:n + 1], num_warps=fits[0])
+
+
+@HOPPER
+def test_unaligned_resident_more_than_2_31_elements():
+    n_rows = 42800  # rows of 50,257 fp16: 2.15e9 elements, row * stride past 2**31
+    x = torch.empty((n_rows, 50257), dtype=torch.float16, device="cuda")
+    x.normal_(0, 3)
+    from softmax_lab import dispatch
+
+    assert dispatch._runnable(x)[0] == "unaligned_resident"
+    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
+    _check_rows(softmax(x), x, rows)
