@@ -23,10 +23,9 @@ that start on 16 bytes and fit the GPU's shared memory; elsewhere, the CPU inter
 kernels they replaced run (``GLUON_FALLBACK``). Rows that do not start on 16 bytes (odd widths like 50,257, odd
 strides, an odd first element) would be read one element at a time by the register kernels;
 ``kernels/unaligned.py`` reads them in whole vectors from the boundary before each row, where that measured
-faster (``UNALIGNED_FORWARD``, ``choose_unaligned``); on a GPU, 16-bit rows whose window fits shared memory twice
-per multiprocessor wait there (``kernels/unaligned_resident.py``, a Gluon kernel; elsewhere
-``UNALIGNED_GLUON_FALLBACK``). Why each limit sits where it does: docs/performance.md,
-"How the dispatcher chooses".
+faster (``UNALIGNED_FORWARD``, ``choose_unaligned``); on a GPU, rows whose window fits shared memory wait there
+(``kernels/unaligned_resident.py``, a Gluon kernel; elsewhere ``UNALIGNED_GLUON_FALLBACK``). Why each limit sits
+where it does: docs/performance.md, "How the dispatcher chooses".
 
 ``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs) for rows on 16 bytes; ``softmax_2d(x)`` runs
 what suits x itself (``_runnable``).
@@ -122,9 +121,11 @@ def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     if name in GLUON_KERNELS and REFUSALS[name](x2, **knobs):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
     if name != "l2_reread" and unaligned.takes(x2):  # rows off 16 bytes: unaligned.py
-        name, knobs = choose_unaligned(n_cols, x2.dtype) or (name, knobs)
+        register = name, knobs
+        name, knobs = choose_unaligned(n_cols, x2.dtype) or register
         if name == "unaligned_resident" and (not _gluon_tuned() or unaligned_resident.refusal(x2, None, **knobs)):
-            name, knobs = UNALIGNED_GLUON_FALLBACK
+            size = element_size(x2.dtype)
+            name, knobs = pick(UNALIGNED_GLUON_FALLBACK[size], n_cols + 16 // size - 1) or register
     return name, dict(knobs)
 
 
