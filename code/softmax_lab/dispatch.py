@@ -44,7 +44,7 @@ import torch
 from .device import ON_GPU
 from .kernels import (clustered, cooperative, fused, l2_reread, multirow, pipelined, resident, staged, unaligned,
                       unaligned_resident)
-from .kernels._launch import device_limits, relauncher
+from .kernels._launch import device_limits, part_vector, relauncher
 # The policy this module applies (MULTIROW_TILE: also read here by chapter 7's checks).
 from .kernels.tuning import (FORWARD, GLUON_CAPABILITY, GLUON_FALLBACK, GLUON_KERNELS, MULTIROW_TILE,
                              UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK, element_size, pick)
@@ -71,12 +71,12 @@ PLANNED = {"multirow": multirow.launch_setup, "fused": fused.launch_setup, "resi
 WINDOWED = ("unaligned", "unaligned_resident")
 
 
-def choose_unaligned(n_cols: int, dtype: torch.dtype):
+def choose_unaligned(n_cols: int, dtype: torch.dtype, rules=None):
     """(kernel name, knobs) for rows of ``n_cols`` that do not start on 16 bytes (``kernels/unaligned.py``), or
-    None where the register kernels keep them (``UNALIGNED_FORWARD``)."""
+    None where the register kernels keep them (``rules``: ``UNALIGNED_FORWARD``, or ``UNALIGNED_GLUON_FALLBACK``)."""
     size = element_size(dtype)
     width = n_cols + 16 // size - 1  # the row's window: up to VEC - 1 elements of the vector before it
-    rule = pick(UNALIGNED_FORWARD[size], width)
+    rule = pick((rules or UNALIGNED_FORWARD)[size], width)
     if rule is None or rule[1] is not None:
         return rule and (rule[0], dict(rule[1]))
     name, knobs = pick(FORWARD[size], width)  # "tile": the register kernels' rows per program and warps
@@ -118,14 +118,15 @@ def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     Gluon kernel cannot take x2: rows not on 16 bytes, a GPU without the room."""
     n_rows, n_cols = x2.shape
     name, _, knobs = choose(n_rows, n_cols, x2.dtype)
+    # 16-bit rows of whole 8-byte pieces that FORWARD gives a register kernel: it moves 8 bytes at a time there
+    pieces = name in ("fused", "multirow") and x2.data_ptr() % 16 == 0 and part_vector(n_cols, x2) >= 4
     if name in GLUON_KERNELS and REFUSALS[name](x2, **knobs):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
-    if name != "l2_reread" and unaligned.takes(x2):  # rows off 16 bytes: unaligned.py
+    if name != "l2_reread" and not pieces and unaligned.takes(x2):  # rows off 16 bytes: unaligned.py
         register = name, knobs
         name, knobs = choose_unaligned(n_cols, x2.dtype) or register
         if name == "unaligned_resident" and (not _gluon_tuned() or unaligned_resident.refusal(x2, None, **knobs)):
-            size = element_size(x2.dtype)
-            name, knobs = pick(UNALIGNED_GLUON_FALLBACK[size], n_cols + 16 // size - 1) or register
+            name, knobs = choose_unaligned(n_cols, x2.dtype, UNALIGNED_GLUON_FALLBACK) or register
     return name, dict(knobs)
 
 

@@ -337,9 +337,12 @@ def test_gluon_dispatch_and_its_fallback(monkeypatch):
             launch(big[:, 1:n + 1])
     with pytest.raises(ValueError, match="shared memory"):
         staged_softmax(_randn((2, 32768)), STAGES=2)  # 2 x 128 KB
-    odd = _randn((16, 10001), BF16)  # rows of 10001 elements: not whole vectors, so fused (16-bit tiles keep it)
-    assert dispatch._runnable(odd)[0] == "fused" and dispatch.plan_2d(odd) is not None
+    odd = _randn((16, 10001), BF16)  # rows of 10001 elements: not whole vectors, so their window in shared memory
+    assert dispatch._runnable(odd)[0] == "unaligned_resident" and dispatch.plan_2d(odd) is not None
     _check_rows(softmax(odd), odd, slice(None))
+    view = _randn((16, 10010), BF16)[:, 1:10002]  # a view one element in: a new output lies otherwise, so fused
+    assert dispatch._runnable(view)[0] == "fused" and dispatch.plan_2d(view) is not None
+    _check_rows(softmax(view), view, slice(None))
 
 
 def test_gluon_more_than_2_31_elements():
@@ -576,10 +579,11 @@ def test_unaligned_resident_at_gpu_sizes(shape, dtype):
         unaligned_resident_softmax(z, out=z, num_warps=fits[0])  # in place
         _check_rows(z, x, keep)
     vec = 16 // x.element_size()
-    if (2055 if vec == 8 else 32768) < n + vec - 1 <= 57344:  # the dispatcher takes it for contiguous rows, planned
+    if (1031 if vec == 8 else 16384) < n + vec - 1 <= 57344:  # the dispatcher takes it for contiguous rows, planned
         c = _randn(shape, dtype)
-        assert dispatch._runnable(c)[0] == "unaligned_resident" and dispatch.plan_2d(c) is not None
-        want = unaligned_resident_softmax(c)
+        name, knobs = dispatch._runnable(c)
+        assert name == "unaligned_resident" and dispatch.plan_2d(c) is not None
+        want = unaligned_resident_softmax(c, **knobs)
         for _ in range(3):
             torch.testing.assert_close(softmax(c), want, atol=0, rtol=0)
         assert dispatch._runnable(wide[:, 1:n + 1])[0] != "unaligned_resident"  # a new output lies otherwise

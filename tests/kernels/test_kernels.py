@@ -351,7 +351,7 @@ def test_unaligned_windows_and_rules():
     assert dispatch.choose_unaligned(1000, torch.float32) == ("unaligned", dict(ROWS=1, num_warps=4))
     assert dispatch.choose_unaligned(50257, torch.bfloat16)[0] == "unaligned_resident"  # (a GPU's; see below)
     assert dispatch.choose_unaligned(65537, torch.bfloat16)[0] == "unaligned_cooperative"
-    assert dispatch.choose_unaligned(130, torch.bfloat16) == ("multirow", dict(ROWS=8, num_warps=2))
+    assert dispatch.choose_unaligned(130, torch.bfloat16) == ("multirow", dict(ROWS=8, num_warps=1))
     assert dispatch.choose_unaligned(1000, torch.bfloat16) is None  # 16-bit tiles keep the register kernels
     assert dispatch.choose_unaligned(50257, torch.float32) == ("unaligned_resident", dict(num_warps=16))  # (a GPU's)
     assert dispatch.choose_unaligned(65537, torch.float32) is None  # fp32 cooperative rows keep the register kernels
@@ -369,9 +369,14 @@ def test_the_unaligned_gluon_kernel_falls_back_off_the_gpu():
         assert dispatch._runnable(x) == ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4))
         assert dispatch._runnable(x[:, :4001])[0] == "fused"
         assert dispatch._runnable(torch.empty(2, 40001, device=DEV))[0] == "cooperative"
+        assert dispatch._runnable(torch.empty(2, 20001, device=DEV)) == ("unaligned", dict(ROWS=1, num_warps=32))
         assert "unaligned_cooperative_softmax" in refusal(x)
         with pytest.raises(ValueError, match="needs a GPU"):
             unaligned_resident_softmax(x)
+    # 16-bit rows of whole 8-byte pieces that FORWARD gives fused or multirow stay there (8 bytes at a time)
+    assert dispatch._runnable(torch.empty(2, 4100, dtype=torch.bfloat16, device=DEV))[0] == "fused"
+    assert dispatch._runnable(torch.empty(2, 130, dtype=torch.bfloat16, device=DEV)) == ("multirow", dict(
+        ROWS=8, num_warps=1))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
