@@ -11,7 +11,8 @@ GPU machine, repository root:
 
     PYTHONPATH=code python3 benchmarks/sweeps/odd_widths_round3.py OUT.json [a|b]
 
-Recorded: ``benchmarks/records/h200-odd-widths-round3-{a,b}.json``.
+Recorded: ``benchmarks/records/h200-odd-widths-round3-a.json``, ``h200-odd-widths-round3-b.log`` (its JSON did not come
+back from the GPU machine).
 """
 import sys
 import time
