@@ -14,7 +14,8 @@ Why ``VEC``: Triton compiles a kernel knowing which int arguments are multiples 
 of 1,000 fp32 (or 8,200 bf16) elements starts on 16 bytes, but from a stride of 1,000 the compiler cannot know
 it, so it loads and stores one element at a time. The launcher passes ``VEC`` = the elements of a 16-byte vector
 when every row is whole vectors (``_launch.row_vector``), and the ints divided by it: multiplied back by a
-constant, they are multiples the compiler can see, and it moves 16 bytes per instruction.
+constant, they are multiples the compiler can see, and it moves 16 bytes per instruction. (16-bit rows that are
+whole 4- or 8-byte pieces get VEC = 2 or 4 the same way: ``_launch.part_vector``.)
 """
 import torch
 import triton
