@@ -22,18 +22,18 @@ import contextlib
 import numpy as np
 import torch
 
-from ..device import DEVICE, ON_GPU
-from ..memcount import count_calls
-from ..reference import masked_softmax_ref
-from ..testing import TOLERANCES, poisoned_like, randn
-from ._pitfalls import quiet
-from ._pitfalls import Verdict
-from .common import GUARD, Report, lane_map_of
-from ..device import DEVICE as _DEVICE
-from . import judging
-from .judging import Buf, INT64_HINT, KCase, KernelJudge, big_rows_input, big_rows_output, np2, rows_input, rows_output
+from ...device import DEVICE, ON_GPU
+from ...memcount import count_calls
+from ...reference import masked_softmax_ref
+from ...testing import TOLERANCES, poisoned_like, randn
+from .._pitfalls import quiet
+from .._pitfalls import Verdict
+from ..common import GUARD, Report, lane_map_of
+from ...device import DEVICE as _DEVICE
+from .. import judging
+from ..judging import Buf, INT64_HINT, KCase, KernelJudge, big_rows_input, big_rows_output, np2, rows_input, rows_output
 
-__all__ = ["check_masked_softmax"]
+__all__ = ["check_masked_softmax", "half_sums_in_half"]
 
 FULLY_MASKED = ("a fully masked row gave NaN: its max is -inf, so exp(-inf - (-inf)) = NaN and the sum is 0 - "
                 "the convention is zeros (shift by 0 when the max is -inf, and divide only where the sum > 0)")
