@@ -24,7 +24,8 @@ from ...device import DEVICE, ON_GPU
 from ...testing import TOLERANCES
 from .._pitfalls import Verdict, quiet
 from ..common import GUARD, Report
-from ..judging import Buf, KCase, KernelJudge, TORCH, cast
+from .. import judging
+from ..judging import TORCH, Buf, KCase, KernelJudge, big_rows_input, big_rows_output, cast, rows_input, rows_output
 
 __all__ = ["check_attention", "attention_ref", "case_tensors", "ATTENTION_CASES"]
 
@@ -224,41 +225,44 @@ def check_attention(attention) -> Verdict:
 
 # ------------------------------------------------------------------------------- what the grader launches
 
-def _rows_buf(t: torch.Tensor, step: int, dtype: str) -> Buf:
-    """[B, H, S, D] values as rows of D, ``step`` apart, in one flat input buffer (random values in the gaps)."""
-    B, H, S, D = t.shape
-    rows = t.reshape(B * H * S, D).numpy()
-    storage = np.random.default_rng(0).normal(0, 3, B * H * S * step + D)
-    for r in range(B * H * S):
-        storage[r * step: r * step + D] = rows[r]
-    return Buf(cast(storage, dtype), dtype, shape=(B * H * S, D), step=step)
+BIG_OFFSETS = "offsets past 2**31 elements came out wrong: some offset arithmetic ran in 32 bits and wrapped around"
 
 
-def _judge_case(rng, name, shape, dtype, causal, left_pad, kind, pitfall) -> KCase:
+def _judge_case(rng, name, shape, dtype, causal, left_pad, kind, pitfall, big_step=0) -> KCase:
+    """One launch on one case's values (drawn from the grader's seed): q, k, v and the output as flat buffers of
+    rows of D, ``big_step`` apart when given (the GPU's 64-bit offsets case)."""
     B, H, S, D = shape
     q, k, v = (torch.from_numpy(cast(t.numpy(), dtype)) for t in case_tensors(kind, shape, rng.integers(2**31)))
-    step = 3 * D if kind == "packed" else D
-    o_step = D + 8 if kind == "packed" else D
     ref = attention_ref(q, k, v, causal, left_pad).reshape(B * H * S, D).numpy()
-    out = np.full(B * H * S * o_step + D, GUARD)
-    for r in range(B * H * S):
-        out[r * o_step: r * o_step + D] = np.nan
+    R = B * H * S
+    if big_step:
+        step = o_step = big_step
+        ins = [big_rows_input(rng, t.reshape(R, D).numpy(), big_step, dtype) for t in (q, k, v)]
+        out = big_rows_output(ref, big_step, dtype)
+    else:
+        step = 3 * D if kind == "packed" else D
+        o_step = D + 8 if kind == "packed" else D
+        ins = [rows_input(rng, t.reshape(R, D).numpy(), step, dtype) for t in (q, k, v)]
+        out = rows_output(ref, o_step, dtype)
     pads = np.zeros(B) if left_pad is None else np.asarray(left_pad, dtype=np.float64)
-    buffers = {"q": _rows_buf(q, step, dtype), "k": _rows_buf(k, step, dtype), "v": _rows_buf(v, step, dtype),
-               "out": Buf(out, dtype, output=True, shape=(B * H * S, D), step=o_step, ref=ref),
-               "pad": Buf(pads, "int32")}
+    buffers = {"q": ins[0], "k": ins[1], "v": ins[2], "out": out, "pad": Buf(pads, "int32")}
     args = [("buf", "q"), ("buf", "k"), ("buf", "v"), ("buf", "out"), ("buf", "pad"), ("int", step), ("int", step),
             ("int", step), ("int", o_step), ("int", S), ("int", H), ("float", D ** -0.5)]
     grid = (-(-S // BLOCK_M), B * H)
+    hint = BIG_OFFSETS if big_step else f"the trap this case sets: {pitfall}" if pitfall else ""
     return KCase(name, grid, args, buffers, {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "D": D, "CAUSAL": causal,
-                                             "HAS_PAD": left_pad is not None},
-                 hint=f"the trap this case sets: {pitfall}" if pitfall else "")
+                                             "HAS_PAD": left_pad is not None}, hint=hint)
 
 
 def _kernel_cases(rng):
-    """The grader's launches: every case of the table, with values drawn from its seed."""
-    return [_judge_case(rng, name, shape, dtype, causal, left_pad, kind, pitfall)
-            for name, shape, dtype, causal, left_pad, kind, pitfall, _ in ATTENTION_CASES]
+    """The grader's launches: every case of the table, with values drawn from its seed; on a GPU with the memory,
+    rows 2**30 elements apart (last: a fault may spoil the GPU context)."""
+    out = [_judge_case(rng, name, shape, dtype, causal, left_pad, kind, pitfall)
+           for name, shape, dtype, causal, left_pad, kind, pitfall, _ in ATTENTION_CASES]
+    if judging.gpu_scale():
+        out.append(_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements, causal 1x1x3, D=16",
+                               (1, 1, 3, 16), "float16", True, None, "random", "", big_step=judging.BIG_STEP))
+    return out
 
 
 JUDGES = {"ch06-attention": KernelJudge("attention_kernel", _kernel_cases)}
