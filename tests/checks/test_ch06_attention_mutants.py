@@ -122,3 +122,11 @@ def test_judge_passes_the_solution_and_fails_the_mutants():
         assert not bad.ok, mutant
         assert any(case in ln and "the trap this case sets" in ln and words in ln for ln in bad.lines), \
             f"{mutant}:\n{bad.text(EX)}"
+
+
+def test_no_rescale_is_named_wherever_it_shows(exercise_module, monkeypatch):
+    """The mistake is recognised by its output (the no-rescale attention, tile by tile), not by the case it
+    fails: no case's own trap is blamed for it."""
+    ok, fails = check_lines(exercise_module(EX, source=mutate(MUTANTS[0][1])), monkeypatch)
+    assert not ok and fails
+    assert all("stayed weighted by the old max" in ln for ln in fails), "\n".join(fails)

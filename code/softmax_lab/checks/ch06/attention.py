@@ -207,11 +207,40 @@ def attention_problem(fn, kind, shape, dtype_name, causal, left_pad, pitfall, se
             alt = attention_ref(q, k, v, True, left_pad, shift)
             if bool((right | ((y64 - alt).abs() <= atol + rtol * alt.abs()).all(dim=-1)).all()):
                 return OFF_BY_ONE
+    for wrong in (_without_rescale(q, k, v, causal, left_pad, l_too=False),
+                  _without_rescale(q, k, v, causal, left_pad, l_too=True)):
+        if bool((right | ((y64 - wrong).abs() <= atol + rtol * wrong.abs()).all(dim=-1)).all()):
+            return RESCALE
+    if left_pad is not None and any(left_pad):
+        alt = attention_ref(q, k, v, causal, None)
+        if bool((right | ((y64 - alt).abs() <= atol + rtol * alt.abs()).all(dim=-1)).all()):
+            return PAD
     if bool((y64[empty] != 0).any()):
         return ZERO_ROW
     worst = float((y64 - ref).abs().max())
     said = f"largest error {worst:.2g} against the float64 reference (tolerance {atol:g} + {rtol:g}*|out|)"
-    return f"{said} - {pitfall}" if pitfall else said
+    return f"{said} - the trap this case sets: {pitfall}" if pitfall else said
+
+
+def _without_rescale(q, k, v, causal: bool, left_pad, l_too: bool) -> torch.Tensor:
+    """float64 output of the classic mistake, tiles of BLOCK_N keys: the accumulator (and with ``l_too`` l as
+    well) never brought to a new max."""
+    q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
+    B, H, S, D = q.shape
+    s = (q @ k.transpose(-1, -2)) * D ** -0.5
+    s = s.masked_fill(~_keep(B, S, causal, left_pad), float("-inf"))
+    m = torch.full((B, H, S, 1), float("-inf"), dtype=torch.float64)
+    l = torch.zeros_like(m)
+    acc = torch.zeros_like(q)
+    for start in range(0, S, BLOCK_N):
+        tile = s[..., start:start + BLOCK_N]
+        m_new = torch.maximum(m, tile.amax(dim=-1, keepdim=True))
+        shift = torch.where(m_new == float("-inf"), 0.0, m_new)
+        p = torch.exp(tile - shift)
+        l = (l if l_too else l * torch.exp(m - shift)) + p.sum(dim=-1, keepdim=True)
+        acc = acc + p @ v[..., start:start + BLOCK_N, :]
+        m = m_new
+    return acc / torch.where(l == 0, 1.0, l)
 
 
 def check_attention(attention) -> Verdict:
