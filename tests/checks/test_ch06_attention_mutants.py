@@ -113,11 +113,12 @@ def _judge(sources, seed):
 
 @pytest.mark.skipif(not shutil.which("bwrap"), reason="needs bubblewrap")
 def test_judge_passes_the_solution_and_fails_the_mutants():
-    """The grader's launches (fresh values, its sandbox): the solution passes every case; three classic mistakes
-    fail the case built for each, which names the trap it sets."""
+    """The grader's launches (fresh values, its sandbox): the solution passes every case; the classic mistakes
+    (no rescale, no -inf guard, mask after the max, fp16 accumulator, causal off by one) fail the case built for
+    each, which names the trap it sets."""
     good = _judge(exercise_source(EX), seed=5)
     assert good.ok and good.total == len(cases.ATTENTION_CASES), good.text(EX)
-    for mutant, edits, case, words in [MUTANTS[0], MUTANTS[2], MUTANTS[5]]:
+    for mutant, edits, case, words in MUTANTS[:1] + MUTANTS[2:3] + MUTANTS[4:7]:
         bad = _judge(mutate(edits), seed=5)
         assert not bad.ok, mutant
         assert any(case in ln and "the trap this case sets" in ln and words in ln for ln in bad.lines), \

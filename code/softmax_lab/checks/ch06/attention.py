@@ -69,7 +69,7 @@ ATTENTION_CASES = [
     ("S = 16, one whole tile: 2x1x16, D=64", (2, 1, 16, 64), "float16", False, None, "random", "", 72),
     ("S = 17, one tile and one: 1x2x17, D=64, causal, bf16", (1, 2, 17, 64), "bfloat16", True, None, "random", "",
      73),
-    ("causal, 2x2x50, D=16", (2, 2, 50, 16), "float16", True, None, "random", "", 74),
+    ("causal, 2x2x50, D=16", (2, 2, 50, 16), "float16", True, None, "random", OFF_BY_ONE, 74),
     ("the max arrives late (scores rise along the keys): 1x2x80, D=16", (1, 2, 80, 16), "float16", False, None,
      "rising", RESCALE, 75),
     ("left padding [5, 0], not causal: 2x1x24, D=64", (2, 1, 24, 64), "float16", False, [5, 0], "random", PAD, 76),
