@@ -44,9 +44,9 @@ NO_GUARD_ROW = ("a query that sees no key came out NaN: its running max stays -i
 ZERO_ROW = "a query that sees no key must give a row of zeros (the contract), not values taken from masked keys"
 MASK_AFTER_MAX = ("masked scores took part in the max: here the keys a query may not see score far above the ones it "
                   "may, so every kept exp(s - m) underflows to 0 and the row comes out 0 or NaN")
-FP16_ACC = ("the output accumulator lost what 16 bits cannot hold: these values cancel (running sums near 16,000, "
-            "where fp16 values are 8 apart, end near 0.1), so an accumulator rounded to the input's dtype between "
-            "tiles is off by whole units")
+FP16_ACC = ("the output accumulator lost what 16 bits cannot hold: these values cancel (running sums climb past "
+            "16,000, where fp16 values are 8 or more apart, then fall back to a few units), so an accumulator "
+            "rounded to the input's dtype between tiles is off by whole units")
 OFF_BY_ONE = ("the causal mask is off by one: these outputs are attention where each query sees one key too many "
               "or too few (query q sees keys 0..q, itself included)")
 STRIDE = ("q, k and v here are views of one packed [.., S, 3*D] tensor (rows 3*D apart) and the output's rows are "
