@@ -49,6 +49,18 @@ MUTANTS = [
 ]
 
 
+WALK_1 = '''    for start in range(0, end, BLOCK_N):  # a first walk: the final max of every query
+        ks = start + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + (rows + ks)[:, None] * k_stride + d[None, :], mask=ks[:, None] < S, other=0.0)
+        s = tl.dot(q, tl.trans(k.to(tl.float32))) * scale
+        keep = (ks[None, :] < S) & (ks[None, :] >= pad)
+        if CAUSAL:
+            keep = keep & (ks[None, :] <= qs[:, None])
+        m = tl.maximum(m, tl.max(tl.where(keep, s, -float("inf")), axis=1))
+'''
+LOOP = "    for start in range(0, end, BLOCK_N):\n"
+
+
 def mutate(edits) -> str:
     source = exercise_source(EX)
     for old, new in edits:
@@ -131,3 +143,11 @@ def test_no_rescale_is_named_wherever_it_shows(exercise_module, monkeypatch):
     ok, fails = check_lines(exercise_module(EX, source=mutate(MUTANTS[0][1])), monkeypatch)
     assert not ok and fails
     assert all("stayed weighted by the old max" in ln for ln in fails), "\n".join(fails)
+
+
+def test_two_walks_are_caught_by_the_traffic(exercise_module, monkeypatch):
+    """A kernel that walks the keys once for the max and again for the output gives the right values (its
+    accumulator never needs a rescale): only memcount's count of its key reads tells it from the real thing."""
+    ok, fails = check_lines(exercise_module(EX, source=mutate([(LOOP, WALK_1 + LOOP)])), monkeypatch)
+    assert not ok and len(fails) == 1, fails
+    assert "one walk?" in fails[0] and "every key was read 2 times per block of queries" in fails[0], fails

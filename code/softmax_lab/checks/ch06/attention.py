@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ...device import DEVICE, ON_GPU
+from ...memcount import count_calls
 from ...testing import TOLERANCES
 from .._pitfalls import Verdict, quiet
 from ..common import GUARD, Report
@@ -243,12 +244,45 @@ def _without_rescale(q, k, v, causal: bool, left_pad, l_too: bool) -> torch.Tens
     return acc / torch.where(l == 0, 1.0, l)
 
 
+TWO_WALKS = ("every {what} was read {n} times per block of queries: a walk that finds the max (or l) came before "
+             "the walk that gathers the output, so each tile crosses memory more than once (the rescaled "
+             "accumulator is what lets one walk do it all)")
+
+
+def traffic_problem(fn, shape: tuple = (1, 2, 48, 16)) -> str:
+    """'' when, counted by ``memcount`` (the kernel's own loads and stores), each program reads every key and value
+    once, the queries once, and writes every output once: one walk. Not causal, so every tile is needed."""
+    B, H, S, D = shape
+    q, k, v = (t.to(DEVICE, torch.float16) for t in case_tensors("random", shape, 82))
+    out = torch.full_like(q, float("nan"))
+    with quiet():
+        _, c = count_calls(fn, q, k, v, out, causal=False, left_pad=None, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    if c.launches == 0:
+        return "no Triton kernel was launched: the launcher must start your kernel"
+    blocks = -(-S // BLOCK_M)
+    once = blocks * B * H * S * D  # every key (value) once per query block
+    for what, name in (("key", "k_ptr"), ("value", "v_ptr")):
+        reads = c.loads_of.get(name, 0)
+        if reads > once:
+            return TWO_WALKS.format(what=what, n=f"{reads / once:.3g}")
+        if reads < once:
+            return f"some {what}s were never read: the walk over the key tiles did not cover every key"
+    if c.loads_of.get("q_ptr", 0) > q.numel():
+        return "the queries were read more than once: each program fetched its block of queries again during the walk"
+    if c.stores != out.numel():
+        return (f"every output must be written exactly once (counted {c.stores / out.numel():.3g} writes per output): "
+                "provisional outputs cost a write and a read each")
+    return ""
+
+
 def check_attention(attention) -> Verdict:
     """Exercise ch06-attention: ``attention(q, k, v, out, causal=..., left_pad=..., BLOCK_M=..., BLOCK_N=...)``."""
     report = Report("ch06-attention")
     for name, shape, dtype, causal, left_pad, kind, pitfall, seed in ATTENTION_CASES:
         report.run(name, lambda a=(kind, shape, dtype, causal, left_pad, pitfall, seed):
                    attention_problem(attention, *a))
+    report.run("one walk? fp16 1x2x48, D=16, not causal: each key and value read once per block of queries, every "
+               "output written once (memcount)", lambda: traffic_problem(attention))
     return Verdict(report.show())
 
 
