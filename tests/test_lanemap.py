@@ -11,6 +11,7 @@ import softmax_lab
 from softmax_lab import lanemap, pictures
 from softmax_lab.checks import ch02, ch04, ch05, ch06, ch08
 from softmax_lab.checks.ch05 import online_kernel
+from softmax_lab.checks.ch06 import masked
 from softmax_lab.kernels import fused_softmax, multirow_softmax, online_softmax
 
 from lanemap_kernels import _kernel  # a plain module: Triton's interpreter and pytest's assertion rewriting clash
@@ -68,7 +69,7 @@ CHAPTERS = [  # (solution notebook, exercise, checks module, check, the launcher
     ("02_masks_and_padding.ipynb", "ch02-masked-load-store", ch02, ch02.check_masked_rows, "softmax_rows"),
     ("04_three_kernels_to_one.ipynb", "ch04-fused", ch04, ch04.check_fused, "my_fused_softmax"),
     ("05_online_softmax.ipynb", "ch05-online-kernel", online_kernel, ch05.check_online_softmax, "online_softmax"),
-    ("06_half_precision_and_attention.ipynb", "ch06-masked", ch06, ch06.check_masked_softmax,
+    ("06_half_precision_and_attention.ipynb", "ch06-masked", masked, ch06.check_masked_softmax,
      "masked_attention_softmax"),
     ("08_backward.ipynb", "ch08-backward", ch08, ch08.check_softmax_backward, "softmax_backward"),
 ]

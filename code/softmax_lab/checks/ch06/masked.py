@@ -1,4 +1,4 @@
-"""Checks for chapter 6, half precision and attention: the masked (causal + left-padding) softmax kernel.
+"""Exercise ch06-masked: the masked (causal + left-padding) softmax kernel, its case table, check and judge.
 
 ``check_masked_softmax(masked_softmax)`` runs a learner's launcher
 ``masked_softmax(scores, out, causal=..., left_pad=...)`` on attention-shaped ``[B, H, S, S]`` scores in
@@ -22,36 +22,36 @@ import contextlib
 import numpy as np
 import torch
 
-from ..device import DEVICE, ON_GPU
-from ..memcount import count_calls
-from ..reference import masked_softmax_ref
-from ..testing import TOLERANCES, poisoned_like, randn
-from ._pitfalls import quiet
-from ._pitfalls import Verdict
-from .common import GUARD, Report, lane_map_of
-from ..device import DEVICE as _DEVICE
-from . import judging
-from .judging import Buf, INT64_HINT, KCase, KernelJudge, big_rows_input, big_rows_output, np2, rows_input, rows_output
+from ...device import DEVICE, ON_GPU
+from ...memcount import count_calls
+from ...reference import masked_softmax_ref
+from ...testing import TOLERANCES, poisoned_like, randn
+from .. import judging
+from .._pitfalls import Verdict, quiet
+from ..common import GUARD, Report, lane_map_of
+from ..judging import (INT64_HINT, TORCH, Buf, KCase, KernelJudge, big_rows_input, big_rows_output, np2, rows_input,
+                       rows_output)
 
-__all__ = ["check_masked_softmax"]
+__all__ = ["check_masked_softmax", "half_sums_in_half"]
 
-FULLY_MASKED = ("a fully masked row gave NaN: its max is -inf, so exp(-inf - (-inf)) = NaN and the sum is 0 - "
-                "the convention is zeros (shift by 0 when the max is -inf, and divide only where the sum > 0)")
-OFF_BY_ONE = "causal mask off by one: query q attends keys 0..q inclusive (keep k <= q)"
-LEAK = ("masked positions got probability: give them -inf before the max (not 0, and not just skipped in the "
-        "store) so that exp makes them exactly 0")
-FP32 = ("errors of several fp16 ulps: load with .to(tl.float32), compute x - max, exp and the sum in fp32, "
-        "and round to fp16 only once, at the store")
+FULLY_MASKED = ("a fully masked row gave NaN: its max is -inf, so exp(-inf - (-inf)) is NaN, and its sum is 0 "
+                "(the convention is a row of zeros)")
+OFF_BY_ONE = ("causal mask off by one: these rows are the softmax where each query sees one key too many or too few "
+              "(query q sees keys 0..q, itself included)")
+LEAK = ("masked positions got probability: keys the mask removes still took part in the max or the sum (a masked "
+        "score that counts as 0 has exp(0 - m) > 0), so they get probability and the kept keys too little")
+FP32 = ("errors of several fp16 ulps: part of the arithmetic ran in half precision, which rounds to 11 bits at every "
+        "step (fp32 arithmetic, rounded once at the end, stays within one ulp)")
 EXP_FP16 = ("tl.exp was given a half-precision tensor: Triton's exp takes fp32 (and fp16's own exp would overflow "
-            "past ln(65504) = 11.09) - load with .to(tl.float32) and compute in fp32")
-PAD = "left padding ignored: keys k < left_pad[b] are padding and must get probability 0"
+            "past ln(65504) = 11.09)")
+PAD = "left padding ignored: keys k < left_pad[b] are padding, yet they got probability"
 HALF_SUM = ("the sum was accumulated in fp16: near 1, fp16 values are 0.001 apart, so every small exp(x - max) "
-            "added to it is rounded away (chapter 6's row: 1.0 plus many e^-8) - load with .to(tl.float32) and "
-            "keep the exponentials and their sum in fp32; round to fp16 once, at the store")
+            "added to it is rounded away (chapter 6's row: 1.0 plus many e^-8 stays 1.0, and every output comes "
+            "out too large)")
 OUT_STRIDE = ("the outputs are not where they belong: the output has its own row stride (here it differs from "
-              "the scores'): store at y_ptr + row * y_row_stride + k")
-IN_STRIDE = ("rows of scores are not contiguous (a view like big[..., :S]): find a row's scores with "
-             "x_ptr + row * x_row_stride, not row * S")
+              "the scores'), and rows were written at another spacing")
+IN_STRIDE = ("rows of scores are not contiguous (a view like big[..., :S], rows farther apart than S): rows were "
+             "read at another spacing")
 
 
 @contextlib.contextmanager
@@ -180,45 +180,61 @@ def masked_problem(fn, scores: torch.Tensor, causal: bool, left_pad, strict_fp16
     return f"values differ from the float64 reference (largest error {worst:.1e}; tolerance {atol:g} + {rtol:g}*|y|)"
 
 
-def _pad(values) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.int32, device=DEVICE)
-
-
 def chapter6_row(S: int, dtype=torch.float16) -> torch.Tensor:
     """[1, 1, S, S] scores whose every row is one 8 and S - 1 zeros: after the shift, one 1.0 and S - 1 copies of
     e^-8 (chapter 6's sum). An fp16 running sum stays at 1.0; the true sum is 1 + (S - 1) e^-8."""
-    scores = torch.zeros(1, 1, S, S, dtype=dtype, device=DEVICE)
-    rows = torch.arange(S, device=DEVICE)
-    scores[0, 0, rows, (rows * 7) % S] = 8.0  # the 8 moves from row to row
-    return scores
+    return case_scores("chapter 6", (1, 1, S), S, None).to(DEVICE, dtype)
 
 
-def _cases(seed: int = 60):
-    """(name, scores, causal, left_pad, strict_fp16, extras): boundary lengths, dtypes, the masking traps, and
-    the properties (strided input and output, the fp16 sum). extras: out_gap, pitfall."""
-    f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
-    yield "no mask, 1x1x1x1", randn((1, 1, 1, 1), f32, seed=seed), False, None, False, {}
-    yield "no mask, 1x1x31x31", randn((1, 1, 31, 31), f32, seed=seed + 1), False, None, False, {}
-    yield "causal, fp32 1x1x32x32", randn((1, 1, 32, 32), f32, seed=seed + 2), True, None, False, {}
-    yield "causal, fp32 2x1x33x33", randn((2, 1, 33, 33), f32, seed=seed + 3), True, None, False, {}
-    yield "causal, fp32 1x1x129x129", randn((1, 1, 129, 129), f32, seed=seed + 4), True, None, False, {}
-    yield "causal, fp16 1x1x64x64 (within 1 fp16 ulp)", randn((1, 1, 64, 64), f16, seed=seed + 5), True, None, \
-        True, {}
-    yield "causal, bf16 1x1x48x48", randn((1, 1, 48, 48), bf16, seed=seed + 6), True, None, False, {}
-    yield "large fp16 scores (up to 60: exp(60) overflows fp16)", \
-        (randn((1, 1, 40, 40), f32, seed=seed + 7, scale=20.0).clamp(-60, 60)).to(f16), True, None, False, {}
-    yield "causal + left padding [0, 5], 2 heads: 5 fully masked rows per head", \
-        randn((2, 2, 17, 17), f32, seed=seed + 8), True, _pad([0, 5]), False, {}
-    yield "no causal, left padding [3, 0]", randn((2, 1, 20, 20), f16, seed=seed + 9), False, _pad([3, 0]), False, {}
-    yield "a sequence that is all padding: every row fully masked", randn((2, 1, 16, 16), bf16, seed=seed + 10), \
-        True, _pad([16, 2]), False, {}
-    big = randn((2, 2, 24, 37), f32, seed=seed + 11)
-    yield "strided scores big[..., :24] (rows 37 apart), causal", big[..., :24], True, None, False, \
-        {"pitfall": IN_STRIDE, "out_gap": 13}  # the output as far apart: a swapped stride stays in bounds
-    yield "strided output (rows 24 + 11 apart), causal + left padding [2, 0]", \
-        randn((2, 2, 24, 24), f16, seed=seed + 12), True, _pad([2, 0]), False, {"out_gap": 11}
-    yield "chapter 6's sum: each row one 8 and 127 zeros, fp16 1x1x128x128 (within 1 fp16 ulp)", \
-        chapter6_row(128), False, None, True, {"pitfall": HALF_SUM}
+# The cases, read by the notebook check and by the grader's judge alike: (name, (B, H, S), dtype, causal,
+# left_pad, values, the mistake a FAIL names, the check's seed, (the scores' row step, the output's row step) or
+# None for contiguous rows, strict: fp16 within 1 ulp). Values: "random"; "large" (fp16 scores up to 60);
+# "chapter 6" (each row one 8 and S - 1 zeros). The check draws them from its seeds (CPU and GPU see the same
+# rows); the judge from the grader's seed.
+MASKED_CASES = [
+    ("no mask, 1x1x1x1", (1, 1, 1), "float32", False, None, "random", "", 60, None, False),
+    ("no mask, 1x1x31x31", (1, 1, 31), "float32", False, None, "random", "", 61, None, False),
+    ("causal, fp32 1x1x32x32", (1, 1, 32), "float32", True, None, "random", "", 62, None, False),
+    ("causal, fp32 2x1x33x33", (2, 1, 33), "float32", True, None, "random", "", 63, None, False),
+    ("causal, fp32 1x1x129x129", (1, 1, 129), "float32", True, None, "random", "", 64, None, False),
+    ("causal, fp16 1x1x64x64 (within 1 fp16 ulp)", (1, 1, 64), "float16", True, None, "random", "", 65, None, True),
+    ("causal, bf16 1x1x48x48", (1, 1, 48), "bfloat16", True, None, "random", "", 66, None, False),
+    ("large fp16 scores (up to 60: exp(60) overflows fp16)", (1, 1, 40), "float16", True, None, "large", "", 67,
+     None, False),
+    ("causal + left padding [0, 5], 2 heads: 5 fully masked rows per head", (2, 2, 17), "float32", True, [0, 5],
+     "random", "", 68, None, False),
+    ("no causal, left padding [3, 0]", (2, 1, 20), "float16", False, [3, 0], "random", "", 69, None, False),
+    ("a sequence that is all padding: every row fully masked", (2, 1, 16), "bfloat16", True, [16, 2], "random", "",
+     70, None, False),
+    # the output as far apart as the scores: a swapped stride stays in bounds
+    ("strided scores big[..., :24] (rows 37 apart), causal", (2, 2, 24), "float32", True, None, "random", IN_STRIDE,
+     71, (37, 37), False),
+    ("strided output (rows 24 + 11 apart), causal + left padding [2, 0]", (2, 2, 24), "float16", True, [2, 0],
+     "random", "", 72, (24, 35), False),
+    ("chapter 6's sum: each row one 8 and 127 zeros, fp16 1x1x128x128 (within 1 fp16 ulp)", (1, 1, 128), "float16",
+     False, None, "chapter 6", HALF_SUM, 73, None, True),
+]
+
+
+def case_scores(kind: str, shape: tuple, step: int, seed) -> torch.Tensor:
+    """float32 scores ``[B, H, S, step]`` on the CPU for one case (the row's first S are the scores)."""
+    B, H, S = shape
+    if kind == "chapter 6":
+        scores = torch.zeros(B, H, S, step)
+        rows = torch.arange(S)
+        scores[..., rows, (rows * 7) % S] = 8.0  # the 8 moves from row to row
+        return scores
+    x = randn((B, H, S, step), torch.float32, device="cpu", seed=seed, scale=20.0 if kind == "large" else 3.0)
+    return x.clamp(-60, 60) if kind == "large" else x
+
+
+def _cases():
+    """(name, scores, causal, left_pad, strict_fp16, extras) for the notebook check. extras: out_gap, pitfall."""
+    for name, (B, H, S), dtype, causal, pads, kind, pitfall, seed, steps, strict in MASKED_CASES:
+        in_step, out_step = steps or (S, S)
+        scores = case_scores(kind, (B, H, S), in_step, seed).to(DEVICE, TORCH[dtype])[..., :S]
+        pad = None if pads is None else torch.tensor(pads, dtype=torch.int32, device=DEVICE)
+        yield name, scores, causal, pad, strict, {"pitfall": pitfall, "out_gap": out_step - S}
 
 
 def masked_traffic_problem(fn, scores: torch.Tensor, left_pad) -> str:
@@ -234,16 +250,18 @@ def masked_traffic_problem(fn, scores: torch.Tensor, left_pad) -> str:
         return "no Triton kernel was launched: the launcher must start your kernel"
     reads = c.loads_of.get("x_ptr", c.loads)
     if reads > kept and reads % kept == 0 and reads // kept > 1:
-        return (f"every kept score was read {reads // kept} times: load the row once and keep it in registers "
-                "(max, exp and sum all use the same loaded values)")
+        return (f"every kept score was read {reads // kept} times: the max, the exponentials and the sum each "
+                "fetched the row from memory again")
     if reads > kept:
-        return ("the kernel also read scores that the mask removes: load with mask=keep (and other=-inf), so a "
-                "masked key costs no read - the saving is the point of computing the mask from the indices")
+        return ("the kernel also read scores that the mask removes: a masked key still cost a read, and saving "
+                "those reads is the point of computing the mask from the indices")
     if reads < kept:
-        return "some kept scores were never read: the load's mask must keep every key k <= q (and k >= left_pad[b])"
-    if c.stores != n:
+        return "some kept scores were never read: the load left out keys that a query sees"
+    if c.stores < n:
         return (f"every output must be written exactly once, zeros included (counted {c.stores / n:.3g} writes "
-                "per output): store with mask=k < S, not mask=keep")
+                "per output): the masked-out positions were left unwritten, holding whatever was there before")
+    if c.stores > n:
+        return f"outputs were written more than once (counted {c.stores / n:.3g} writes per output)"
     return ""
 
 
@@ -259,7 +277,7 @@ def lane_launch(masked_softmax):
 
 def lane_input():
     """6 x 6 scores inside rows of 9: the padding and the row stride both show."""
-    return torch.randn(6, 9, generator=torch.Generator().manual_seed(0)).to(_DEVICE)[:, :6]
+    return torch.randn(6, 9, generator=torch.Generator().manual_seed(0)).to(DEVICE)[:, :6]
 
 
 def check_masked_softmax(masked_softmax) -> Verdict:
@@ -271,7 +289,8 @@ def check_masked_softmax(masked_softmax) -> Verdict:
     scores = randn((1, 2, 32, 32), torch.float16, seed=66)
     report.run("traffic, causal + left padding [3], fp16 1x2x32x32: kept scores read once, masked ones never, "
                "every output written once (memcount)",
-               lambda: masked_traffic_problem(masked_softmax, scores, _pad([3])))
+               lambda: masked_traffic_problem(masked_softmax, scores, torch.tensor([3], dtype=torch.int32,
+                                                                                   device=DEVICE)))
     return Verdict(report.show())
 
 
@@ -289,13 +308,15 @@ def _with_pitfall(problem: str, pitfall: str | None) -> str:
 
 # ------------------------------------------------------------------------------- what the grader launches
 
-def _judge_case(rng, name, B, H, S, dtype, causal, pad, strided=False, int64=False, big_step=0, x=None):
-    R = B * H * S if x is None else x.shape[0]
-    x = rng.normal(0, 3, (R, S)) if x is None else x
+def _judge_case(rng, name, B, H, S, dtype, causal, pad, steps=None, int64=False, big_step=0, x=None, hint=""):
+    """One launch of the learner's kernel: x (B*H*S rows of S scores, float64) with rows ``steps[0]`` apart (or
+    ``big_step``), the output's ``steps[1]`` apart; the float64 reference computed here."""
+    R = B * H * S
+    in_step, out_step = steps or (S, S)
     if big_step:
         xin = big_rows_input(rng, x, big_step, dtype)
     else:
-        xin = rows_input(rng, x, S + int(rng.integers(3, 20)) if strided else S, dtype)
+        xin = rows_input(rng, x, in_step, dtype)
     xv = np.stack([xin.storage[r * xin.step: r * xin.step + S] for r in range(R)])
     rows = np.arange(R)
     q = (rows % S)[:, None]
@@ -312,47 +333,30 @@ def _judge_case(rng, name, B, H, S, dtype, causal, pad, strided=False, int64=Fal
     e = np.exp(s - m)
     tot = e.sum(axis=1, keepdims=True)
     ref = e / np.where(tot == 0, 1.0, tot)
-    if big_step:
-        out = big_rows_output(ref, big_step, dtype)
-    else:
-        out = rows_output(ref, S + int(rng.integers(3, 20)) if strided else S, dtype)
+    out = big_rows_output(ref, big_step, dtype) if big_step else rows_output(ref, out_step, dtype)
     padbuf = Buf(pads.astype(np.float64) if pad is not None else np.zeros(max(B, 1)), "int32")
     args = [("buf", "x"), ("buf", "out"), ("buf", "pad"), ("int", xin.kernel_step or xin.step),
             ("int", out.kernel_step or out.step), ("int", S), ("int", H * S)]
     return KCase(name, (R,), args, {"x": xin, "out": out, "pad": padbuf},
                  {"BLOCK": np2(S), "CAUSAL": causal, "HAS_PAD": pad is not None}, int64=int64,
-                 hint=INT64_HINT if int64 or big_step else "")
-
-
-def _chapter6_judge_row(rng):
-    """One row (query 0, no mask) of 4096 scores: 8 at a random key, 0 elsewhere."""
-    row = np.zeros((1, 4096))
-    row[0, int(rng.integers(0, 4096))] = 8.0
-    return row
+                 hint=INT64_HINT if int64 or big_step else hint)
 
 
 def _judge_cases(rng):
-    S1, S2 = int(rng.integers(20, 40)), int(rng.integers(10, 20))
-    return [
-        _judge_case(rng, "no mask 1x1x1", 1, 1, 1, "float32", False, None),
-        _judge_case(rng, f"causal fp32 2x1x{S1}", 2, 1, S1, "float32", True, None),
-        _judge_case(rng, f"causal fp16 1x1x{S1}", 1, 1, S1, "float16", True, None),
-        _judge_case(rng, f"causal bf16 1x2x{S2}", 1, 2, S2, "bfloat16", True, None),
-        _judge_case(rng, f"causal + left padding 2x2x{S2}", 2, 2, S2, "float32", True,
-                    [0, int(rng.integers(2, S2 - 1))]),
-        _judge_case(rng, f"left padding only, fp16, strided 2x1x{S2}", 2, 1, S2, "float16", False,
-                    [int(rng.integers(1, S2 - 1)), 0], strided=True),
-        _judge_case(rng, "a sequence that is all padding", 2, 1, 8, "float32", True, [8, 1]),
-        _judge_case(rng, "64-bit row offsets", 1, 1, 5, "float32", True, None, strided=True, int64=True),
-        _judge_case(rng, "chapter 6's sum: one row of 4096 fp16 scores, one 8 and 4095 zeros", 1, 1, 4096, "float16",
-                    False, None, x=_chapter6_judge_row(rng)),
-    ] + ([_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 1, 1, 3, "float32", True, None,
-                      big_step=judging.BIG_STEP)] if judging.gpu_scale() else [])
-    # (that case last: a fault may spoil the GPU context)
+    """The grader's launches: every case of MASKED_CASES with values from its seed, then the 64-bit offsets
+    (counted in the interpreter; on a GPU, real rows 2**30 apart)."""
+    out = []
+    for name, (B, H, S), dtype, causal, pads, kind, pitfall, _, steps, _ in MASKED_CASES:
+        x = case_scores(kind, (B, H, S), S, int(rng.integers(2**31))).double().reshape(B * H * S, S).numpy()
+        out.append(_judge_case(rng, name, B, H, S, dtype, causal, pads, steps, x=x,
+                               hint=f"the trap this case sets: {pitfall}" if pitfall else ""))
+    x = case_scores("random", (1, 1, 5), 5, int(rng.integers(2**31))).double().reshape(5, 5).numpy()
+    out.append(_judge_case(rng, "64-bit row offsets", 1, 1, 5, "float32", True, None, (11, 9), int64=True, x=x))
+    if judging.gpu_scale():  # last: a fault may spoil the GPU context
+        x = case_scores("random", (1, 1, 3), 3, int(rng.integers(2**31))).double().reshape(3, 3).numpy()
+        out.append(_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 1, 1, 3, "float32", True, None,
+                               x=x, big_step=judging.BIG_STEP))
+    return out
 
 
-def _judges():
-    return {"ch06-masked": KernelJudge("masked_softmax_kernel", _judge_cases, int64=True)}
-
-
-JUDGES = _judges()
+JUDGES = {"ch06-masked": KernelJudge("masked_softmax_kernel", _judge_cases, int64=True)}
