@@ -3,6 +3,7 @@ mistakes (wrong thread stride, a max started from 0, a missing or divergent barr
 running the same case several times."""
 from __future__ import annotations
 
+import re
 import types
 
 import numpy as np
@@ -18,24 +19,43 @@ NOT_IMPLEMENTED = "not implemented yet - replace `raise NotImplementedError` wit
 
 
 WRONG_STRIDE = ("each thread stepped by {step} columns instead of by the number of threads in the block "
-                "({threads}), so {what}: loop with range(tid, n_cols, cuda.blockDim.x)")
+                "({threads}), so {what}")
 
 
-MISSING_READER = ("the reader barrier is missing: add cuda.syncthreads() after every thread has read the max "
-                  "from shared[0] and before shared[] is reused for the sum")
+MISSING_READER = ("write-after-read race on shared memory: a thread overwrote a shared value that other threads had "
+                  "not read yet, with no barrier between their read and its write, so what they read depends on "
+                  "which warp runs first")
 
 
-MISSING_WRITER = ("a barrier is missing between a write to shared memory and another thread's read of it: "
-                  "cuda.syncthreads() after the writes (e.g. after shared[tid] = ...) and after each tree step")
+MISSING_WRITER = ("read-after-write race on shared memory: a thread read a shared value in the same barrier "
+                  "interval as another thread's write of it, so it may read the old value")
 
 
-DIVERGENT = ("a cuda.syncthreads() sits inside an `if` that not every thread takes: every thread of the block "
-             "must reach every barrier (move it out of the if)")
+DIVERGENT = ("some threads of the block passed a cuda.syncthreads() that others skipped (a barrier inside a branch "
+             "not every thread takes): undefined behaviour in CUDA, a GPU can hang there")
 
 
-SHARED_OOB = ("a thread indexed shared memory past its end: the tree must only let threads tid < stride "
-              "combine shared[tid] and shared[tid + stride] (if tid < stride:), and the block gives one "
-              "float32 per thread")
+SHARED_OOB = ("a thread indexed shared memory past its end (the block gives one float32 per thread): a tree step "
+              "paired a thread with an element beyond the last one")
+
+
+def race_problem(kinds, first: str) -> str:
+    """The FAIL text for a race report: its first hazard (lines by number: the code is the learner's own) and
+    the mistake its kind names."""
+    kinds = set(kinds)
+    what = (DIVERGENT if "divergent barrier" in kinds else MISSING_READER if "write-after-read" in kinds
+            else MISSING_WRITER)
+    return f"race: {re.sub(r': `[^`]*`', '', first)} - {what}"
+
+
+def widest_interval(cells: dict) -> int:
+    """The most shared elements one thread touched between two barriers (a race recorder's ``cells``): 2 or 3
+    for a step of a tree, one per value for a serial loop."""
+    count: dict = {}
+    for (block, _, _, epoch), cell in cells.items():
+        for tid in set(cell["r"]) | set(cell["w"]):
+            count[(block, tid, epoch)] = count.get((block, tid, epoch), 0) + 1
+    return max(count.values(), default=0)
 
 
 def _cl():
@@ -97,9 +117,8 @@ def _wrong_stride(y: torch.Tensor, x: torch.Tensor, threads: int) -> str:
     return ""
 
 
-IDENTITY = ("a row of negative numbers came out wrong as if its max were 0: start the max from "
-            "float32(-math.inf), not 0 - every thread, also one with no column, must contribute the identity "
-            "(-inf for a max, 0 for a sum)")
+IDENTITY = ("a row of negative numbers came out as if its max were 0: a running max started above every value "
+            "of the row (every thread, also one with no column, must start from the identity of max)")
 
 
 def _max_from_zero(y: torch.Tensor, x: torch.Tensor) -> bool:
@@ -137,11 +156,7 @@ def _race_problem(kernel, rows: int, cols: int, threads: int, seed: int) -> str:
     report = rec.report()
     if report.ok:
         return ""
-    text, _ = report.grouped()[0]
-    kinds = report.kinds()
-    fix = (DIVERGENT if "divergent barrier" in kinds else MISSING_READER if "write-after-read" in kinds
-           else MISSING_WRITER)
-    return f"race: {text} - {fix}"
+    return race_problem(report.kinds(), report.grouped()[0][0])
 
 
 def _launcher(kernel, min_threads=32):
