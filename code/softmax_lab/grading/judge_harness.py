@@ -460,7 +460,7 @@ def _check_cuda_function(fn: ast.FunctionDef, functions: set[str]) -> None:
             names.add(node.id)
     for node in body:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            if node.id not in names | ALLOWED_BUILTINS | {"abs"} | apis | functions:
+            if node.id not in names | ALLOWED_BUILTINS | {"abs", "NotImplementedError"} | apis | functions:
                 raise SourceRejected(f"{fn.name}: uses `{node.id}`, defined outside the cell's @cuda.jit functions")
             if node.id in ("cuda", "math") and not isinstance(parents.get(node), ast.Attribute):
                 raise SourceRejected(f"{fn.name}: `{node.id}` may only be used as `{node.id}.<name>`")
@@ -492,7 +492,7 @@ def define_cuda_functions(source: str, cuda, numba, given: tuple = ()) -> dict:
     filename = "<learner-cuda>"
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # the race report quotes lines
     ns = {"cuda": cuda, "math": math, **{t: getattr(numba, t) for t in NUMBA_TYPES}, "__name__": "learner_cuda",
-          "__builtins__": dict(KERNEL_BUILTINS, abs=abs)}
+          "__builtins__": dict(KERNEL_BUILTINS, abs=abs, NotImplementedError=NotImplementedError)}
     exec(compile(text, filename, "exec"), ns)
     return ns
 
