@@ -39,13 +39,17 @@ SHARED_OOB = ("a thread indexed shared memory past its end (the block gives one 
               "paired a thread with an element beyond the last one")
 
 
-def race_problem(kinds, first: str) -> str:
-    """The FAIL text for a race report: its first hazard (lines by number: the code is the learner's own) and
-    the mistake its kind names."""
+def race_problem(kinds, first: str, lines: bool = True) -> str:
+    """The FAIL text for a race report: its first hazard and the mistake its kind names. Lines by number only (the
+    code quoted would be the learner's own answer); none at all when ``lines`` is False (the course's helpers ran
+    too, whose line numbers mean nothing to the learner)."""
     kinds = set(kinds)
     what = (DIVERGENT if "divergent barrier" in kinds else MISSING_READER if "write-after-read" in kinds
             else MISSING_WRITER)
-    return f"race: {re.sub(r': `[^`]*`', '', first)} - {what}"
+    first = re.sub(r": `[^`]*`", "", str(first))
+    if not lines:
+        first = re.sub(r" \(line \d+\)", "", first)
+    return f"race: {first} - {what}"
 
 
 def widest_interval(cells: dict) -> int:
@@ -147,7 +151,7 @@ def _output_problem(launch, x: torch.Tensor, threads: int) -> str:
     return ""
 
 
-def _race_problem(kernel, rows: int, cols: int, threads: int, seed: int) -> str:
+def _race_problem(kernel, rows: int, cols: int, threads: int, seed: int, lines: bool = True) -> str:
     cl = _cl()
     x = randn((rows, cols), device="cpu", seed=seed).numpy()
     y = np.full_like(x, np.nan)
@@ -156,7 +160,7 @@ def _race_problem(kernel, rows: int, cols: int, threads: int, seed: int) -> str:
     report = rec.report()
     if report.ok:
         return ""
-    return race_problem(report.kinds(), report.grouped()[0][0])
+    return race_problem(report.kinds(), report.grouped()[0][0], lines)
 
 
 def _launcher(kernel, min_threads=32):
@@ -197,20 +201,20 @@ RACY_OUTPUTS = ("outputs not checked: with a race they change from run to run (a
                 "once proves nothing) - fix the race first")
 
 
-def _race_cases(report: Report, kernel, shapes, seed: int) -> bool:
+def _race_cases(report: Report, kernel, shapes, seed: int, lines: bool = True) -> bool:
     """Race-check ``kernel`` on each (rows, cols, threads); False (and a note) when a hazard was found."""
     ok = True
     for rows, cols, threads in shapes:
         ok &= report.run(f"race check in the simulator: {rows}x{cols}, {threads} threads (no hazard between "
-                         "barriers)", lambda r=rows, c=cols, t=threads: _race(kernel, r, c, t, seed))
+                         "barriers)", lambda r=rows, c=cols, t=threads: _race(kernel, r, c, t, seed, lines))
     if not ok:
         report.add("outputs", RACY_OUTPUTS)
     return ok
 
 
-def _race(kernel, rows, cols, threads, seed):
+def _race(kernel, rows, cols, threads, seed, lines=True):
     try:
-        return _race_problem(kernel, rows, cols, threads, seed)
+        return _race_problem(kernel, rows, cols, threads, seed, lines)
     except Exception as err:
         return _explain_error(err)
 

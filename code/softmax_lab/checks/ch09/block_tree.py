@@ -88,8 +88,8 @@ def tree_problem(function: str, vals: np.ndarray, got: np.ndarray, race: dict | 
         k *= 2
     for s in (2, 4, 8):
         if s < threads and _close(first, op(vals[:, ::s], axis=1, keepdims=True)).all():
-            return (f"the {word} combines only every {s}th thread's value: the tree stopped {s.bit_length() - 1} "
-                    "step(s) before its last one")
+            return (f"the {word} combines only one thread's value in every {s}: the tree stopped "
+                    f"{s.bit_length() - 1} step(s) before its last one")
     return f"{int((~ok).sum())} of {got.size} threads returned a wrong {word}"
 
 

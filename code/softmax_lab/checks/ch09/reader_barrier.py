@@ -155,7 +155,7 @@ def check_reader_barrier(kernel) -> Verdict:
                lambda: _source_problem(kernel))
     fixed = with_course_helpers(kernel)
     races = [(rows, cols, threads) for _, rows, cols, threads, _, race, _ in READER_CASES if race]
-    if not _race_cases(report, fixed, races, 91):
+    if not _race_cases(report, fixed, races, 91, lines=False):
         return Verdict(report.show())
     launch = _launcher(fixed)
     for i, (name, rows, cols, threads, kind, race, step) in enumerate(READER_CASES):
@@ -178,7 +178,7 @@ def _judge_cases(rng: np.random.Generator) -> list:
 
 def _judge_problem(case: NCase, outputs: dict, race: dict | None) -> str:
     if race is not None and not race["ok"]:
-        return race_problem(race["kinds"], race["first"])
+        return race_problem(race["kinds"], race["first"], lines=False)
     return output_problem(case.buffers["y"], outputs["y"])
 
 
