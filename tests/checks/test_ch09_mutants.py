@@ -238,3 +238,28 @@ def test_judges_refuse_the_package_and_code_outside_the_kernel_api():
     assert "refused them" in v["ch09-block-tree"].text("x") and "__import__" in v["ch09-block-tree"].text("x")
     for ident, verdict in v.items():
         assert verdict.passed == 0, verdict.text(ident)
+
+
+@pytest.mark.parametrize("body, words", [
+    ("    import os\n", "Import"),
+    ("    v = (lambda: 1)()\n", "Lambda"),
+    ("    v = v.__class__\n", "__class__"),
+    ("    v = cuda.jit(v)\n", "cuda.jit"),
+    ("    v = torch.zeros(1)\n", "torch"),
+    ("    v = math.exp.__self__\n", "__self__"),
+    ("    v = cuda.simulator\n", "cuda.simulator"),
+    ("    v = [t for t in range(3)]\n", "ListComp"),
+    ("    v = v.base\n", "v.base"),
+])
+def test_judge_defines_only_kernel_code(body, words):
+    """The judge's harness defines a numba cell's @cuda.jit functions alone, after checking their syntax tree."""
+    import numba
+    from numba import cuda
+
+    from softmax_lab.grading import judge_harness
+
+    source = f"@cuda.jit(device=True)\ndef warp_max(v):\n{body}    return v\n"
+    with pytest.raises(judge_harness.SourceRejected, match=__import__("re").escape(words)):
+        judge_harness.define_cuda_functions(source, cuda, numba)
+    ns = judge_harness.define_cuda_functions(exercise_source("ch09-shuffle-tail"), cuda, numba)
+    assert {"warp_max", "warp_sum", "my_tail_kernel"} <= set(ns)

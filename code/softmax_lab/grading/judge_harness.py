@@ -419,7 +419,7 @@ def run_python_exercise(ex: dict) -> dict:
 
 CUDA_API = {"threadIdx", "blockIdx", "blockDim", "gridDim", "x", "y", "z", "shared", "local", "array", "syncthreads",
             "syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "activemask", "laneid",
-            "warpsize", "grid", "gridsize", "atomic", "add", "max", "min", "jit"}
+            "warpsize", "grid", "gridsize", "atomic", "add", "max", "min"}  # (cuda.jit: decorators only)
 NUMBA_TYPES = {"float32", "float64", "int32", "int64"}
 NUMBA_VALUE_ATTRS = {"shape", "size", "ndim"}
 
