@@ -4,8 +4,9 @@ For every exercise with a judge (``JUDGES`` in ``softmax_lab.checks.chNN``, see 
 
 1. here: draw fresh inputs from the grader's seed, write them as ``.npy`` files and ``judge.json``;
 2. in a fresh sandbox *without* the softmax_lab package: ``judge_harness.py`` defines only the learner's
-   ``@triton.jit`` functions (kernel exercises; checked to be Triton code) or runs the cell (Python exercises,
-   in a separate sandbox), launches/calls them, and saves the outputs;
+   ``@triton.jit`` functions (kernel exercises; checked to be Triton code) or ``@cuda.jit`` functions (chapter 9's
+   numba exercises, run in numba's simulator with ``cuda_layer/sim.py`` beside the harness), or runs the cell
+   (Python exercises), each kind in a separate sandbox, launches/calls them, and saves the outputs;
 3. here: read what the harness sends back on its standard output (a pipe, read up to the size expected: no
    file of the sandbox is ever opened) with strict parsers (``np.load(allow_pickle=False)``, a validated JSON),
    compare with float64 references computed here, and count k/n. Nothing the learner prints is read.
@@ -114,9 +115,8 @@ def _clean(text, limit=300) -> str:
 def _harness_command(grader_dir: Path, limits: Limits) -> tuple[list[str], dict]:
     """(command, environment) of the harness: in a fresh sandbox without the package, or in place (unsafe)."""
     shutil.copy(Path(__file__).with_name("judge_harness.py"), grader_dir / "judge_harness.py")
-    if (grader_dir / "judge.json").exists() and '"kind": "numba"' in (grader_dir / "judge.json").read_text("utf-8"):
-        # chapter 9: the course's simulator additions (shuffles, race recorder), standalone, no answer in them
-        shutil.copy(Path(__file__).parent.parent / "cuda_layer" / "sim.py", grader_dir / "cuda_sim.py")
+    # chapter 9's numba exercises: the course's simulator additions (shuffles, race recorder), standalone, no answer
+    shutil.copy(Path(__file__).parent.parent / "cuda_layer" / "sim.py", grader_dir / "cuda_sim.py")
     inner = [sys.executable, "-I", "/grader/judge_harness.py"]
     data_limit = limits.data_limit()
     if limits.sandbox:
