@@ -50,7 +50,7 @@ def test_ch05_update_solution(capsys):
 
 
 @pytest.mark.parametrize("fn,words", [
-    (update_no_rescale, ["rescale l by exp(m - m_new)"]),
+    (update_no_rescale, ["l was not rescaled when the max grew"]),
     (update_no_guard, ["exp(-inf - (-inf)) = NaN"]),
     (update_tile_max_only, ["largest value seen so far"]),
 ])
@@ -103,7 +103,7 @@ def test_ch05_kernel_solution(capsys):
 
 
 @pytest.mark.parametrize("fn,words", [
-    (_online(rescale=False), ["rescale l by exp(m - m_new)"]),
+    (_online(rescale=False), ["l was not rescaled when the max grew"]),
     (_online(guard=False), ["exp(-inf - (-inf)) = NaN"]),
 ])
 def test_ch05_kernel_pitfalls(fn, words, capsys):

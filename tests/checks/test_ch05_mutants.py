@@ -87,7 +87,8 @@ def test_online_provisional_writes(capsys):
                                ["wrote every output 2 times"], capsys)
 
 
-@pytest.mark.parametrize("bug,words", [("pad-zero", ["pad with 0 instead of -inf", "pad masked lanes with -inf"]),
+@pytest.mark.parametrize("bug,words", [("pad-zero", ["pad with 0 instead of -inf",
+                                                    "padding lanes took part in the max"]),
                                        ("row-stride", ["row stride"])])
 def test_online_named_pitfalls(bug, words, capsys):
     ok, out = check_output(ch05.check_online_softmax, _online(bug), capsys)
@@ -143,12 +144,12 @@ def test_combine_blank(capsys):
 
 
 @pytest.mark.parametrize("fn,words", [
-    (combine_no_rescale, ["rescale both to the merged max"]),
+    (combine_no_rescale, ["each l was counted against its own chunk's max"]),
     (combine_one_side, ["only one of the two sums was rescaled"]),
-    (combine_no_guard, ["two empty chunks", "shift by 0"]),
-    (combine_scalars_only, ["elementwise on tensors"]),
+    (combine_no_guard, ["two empty chunks", "exp(-inf - (-inf)) = NaN"]),
+    (combine_scalars_only, ["many (m, l) pairs at once"]),
     (combine_first_max, ["larger of the two maxima"]),
-    (combine_exp_of_m, ["never by exp(m)"]),
+    (combine_exp_of_m, ["a rescaling factor grew past what a float holds"]),
 ], ids=["no-rescale", "one-side", "no-guard", "scalars-only", "first-max", "exp-of-m"])
 def test_combine_mutants(fn, words, capsys):
     assert_fails_saying(ch05.check_combine, fn, words, capsys)
@@ -258,10 +259,10 @@ def test_long_row_blank(capsys):
 
 
 @pytest.mark.parametrize("bug,combine,words", [
-    ("own-chunk", combine_solution, ["does not sum to 1", "merge of every program's (m, l)"]),
+    ("own-chunk", combine_solution, ["does not sum to 1", "normalised with its own (m, l)"]),
     ("no-guard", combine_solution, ["chunk with nothing in it"]),
-    ("", combine_no_guard, ["merging two such states must not make NaN"]),
-    ("floor-chunk", combine_solution, ["round the chunk size up"]),
+    ("", combine_no_guard, ["or the merge of two such chunks, made a NaN"]),
+    ("floor-chunk", combine_solution, ["belong to no program"]),
     ("one-program", combine_solution, ["only 1 of the 4 programs read x"]),
     ("whole-row-each", combine_solution, ["1 kernel launch(es)"]),
 ], ids=["own-chunk", "no-guard-kernel", "no-guard-combine", "floor-chunk", "one-program", "whole-row-each"])
@@ -313,3 +314,39 @@ def test_new_exercises_have_no_skeleton():
             body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) \
                 else fn.body
             assert len(body) == 1 and isinstance(body[0], ast.Raise), (ident, fn.name, ast.unparse(fn))
+
+
+# ============================================================ ch05-online-kernel: half precision in and out
+
+HALF_CASES = ["float16 2x100", "bfloat16 2x100", "float16 2x256 of one 8"]
+ONLINE_HALF = [  # (name, edits of the solution's kernel, words its FAIL lines must hold)
+    ("exp-of-half", [(".to(tl.float32)", ""), ("tl.exp(x - shift)", "tl.exp(x - shift.to(x.dtype))")],
+     ["tl.exp was given a half-precision tensor"]),
+    ("sum-in-half", [("tl.sum(tl.exp(x - shift), axis=0)",
+                      "tl.sum(tl.exp(x - shift).to(x_ptr.dtype.element_ty), axis=0)")],
+     ["more than 1 fp16 ulp", "never grows past 1.0"]),
+]
+
+
+def _online_cell(edits, tmp_path):
+    from check_helpers import load
+
+    source = notebook_cell("solutions", CH05, "ch05-online-kernel")
+    for old, new in edits:
+        assert old in source, f"the solution of ch05-online-kernel no longer holds {old!r}: update this test"
+        source = source.replace(old, new)
+    return load("ch05-online-kernel", source, tmp_path).online_softmax
+
+
+@pytest.mark.parametrize("name, edits, words", ONLINE_HALF, ids=[m[0] for m in ONLINE_HALF])
+def test_online_half_precision_mutants(name, edits, words, tmp_path, capsys):
+    """Half-precision arithmetic passes every fp32 case and fails only the fp16/bf16 ones, naming what happened."""
+    assert_only_new_cases_fail(ch05.check_online_softmax, _online_cell(edits, tmp_path), HALF_CASES, words, capsys)
+
+
+def test_online_without_conversion_or_cast_is_right(tmp_path, capsys):
+    """No `.to(tl.float32)` at the loads and no cast at the store is still a right kernel in Triton: `x - shift`
+    takes the fp32 running max's type (exp, max and sum run in fp32) and tl.store converts to the output's dtype,
+    in the interpreter as on the GPU. The fp16 cases judge the result (within 1 fp16 ulp), not the spelling."""
+    fn = _online_cell([(".to(tl.float32)", ""), ("y.to(y_ptr.dtype.element_ty)", "y")], tmp_path)
+    assert_passes(ch05.check_online_softmax, fn, "ch05-online-kernel", capsys)

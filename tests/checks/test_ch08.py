@@ -57,7 +57,7 @@ def test_ch08_solution(capsys):
 
 @pytest.mark.parametrize("bug,words", [
     ("no-sum", ["- sum(dy * y) term is missing"]),
-    ("sum-dy", ["you subtracted sum(dy)"]),
+    ("sum-dy", ["the plain sum(dy)"]),
     ("sign", ["sign is flipped"]),
     ("no-y", ["factor y is missing"]),
 ])

@@ -12,6 +12,7 @@ forgetting the factor ``y``. Two properties the chapter teaches are checked on t
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..device import DEVICE
@@ -31,22 +32,24 @@ __all__ = ["check_softmax_backward"]
 # (what the mistake computes, in float64; what to tell the learner)
 MISTAKES = [
     (lambda y, dy: y * dy,
-     "the - sum(dy * y) term is missing: every input moves every output through the shared denominator, "
-     "so dx = y * (dy - sum(dy * y))"),
+     "the - sum(dy * y) term is missing: every input moves every output through the shared denominator, and "
+     "this dx ignores that coupling"),
     (lambda y, dy: y * (dy - dy.sum(-1, keepdim=True)),
-     "you subtracted sum(dy); the term is the dot product sum(dy * y)"),
+     "the subtracted term is the plain sum(dy): it weighs every upstream gradient alike, as if each output had "
+     "the same probability"),
     (lambda y, dy: y * ((dy * y).sum(-1, keepdim=True) - dy),
-     "the sign is flipped: dx = y * (dy - sum(dy * y)), not y * (sum(dy * y) - dy)"),
+     "the sign is flipped: every dx is the negative of the reference"),
     (lambda y, dy: dy - (dy * y).sum(-1, keepdim=True),
-     "the factor y is missing: dx = y * (dy - sum(dy * y))"),
+     "the factor y is missing: dx is not scaled by each output's own probability"),
 ]
 
 
-HALF_DOT = ("the dot product sum(dy * y) was accumulated in half precision: with dy near 1000, fp16 steps are "
-            "0.5 there (bf16: 4), so the rounded dot is off by up to 0.25 and so is every dy - dot - load y and "
-            "dy with .to(tl.float32), compute in fp32, and round once, at the store")
-PADDING = ("padding lanes must load as 0.0 (other=0.0), not -inf as in the forward: -inf * 0 = NaN and "
-           "-inf * -inf = inf poison the dot product sum(dy * y)")
+HALF_DOT = ("the dot product sum(dy * y) was accumulated in half precision: with dy near 1000, fp16 values are "
+            "0.5 apart there (bf16: 4), so the rounded dot is off by up to 0.25, and so is every dy - dot")
+HALF_MATH = ("the arithmetic ran in half precision: bf16 keeps 8 bits and fp16 11, so the products and the dot "
+             "product of a row lose most of theirs, and dx drifts or overflows")
+PADDING = ("the padding lanes loaded -inf, as in the forward: -inf * 0 = NaN and -inf * -inf = inf poison the "
+           "dot product sum(dy * y)")
 
 
 def backward_problem(fn, y: torch.Tensor, dy: torch.Tensor, pitfall: str = "") -> str:
@@ -62,6 +65,8 @@ def backward_problem(fn, y: torch.Tensor, dy: torch.Tensor, pitfall: str = "") -
     dx64 = dx.to(torch.float64).cpu()
     bad = int((~torch.isfinite(dx64)).sum())
     if bad:
+        if y.dtype != torch.float32 and pitfall:
+            return f"{bad} output value(s) are NaN or inf - {pitfall}"
         n_cols = y.shape[-1]
         if n_cols & (n_cols - 1):  # not a power of two: the block has padding lanes
             return (f"{bad} output value(s) are NaN or inf - {PADDING}, or they were never stored")
@@ -83,46 +88,71 @@ def _softmax_of(x: torch.Tensor) -> torch.Tensor:
     return softmax_ref(x).to(x.dtype)
 
 
-def _cases(seed: int = 80):
-    """(name, y, dy, pitfall): y is a real softmax output, dy a fresh random upstream gradient."""
-    d = DEVICE
-    mask_hint = ("a row shorter than its power-of-two block: mask the loads (other=0.0, so padding adds nothing "
-                 "to sum(dy * y)) and the store")
-    for i, (M, N) in enumerate([(1, 1), (2, 31), (3, 32), (4, 33), (2, 255), (3, 257)]):
-        y = _softmax_of(randn((M, N), device=d, seed=seed + i))
-        yield f"random {M}x{N}", y, randn((M, N), device=d, seed=seed + 50 + i), mask_hint
-    k = 5
-    onehot = torch.zeros(2, 40, device=d)
-    onehot[:, k] = 1.0
-    yield "one-hot y (a saturated softmax): dx must be 0", onehot, randn((2, 40), device=d, seed=seed + 20), ""
-    uniform = torch.full((2, 24), 1 / 24, device=d)
-    yield "uniform y and constant dy: dx must be 0", uniform, torch.full((2, 24), 0.7, device=d), \
-        "adding a constant to dy cannot change dx"
-    for dt in (torch.float16, torch.bfloat16):
-        y = _softmax_of(randn((2, 100), device=d, seed=seed + 30)).to(dt)
-        yield f"{str(dt).replace('torch.', '')} 2x100 (half precision in and out)", y, \
-            randn((2, 100), dt, device=d, seed=seed + 31), "load with .to(tl.float32) and store in the input dtype"
-    for dt in (torch.float16, torch.bfloat16):
-        y, dy = offset_rows(dt, seed + 35)
-        yield f"{str(dt).replace('torch.', '')} 2x100, dy = 1000 + noise: " \
-            "the dot product must be accumulated in fp32", \
-            y, dy, HALF_DOT
-    big_y = _softmax_of(randn((3, 160), device=d, seed=seed + 40))
-    big_dy = randn((3, 170), device=d, seed=seed + 41)
-    yield "strided views y[:, :150], dy[:, :150]", big_y[:, :150], big_dy[:, :150], \
-        "rows are not contiguous: use each tensor's own row stride"
+MASK_HINT = ("a row shorter than its power-of-two block: the padding lanes must add nothing to sum(dy * y), and "
+             "nothing may be stored past the row")
+
+# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), y, dy, dtype, the
+# row steps of y and dy (None: contiguous), the pitfall a FAIL names). y: "softmax" (of random scores), "one-hot",
+# "uniform" or "peaked" (three large probabilities per row); dy: "random", "constant" (0.7) or "offset"
+# (1000 + integer noise, exact in fp16 and bf16). The check draws them from a fixed seed, the judge from the
+# grader's seed, and adds JUDGE_FRESH strided cases and the 64-bit row offsets.
+BACKWARD_CASES = [
+    *[(f"random {M}x{N}", (M, N), "softmax", "random", "float32", None, MASK_HINT)
+      for M, N in [(1, 1), (2, 31), (3, 32), (4, 33), (2, 255), (3, 257)]],
+    ("one-hot y (a saturated softmax): dx must be 0", (2, 40), "one-hot", "random", "float32", None, ""),
+    ("uniform y and constant dy: dx must be 0", (2, 24), "uniform", "constant", "float32", None,
+     "adding a constant to dy changed dx"),
+    *[(f"{dt} 2x100 (half precision in and out)", (2, 100), "softmax", "random", dt, None,
+       HALF_MATH) for dt in ("float16", "bfloat16")],
+    *[(f"{dt} 2x100, dy = 1000 + noise: the dot product must be accumulated in fp32", (2, 100), "peaked", "offset",
+       dt, None, HALF_DOT) for dt in ("float16", "bfloat16")],
+    ("strided views y[:, :150], dy[:, :150]", (3, 150), "softmax", "random", "float32", (160, 170),
+     "rows are not contiguous: each tensor has its own row stride"),
+]
+CHECK_SEED = 80
+JUDGE_FRESH = 2  # fresh strided cases in every grader run, besides all the named ones
 
 
-def offset_rows(dtype, seed: int, shape=(2, 100)):
-    """(y, dy) in ``dtype``: y a softmax with a few large probabilities, dy = 1000 + integer noise (exact in
-    fp16 and bf16). dx does not depend on the 1000; a dot product rounded to half precision does."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(shape, generator=g, dtype=torch.float64) * 2
-    x[:, :3] += 4.0  # three large probabilities per row: each dx there multiplies the dot's error by ~0.3
-    y = torch.softmax(x, -1).to(dtype)
-    step = 4.0 if dtype == torch.bfloat16 else 1.0
-    dy = 1000.0 + step * torch.randint(-8, 9, shape, generator=g).to(torch.float64)
-    return y.to(DEVICE), dy.to(dtype).to(DEVICE)
+def case_arrays(rng: np.random.Generator, shape: tuple, y_kind: str, dy_kind: str, dtype: str):
+    """(y, dy) of one case as float64 arrays, rounded to ``dtype`` (what the kernel reads)."""
+    R, C = shape
+    if y_kind == "one-hot":
+        y = np.zeros(shape)
+        y[:, int(rng.integers(0, C))] = 1.0
+    elif y_kind == "uniform":
+        y = np.full(shape, 1.0 / C)
+    else:
+        x = rng.normal(0, 2 if y_kind == "peaked" else 1, shape)
+        if y_kind == "peaked":
+            x[:, :3] += 4.0  # three large probabilities per row: each dx there multiplies the dot's error by ~0.3
+        y = judging.softmax64(x)
+    if dy_kind == "constant":
+        dy = np.full(shape, 0.7)
+    elif dy_kind == "offset":  # fp16 steps are 1 near 1000, bf16 steps 8: the noise stays exact
+        dy = 1000.0 + (4.0 if dtype == "bfloat16" else 1.0) * rng.integers(-8, 9, shape)
+    else:
+        dy = rng.normal(0, 1, shape)
+    return judging.cast(y, dtype), judging.cast(dy, dtype)
+
+
+def fresh_case(rng: np.random.Generator) -> tuple:
+    """One random strided case like BACKWARD_CASES', from the grader's seed."""
+    R, C = int(rng.integers(2, 5)), int(rng.integers(100, 260))
+    steps = (C + int(rng.integers(3, 30)), C + int(rng.integers(3, 30)))
+    return f"strided {R}x{C}", (R, C), "softmax", "random", "float32", steps, ""
+
+
+def _cases():
+    """(name, y, dy, pitfall) for the notebook check: the table's tensors, drawn from a fixed seed."""
+    rng = np.random.default_rng(CHECK_SEED)
+    for name, (R, C), y_kind, dy_kind, dtype, steps, pitfall in BACKWARD_CASES:
+        y, dy = case_arrays(rng, (R, C), y_kind, dy_kind, dtype)
+        tensors = []
+        for values, step in zip((y, dy), steps or (C, C)):
+            big = torch.zeros(R, step, dtype=judging.TORCH[dtype], device=DEVICE)
+            big[:, :C] = torch.from_numpy(values).to(judging.TORCH[dtype])
+            tensors.append(big[:, :C])
+        yield name, tensors[0], tensors[1], pitfall
 
 
 def traffic_problem(fn, y: torch.Tensor, dy: torch.Tensor) -> str:
@@ -172,23 +202,20 @@ def check_softmax_backward(softmax_backward) -> Verdict:
 
 # ------------------------------------------------------------------------------- what the grader launches
 
-def _judge_case(rng, name, R, C, dtype, strided=False, int64=False, big_step=0, offset=False):
-    from .judging import (INT64_HINT, KCase, big_rows_input, big_rows_output, cast, np2, rows_input, rows_output,
-                          softmax64, view_of)
+def _judge_case(rng, name, shape, y_kind, dy_kind, dtype, steps=None, int64=False, big_step=0):
+    from .judging import INT64_HINT, KCase, big_rows_input, big_rows_output, np2, rows_input, rows_output, view_of
 
-    gap = (lambda: C + int(rng.integers(3, 30))) if strided else (lambda: C)
-    y = cast(softmax64(rng.normal(0, 3, (R, C))), dtype)
-    if offset:  # dy = 1000 + integer noise (exact in fp16): an fp16 dot product is off by up to 0.25
-        dy_values = 1000.0 + rng.integers(-8, 9, (R, C)).astype(float)
-    else:
-        dy_values = rng.normal(0, 1, (R, C))
+    R, C = shape
+    y, dy_values = case_arrays(rng, shape, y_kind, dy_kind, dtype)
+    ys, dys = steps or (None, None)
     if big_step:
         yin, dyin = big_rows_input(rng, y, big_step, dtype), big_rows_input(rng, dy_values, big_step, dtype)
     else:
-        yin, dyin = rows_input(rng, y, gap(), dtype), rows_input(rng, dy_values, gap(), dtype)
+        yin, dyin = rows_input(rng, y, ys, dtype), rows_input(rng, dy_values, dys, dtype)
     y64, dy64 = view_of(yin, yin.storage), view_of(dyin, dyin.storage)
     ref = y64 * (dy64 - (dy64 * y64).sum(axis=1, keepdims=True))
-    out = big_rows_output(ref, big_step, dtype) if big_step else rows_output(ref, gap(), dtype)
+    out_step = C + int(rng.integers(3, 30)) if steps else None
+    out = big_rows_output(ref, big_step, dtype) if big_step else rows_output(ref, out_step, dtype)
     args = [("buf", "y"), ("buf", "dy"), ("buf", "out"), ("int", yin.kernel_step or yin.step),
             ("int", dyin.kernel_step or dyin.step), ("int", out.kernel_step or out.step), ("int", C)]
     return KCase(name, (R,), args, {"y": yin, "dy": dyin, "out": out}, {"BLOCK": np2(C)}, int64=int64,
@@ -196,15 +223,16 @@ def _judge_case(rng, name, R, C, dtype, strided=False, int64=False, big_step=0, 
 
 
 def _judge_cases(rng):
-    C = int(rng.integers(100, 260))
-    return [_judge_case(rng, "1x1", 1, 1, "float32"), _judge_case(rng, "2x31", 2, 31, "float32"),
-            _judge_case(rng, "3x32", 3, 32, "float32"), _judge_case(rng, f"2x{C}", 2, C, "float32"),
-            _judge_case(rng, "fp16 2x100", 2, 100, "float16"), _judge_case(rng, "bf16 2x60", 2, 60, "bfloat16"),
-            _judge_case(rng, "fp16 2x100, dy = 1000 + noise (accumulate in fp32)", 2, 100, "float16", offset=True),
-            _judge_case(rng, f"strided 3x{C}", 3, C, "float32", strided=True),
-            _judge_case(rng, "64-bit row offsets", 3, 9, "float32", strided=True, int64=True)] + (
-        [_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", 3, 40, "float32", big_step=judging.BIG_STEP)]
-        if judging.gpu_scale() else [])  # last: a fault may spoil the GPU context
+    """The grader's launches: every case of the table and JUDGE_FRESH strided ones, values from its seed, then the
+    64-bit row offsets (counted in the interpreter; on a GPU, real rows 2**30 apart)."""
+    out = [_judge_case(rng, name, shape, y_kind, dy_kind, dtype, steps)
+           for name, shape, y_kind, dy_kind, dtype, steps, _ in
+           BACKWARD_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]]
+    out.append(_judge_case(rng, "64-bit row offsets", (3, 9), "softmax", "random", "float32", (16, 13), int64=True))
+    if judging.gpu_scale():  # last: a fault may spoil the GPU context
+        out.append(_judge_case(rng, "rows 2**30 apart: offsets past 2**31 elements", (3, 40), "softmax", "random",
+                               "float32", big_step=judging.BIG_STEP))
+    return out
 
 
 def _judges():

@@ -379,10 +379,14 @@ def _plain(value, depth=0):
         return value
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return value.item()
+    if isinstance(value, torch.Tensor) and value.numel() <= 1000:  # e.g. ch05-combine on 1-D tensors
+        return _plain(value.tolist(), depth + 1)
     if isinstance(value, (np.integer, np.floating)):
         return value.item()
     if isinstance(value, (list, tuple)) and len(value) <= 1000:
         return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, dict) and len(value) <= 100 and all(isinstance(k, str) for k in value):
+        return {k[:100]: _plain(v, depth + 1) for k, v in value.items()}  # e.g. ch07-targets' knobs
     return f"<{type(value).__name__}>"
 
 

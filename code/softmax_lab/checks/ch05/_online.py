@@ -10,12 +10,12 @@ import math
 NEG_INF = float("-inf")
 
 
-RESCALE = ("forgot to rescale l by exp(m - m_new): the old sum was counted against the old max, so when a "
-           "later tile raises the max it must shrink")
+RESCALE = ("l was not rescaled when the max grew: the old sum was counted against the old max, so a later "
+           "tile that raises the max leaves it too large")
 
 
-INF_TILE = ("a tile of all -inf gives m_new = -inf and exp(-inf - (-inf)) = NaN: while the max is still -inf, "
-            "shift by 0 instead (Python: 0.0 if m_new == -inf else m_new; Triton: tl.where(m_new == -inf, 0.0, m_new))")
+INF_TILE = ("a tile of all -inf gives m_new = -inf, and shifting by it computes exp(-inf - (-inf)) = NaN, which "
+            "poisons the running sum from then on")
 
 
 def _close(a: float, b: float) -> bool:

@@ -2,33 +2,32 @@
 order and grouping (commutative, associative), with ``(-inf, 0)`` for an empty chunk."""
 from __future__ import annotations
 
-import math
-
+import numpy as np
 import torch
 
 from .._pitfalls import Verdict, quiet
 from ..common import Report
 from ..judging import PCall, PythonJudge
-from ._online import NEG_INF, _close, _stats
+from ._online import NEG_INF, _stats
 
 
-EMPTY_BOTH = ("two empty chunks (m = -inf on both sides) gave NaN: exp(-inf - (-inf)) is NaN - while the merged "
-              "max is still -inf, shift by 0 instead (torch.where(m == -inf, 0.0, m)): the result is (-inf, 0)")
+EMPTY_BOTH = ("two empty chunks (m = -inf on both sides) gave NaN: shifting by the merged max computes "
+              "exp(-inf - (-inf)) = NaN, where the merge of two empty chunks is (-inf, 0)")
 
 
-NO_RESCALE = ("the sums were added as they are: each l was counted against its own chunk's max, so rescale both "
-              "to the merged max before adding, l = l1 * exp(m1 - m) + l2 * exp(m2 - m)")
+NO_RESCALE = ("the sums were added as they are: each l was counted against its own chunk's max, and the two "
+              "maxima differ")
 
 
-ONE_SIDE = ("only one of the two sums was rescaled (it works when the max sits in that chunk): rescale both, "
-            "l1 by exp(m1 - m) and l2 by exp(m2 - m)")
+ONE_SIDE = ("only one of the two sums was rescaled to the merged max: right when the max sits in the other "
+            "chunk, wrong otherwise")
 
 
-BAD_M = "m must be the larger of the two maxima: m = max(m1, m2)"
+BAD_M = "the merged m is not the larger of the two maxima"
 
 
-ELEMENTWISE = ("combine must work elementwise on tensors (many (m, l) pairs at once, as the partials of a long "
-               "row are): use torch.maximum, torch.exp and torch.where, not max(), math.exp or an if")
+ELEMENTWISE = ("combine failed on tensors of many (m, l) pairs at once (as the partials of a long row are): it "
+               "works one pair at a time, with Python's max(), math.exp or an if on a tensor")
 
 
 def _as_pair(result):
@@ -54,12 +53,12 @@ def _state_problem(got, want, a, b) -> str:
         both_empty = (a[0] == NEG_INF) & (b[0] == NEG_INF)
         if bool(both_empty.any()):
             return EMPTY_BOTH
-        return ("(m, l) came out NaN (inf / inf? an exp that overflowed): rescale by exp(m1 - m) and "
-                "exp(m2 - m), which are at most 1, never by exp(m) itself")
+        return ("(m, l) came out NaN (inf / inf? an exp that overflowed): a rescaling factor grew past what a "
+                "float holds")
     if not bool(torch.equal(m, m_ok)):
         return BAD_M
     if bool(torch.isinf(l).any()):
-        return "l overflowed to inf: rescale by exp(m1 - m) and exp(m2 - m), which are at most 1, never by exp(m)"
+        return "l overflowed to inf: a rescaling factor grew past what a float holds"
     if torch.allclose(l, l_ok, rtol=1e-9, atol=1e-12):
         return ""
     (m1, l1), (m2, l2) = a, b
@@ -163,67 +162,114 @@ def _vector_problem(combine, pairs) -> str:
     return _state_problem(got, (t([w[0] for w in want]), t([w[1] for w in want])), (ma, la), (mb, lb))
 
 
+# The cases, read by the notebook check and by the grader's judge alike: (name, kind, chunk a, chunk b). Kinds:
+# "merge" (combine(a, b) is the (max, sum) of a + b), "swap" (and combine(b, a) too), "orders" (chunk a cut into
+# chunk b pieces, merged in three orders), "vector" (every "merge" pair of the table at once, as 1-D tensors).
+# Chunks: a literal "[...]", or "random N" / "large N" (around 1000) drawn from a fixed seed in the check and from
+# the grader's seed in the judge, which adds JUDGE_FRESH fresh pairs.
+COMBINE_CASES = [
+    ("two halves of [1, 2 | 3, 0]: (2, 1.368) and (3, 1.050) give (3, 1.553)", "merge", "[1, 2]", "[3, 0]"),
+    ("the max in the second chunk", "merge", "[0.5, -1, 2]", "[4, 3.5]"),
+    ("the max in the first chunk", "merge", "[4, 3.5]", "[0.5, -1, 2]"),
+    ("two random chunks of 17 and 23", "merge", "random 17", "random 23"),
+    ("two random chunks of 5 and 35", "merge", "random 5", "random 35"),
+    ("commutative: combine(a, b) == combine(b, a)", "swap", "random 13", "random 27"),
+    ("associative: a random row of 40 in 7 chunks, merged left to right, right to left and as a tree", "orders",
+     "random 40", "7"),
+    ("an empty chunk (-inf, 0) first changes nothing", "merge", "[]", "[1, 2]"),
+    ("an empty chunk (-inf, 0) second changes nothing", "merge", "[1, 2]", "[]"),
+    ("two empty chunks give (-inf, 0), not NaN", "merge", "[]", "[]"),
+    ("a chunk of -inf (a masked stretch) next to a real one", "merge", "[-inf, -inf]", "[0.5, 1.5]"),
+    ("large values around 1000: no overflow", "merge", "large 2", "large 1"),
+    ("elementwise: every pair above at once, as 1-D tensors", "vector", "", ""),
+]
+JUDGE_FRESH = 2  # fresh pairs in every grader run, besides all the named ones
+CHECK_SEED = 55
+
+
+def chunk(values: str, rng: np.random.Generator) -> list[float]:
+    """One chunk of a case: the literal one, or drawn from ``rng`` (the check's fixed seed, or the grader's)."""
+    if values.startswith("["):
+        return [float(v) for v in values.strip("[]").split(",") if v.strip()]
+    kind, n = values.split()
+    row = rng.normal(0, 3, int(n))
+    return [float(v) for v in (1000.0 + np.abs(row) if kind == "large" else row)]
+
+
+def draw_cases(rng: np.random.Generator, fresh: int = 0) -> list[tuple]:
+    """COMBINE_CASES with their chunks drawn (orders: the row and its cut points; vector: the merge pairs), and
+    ``fresh`` random pairs more."""
+    out, pairs = [], []
+    table = COMBINE_CASES[:-1] + [(f"fresh random chunks {i + 1}", "merge", f"random {int(rng.integers(1, 30))}",
+                                   f"random {int(rng.integers(1, 30))}") for i in range(fresh)] + COMBINE_CASES[-1:]
+    for name, kind, a, b in table:
+        if kind == "orders":
+            row = chunk(a, rng)
+            cuts = sorted(int(c) + 1 for c in rng.permutation(len(row) - 1)[:int(b) - 1])
+            out.append((name, kind, row, cuts))
+        elif kind == "vector":
+            out.append((name, kind, pairs, None))
+        else:
+            pair = (chunk(a, rng), chunk(b, rng))
+            pairs.append(pair)
+            out.append((name, kind, *pair))
+    return out
+
+
 def check_combine(combine) -> Verdict:
     """Exercise ch05-combine: ``combine(m1, l1, m2, l2) -> (m, l)``, the summary of two chunks put together."""
     report = Report("ch05-combine")
-    g = torch.Generator().manual_seed(55)
-    row = (torch.randn(40, generator=g, dtype=torch.float64) * 3).tolist()
-    cuts = sorted(torch.randperm(39, generator=g)[:6].add(1).tolist())
-    report.run("two halves of [1, 2 | 3, 0]: (2, 1.368) and (3, 1.050) give (3, 1.553)",
-               lambda: _merge_problem(combine, [1.0, 2.0], [3.0, 0.0]))
-    report.run("the max in the second chunk, then in the first",
-               lambda: _merge_problem(combine, [0.5, -1.0, 2.0], [4.0, 3.5]) or
-               _merge_problem(combine, [4.0, 3.5], [0.5, -1.0, 2.0]))
-    for cut in cuts[:3]:
-        report.run(f"a random row of 40 cut at {cut}: the merge equals the whole row's (max, sum)",
-                   lambda cut=cut: _merge_problem(combine, row[:cut], row[cut:]))
-    report.run("commutative: combine(a, b) == combine(b, a)", lambda: _swap_problem(combine, row[:13], row[13:]))
-    report.run("associative: 7 chunks of the row merged left to right, right to left and as a tree",
-               lambda: _orders_problem(combine, row, cuts))
-    report.run("an empty chunk (-inf, 0) on either side changes nothing",
-               lambda: _merge_problem(combine, [], [1.0, 2.0]) or _merge_problem(combine, [1.0, 2.0], []))
-    report.run("two empty chunks give (-inf, 0), not NaN", lambda: _merge_problem(combine, [], []))
-    report.run("a chunk of -inf (a masked stretch) next to a real one",
-               lambda: _merge_problem(combine, [NEG_INF, NEG_INF], [0.5, 1.5]))
-    report.run("large values [1000, 1001 | 1002]: no overflow",
-               lambda: _merge_problem(combine, [1000.0, 1001.0], [1002.0]))
-    report.run("elementwise: 5 pairs of states at once, as 1-D tensors",
-               lambda: _vector_problem(combine, [([1.0, 2.0], [3.0]), ([], [0.0]), ([], []), ([5.0], [-2.0, 1.0]),
-                                                 ([-1000.0], [-1001.0, -999.5])]))
+    problems = {"merge": _merge_problem, "swap": _swap_problem, "orders": _orders_problem,
+                "vector": lambda f, pairs, _: _vector_problem(f, pairs)}
+    for name, kind, a, b in draw_cases(np.random.default_rng(CHECK_SEED)):
+        report.run(name, lambda k=kind, a=a, b=b: problems[k](combine, a, b))
     return Verdict(report.show())
 
 
+def _expect_pair(a_states, b_states, want):
+    """The judge's verdict on the pair (m, l) the sandbox sent back (floats, or lists for 1-D tensors)."""
+    def problem(value):
+        if not isinstance(value, list) or len(value) != 2:
+            return "combine must return the pair (m, l)"
+        try:
+            got = tuple(torch.tensor(v, dtype=torch.float64) for v in value)
+        except (TypeError, ValueError):
+            return f"combine returned {str(value)[:60]}, not two numbers or tensors"
+        return _state_problem(got, want, a_states, b_states)
+    return problem
+
+
 def _combine_calls(rng):
-    """combine on one pair at a time (1-element float64 tensors): fresh chunks, -inf states, large values."""
-    def expect(a, b):
-        m_ok, l_ok = _stats(list(a) + list(b))
+    """The grader's calls: every case of the table, chunks drawn from its seed, each merge judged like the check's
+    (orders: each merge of the left-to-right fold, from exact states)."""
+    calls = []
 
-        def problem(value):
-            if not isinstance(value, list) or len(value) != 2:
-                return "expected the pair (m, l)"
-            m, l = (float(v) if isinstance(v, (int, float)) else math.nan for v in value)
-            if math.isnan(m) or math.isnan(l):
-                return "(m, l) came out NaN"
-            if not (_close(m, m_ok) and _close(l, l_ok)):
-                return f"(m, l) = ({m:.6g}, {l:.6g}), expected ({m_ok:.6g}, {l_ok:.6g})"
-            return ""
-        return problem
-
-    def call(name, a, b):
+    def merge(name, a, b):
         sa, sb = _stats(a), _stats(b)
+        states = tuple(_scalars(*sa)), tuple(_scalars(*sb))
         args = [{"tensor": [v]} for v in (*sa, *sb)]
-        return PCall(name, "combine", args, expect(a, b))
+        calls.append(PCall(name, "combine", args, _expect_pair(*states, _stats(list(a) + list(b)))))
 
-    row = [float(v) for v in rng.normal(0, 3, 30)]
-    cut = int(rng.integers(1, 29))
-    big = [1000.0 + float(v) for v in rng.normal(0, 2, 6)]
-    return [call(f"a random row of 30 cut at {cut}", row[:cut], row[cut:]),
-            call("the same two chunks swapped", row[cut:], row[:cut]),
-            call("the max in the second chunk", sorted(row[:10]), [max(row) + 1.0]),
-            call("an empty chunk first", [], row[:7]),
-            call("an empty chunk second", row[7:15], []),
-            call("two empty chunks", [], []),
-            call("large values", big[:3], big[3:])]
+    for name, kind, a, b in draw_cases(rng, JUDGE_FRESH):
+        if kind == "merge":
+            merge(name, a, b)
+        elif kind == "swap":
+            merge(f"{name}: combine(a, b)", a, b)
+            merge(f"{name}: combine(b, a)", b, a)
+        elif kind == "orders":
+            bounds = [0, *b, len(a)]
+            for k in range(1, len(bounds) - 1):
+                merge(f"{name}: merge {k} of {len(bounds) - 2}", a[:bounds[k]], a[bounds[k]:bounds[k + 1]])
+        else:  # vector: every merge pair at once
+            sa, sb = [_stats(p) for p, _ in a], [_stats(q) for _, q in a]
+            t = lambda vals: torch.tensor(vals, dtype=torch.float64)
+            states = ((t([s[0] for s in sa]), t([s[1] for s in sa])), (t([s[0] for s in sb]), t([s[1] for s in sb])))
+            want = [_stats(list(p) + list(q)) for p, q in a]
+            args = [{"tensor": [s[0] for s in sa]}, {"tensor": [s[1] for s in sa]},
+                    {"tensor": [s[0] for s in sb]}, {"tensor": [s[1] for s in sb]}]
+            calls.append(PCall(name, "combine", args,
+                               _expect_pair(*states, (t([w[0] for w in want]), t([w[1] for w in want])))))
+    return calls
 
 
 JUDGES = {"ch05-combine": PythonJudge(_combine_calls)}

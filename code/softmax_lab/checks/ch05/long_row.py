@@ -11,10 +11,10 @@ import torch
 from ...device import DEVICE
 from ...memcount import count_calls
 from ...reference import softmax_ref
-from ...testing import compare, poisoned_like, randn
+from ...testing import compare, poisoned_like
 from .._pitfalls import Verdict, quiet
 from ..common import Report
-from ..judging import Buf, GUARD, GUARD_LEN, KCase, KernelJudge, cast
+from ..judging import TORCH, Buf, GUARD, GUARD_LEN, KCase, KernelJudge, cast
 from ._online import NEG_INF, _per_element, _stats
 
 
@@ -32,18 +32,17 @@ def long_row_problem(fn, x: torch.Tensor, programs: int, block: int) -> str:
         nan = torch.isnan(y).cpu()
         if bool(nan.all()):
             return (f"{problem} - every output is NaN: a chunk with nothing in it (past the end of the row, or all "
-                    "-inf) must give (-inf, 0), and merging two such states must not make NaN (shift by 0 while "
-                    "the max is -inf)")
+                    "-inf), or the merge of two such chunks, made a NaN that reached the row's (M, L)")
         first = int(nan.nonzero()[0])
         if bool(nan[first:].all()):
-            return (f"{problem} - the last outputs were never written (still NaN): the chunks must cover the whole "
-                    "row, so round the chunk size up (triton.cdiv(n, programs)), not down")
-        return f"{problem} - every program must write its whole chunk in the second launch"
+            return (f"{problem} - the last outputs were never written (still NaN): the chunks did not cover the "
+                    "whole row, so its last elements belong to no program")
+        return f"{problem} - some outputs of a chunk were never written in the second launch"
     if y.shape == x.shape:
         s = float(y.to(torch.float64).sum())
         if abs(s - 1) > 1e-3:
-            return (f"{problem} - the row does not sum to 1: normalise with the whole row's (M, L), the merge of "
-                    "every program's (m, l), not with each chunk's own")
+            return (f"{problem} - the row does not sum to 1: each chunk was normalised with its own (m, l), not "
+                    "with the whole row's")
     return problem
 
 
@@ -80,62 +79,82 @@ def long_row_traffic_problem(fn, x: torch.Tensor, programs: int, block: int, per
     return ""
 
 
-def _long_cases(seed: int = 58):
-    d = DEVICE
-    yield "1 element on 2 programs: the second program's chunk is empty", randn((1,), device=d, seed=seed), 2, 32
-    yield "37 elements on 3 programs, BLOCK=8", randn((37,), device=d, seed=seed + 1), 3, 8
-    yield "a rising row of 1000 on 4 programs, BLOCK=32: the max is in the last chunk", \
-        torch.linspace(-10.0, 10.0, 1000, device=d), 4, 32
-    lead = randn((300,), device=d, seed=seed + 2)
-    lead[:160] = NEG_INF
-    yield "300 elements on 4 programs, the first two chunks all -inf", lead, 4, 16
-    yield "all-negative row of 200 around -1000 on 3 programs", randn((200,), device=d, seed=seed + 3) - 1000.0, 3, 16
-    yield "float16 row of 500 on 3 programs, BLOCK=64", randn((500,), torch.float16, device=d, seed=seed + 4), 3, 64
+# The cases, read by the notebook check and by the grader's judge alike: (name, elements, programs, BLOCK, values,
+# dtype, traffic). Values: "random", "rising" (the max in the last chunk), "lead -inf" (the first two chunks all
+# -inf) or "below -1000"; traffic: None, or "per program" / "total" (memcount of the whole launcher). The check
+# runs the learner's launcher on each row drawn from a fixed seed; the judge launches the learner's first kernel,
+# chunk_stats_kernel, on rows drawn from the grader's seed, and adds a chunk that is not whole tiles.
+LONG_CASES = [
+    ("1 element on 2 programs: the second program's chunk is empty", 1, 2, 32, "random", "float32", None),
+    ("37 elements on 3 programs, BLOCK=8", 37, 3, 8, "random", "float32", None),
+    ("a rising row of 1000 on 4 programs, BLOCK=32: the max is in the last chunk", 1000, 4, 32, "rising", "float32",
+     None),
+    ("300 elements on 4 programs, the first two chunks all -inf", 300, 4, 16, "lead -inf", "float32", None),
+    ("all-negative row of 200 around -1000 on 3 programs", 200, 3, 16, "below -1000", "float32", None),
+    ("float16 row of 500 on 3 programs, BLOCK=64", 500, 3, 64, "random", "float16", None),
+    ("bfloat16 row of 300 on 2 programs, BLOCK=32", 300, 2, 32, "random", "bfloat16", None),
+    ("1000 elements on 4 programs: 2 launches, each program reads its own chunk once per launch", 1000, 4, 32,
+     "random", "float32", "per program"),
+    ("one row of 500,000 on 8 programs, BLOCK=4096: correct, 2 reads + 1 write per element", 500_000, 8, 4096,
+     "random", "float32", "total"),
+]
+CHECK_SEED = 58
+
+
+def chunk_size(n: int, programs: int, block: int) -> int:
+    """Elements per program: whole tiles of BLOCK, enough of them to cover the row."""
+    return math.ceil(math.ceil(n / programs) / block) * block
+
+
+def case_row(n: int, programs: int, block: int, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """One case's row in float64, drawn from ``rng`` (the check's fixed seed, or the grader's)."""
+    if kind == "rising":
+        return np.linspace(-10.0, 10.0, n)
+    x = rng.normal(0, 1, n)
+    if kind == "below -1000":
+        x -= 1000.0
+    if kind == "lead -inf":
+        x[:2 * chunk_size(n, programs, block)] = NEG_INF
+    return x
 
 
 def check_long_row(long_row_softmax) -> Verdict:
     """Exercise ch05-long-row: ``long_row_softmax(x, out, programs=..., BLOCK=...)`` for one long 1-D row."""
     report = Report("ch05-long-row")
-    for name, x, programs, block in _long_cases():
-        report.run(name, lambda x=x, p=programs, b=block: long_row_problem(long_row_softmax, x, p, b))
-    small = randn((1000,), device=DEVICE, seed=59)
-    report.run("1000 elements on 4 programs: 2 launches, each program reads its own chunk once per launch",
-               lambda: long_row_traffic_problem(long_row_softmax, small, 4, 32, per_program=True))
-    big = randn((500_000,), device=DEVICE, seed=60)
-    report.run("one row of 500,000 on 8 programs, BLOCK=4096: correct, 2 reads + 1 write per element",
-               lambda: long_row_traffic_problem(long_row_softmax, big, 8, 4096, per_program=False))
+    rng = np.random.default_rng(CHECK_SEED)
+    for name, n, programs, block, kind, dtype, traffic in LONG_CASES:
+        x = torch.from_numpy(case_row(n, programs, block, kind, rng)).to(TORCH[dtype]).to(DEVICE)
+        if traffic is None:
+            report.run(name, lambda x=x, p=programs, b=block: long_row_problem(long_row_softmax, x, p, b))
+        else:
+            report.run(name, lambda x=x, p=programs, b=block, t=traffic: long_row_traffic_problem(
+                long_row_softmax, x, p, b, per_program=t == "per program"))
     return Verdict(report.show())
 
 
-def _long_row_cases(rng):
-    """The first launch of ch05-long-row: each program's chunk reduced to (m, l), with guard zones around the
-    partials; chunks past the end of the row and chunks of -inf."""
-    def case(name, x, programs, block, whole_tiles=True):
-        n = x.size
-        chunk = math.ceil(n / programs)
-        if whole_tiles:
-            chunk = math.ceil(chunk / block) * block
-        else:
-            name += f" (CHUNK = {chunk}, not a multiple of BLOCK = {block})"
-        x = cast(x, "float32")  # what the kernel reads
-        stats = [_stats(x[c * chunk:(c + 1) * chunk]) for c in range(programs)]
-        bufs = {"x": Buf(cast(np.concatenate([x, rng.normal(0, 3, GUARD_LEN)]), "float32"))}
-        for name_, k in (("m", 0), ("l", 1)):
-            storage = np.concatenate([np.full(programs, np.nan), np.full(GUARD_LEN, GUARD)])
-            bufs[name_] = Buf(storage, "float32", output=True, shape=(programs,),
-                              ref=np.array([s[k] for s in stats]))
-        args = [("buf", "x"), ("buf", "m"), ("buf", "l"), ("int", n), ("int", chunk)]
-        return KCase(name, (programs,), args, bufs, {"BLOCK": block})
+def _stats_case(rng, name, x, programs, block, dtype="float32", whole_tiles=True):
+    """chunk_stats_kernel on the row ``x``: each program's (m, l) in fp32, guard zones around the partials."""
+    n = x.size
+    chunk = chunk_size(n, programs, block) if whole_tiles else math.ceil(n / programs)
+    x = cast(x, dtype)  # what the kernel reads
+    stats = [_stats(x[c * chunk:(c + 1) * chunk]) for c in range(programs)]
+    bufs = {"x": Buf(cast(np.concatenate([x, rng.normal(0, 3, GUARD_LEN)]), dtype), dtype)}
+    for name_, k in (("m", 0), ("l", 1)):
+        storage = np.concatenate([np.full(programs, np.nan), np.full(GUARD_LEN, GUARD)])
+        bufs[name_] = Buf(storage, "float32", output=True, shape=(programs,), ref=np.array([s[k] for s in stats]))
+    args = [("buf", "x"), ("buf", "m"), ("buf", "l"), ("int", n), ("int", chunk)]
+    return KCase(name, (programs,), args, bufs, {"BLOCK": block})
 
-    n1 = int(rng.integers(20, 60))
-    lead = rng.normal(0, 3, 200)
-    lead[:100] = -np.inf
-    return [case("1 element on 2 programs", rng.normal(0, 3, 1), 2, 16),
-            case(f"{n1} elements on 3 programs", rng.normal(0, 3, n1), 3, 8),
-            case(f"{n1 + 40} elements on 4 programs", rng.normal(0, 3, n1 + 40), 4, 8, whole_tiles=False),
-            case("200 elements on 4 programs, the first two chunks all -inf", lead, 4, 16),
-            case("all-negative row of 90 on 3 programs", rng.normal(0, 3, 90) - 1000.0, 3, 16),
-            case("500,000 elements on 8 programs", rng.normal(0, 3, 500_000), 8, 4096)]
+
+def _long_row_cases(rng):
+    """The grader's launches of the first kernel of ch05-long-row: every case of the table (rows from its seed),
+    and one chunk that is not whole tiles of BLOCK."""
+    out = [_stats_case(rng, name, case_row(n, programs, block, kind, rng), programs, block, dtype)
+           for name, n, programs, block, kind, dtype, _ in LONG_CASES]
+    n = int(rng.integers(60, 100))
+    out.append(_stats_case(rng, f"{n} elements on 4 programs (CHUNK = {math.ceil(n / 4)}, not a multiple of "
+                                "BLOCK = 8)", rng.normal(0, 3, n), 4, 8, whole_tiles=False))
+    return out
 
 
 JUDGES = {"ch05-long-row": KernelJudge("chunk_stats_kernel", _long_row_cases)}

@@ -16,7 +16,7 @@ from ..judging import PCall, PythonJudge
 from ._online import INF_TILE, NEG_INF, RESCALE, _close
 
 
-BAD_MAX = "m must be the largest value seen so far: m_new = max(m, max(tile))"
+BAD_MAX = "m is not the largest value seen so far"
 
 
 def run_online_update(online_update, row, tile: int):
@@ -60,6 +60,11 @@ def _no_rescale_steps(row, tile: int):
 def _update_problem(online_update, row, tile: int, pitfall: str = "") -> str:
     with quiet():
         got = run_online_update(online_update, row, tile)
+    return _steps_problem(got, row, tile, pitfall)
+
+
+def _steps_problem(got, row, tile: int, pitfall: str = "") -> str:
+    """'' when the (m, l) after each tile are the row's running (max, sum), else the mistake they show."""
     want = _expected_steps(row, tile)
     if len(got) != len(want):
         return f"expected {len(want)} steps, got {len(got)}"
@@ -79,50 +84,65 @@ def _update_problem(online_update, row, tile: int, pitfall: str = "") -> str:
     return ""
 
 
+# The cases, read by the notebook check and by the grader's judge alike: (name, values, tile, the pitfall a FAIL
+# names). Values: a literal row "[...]", or "random N" / "rising N" (sorted) / "large N" (around 1000) drawn from a
+# fixed seed in the check and from the grader's seed in the judge, which adds JUDGE_FRESH fresh cases.
+UPDATE_CASES = [
+    ("seed example [1, 2 | 3, 0] (l = 1.368, then 1.553)", "[1, 2, 3, 0]", 2, RESCALE),
+    ("max in the first tile [5, 4 | 3, 2]", "[5, 4, 3, 2]", 2, ""),
+    ("rising row, 5 tiles of 4", "rising 20", 4, RESCALE),
+    ("random row of 50, tiles of 7", "random 50", 7, RESCALE),
+    ("first tile all -inf [-inf, -inf | 1, 2]", "[-inf, -inf, 1, 2]", 2, INF_TILE),
+    ("large values around 1000, tiles of 2: no overflow", "large 5", 2, "the running max is not subtracted before exp"),
+]
+JUDGE_FRESH = 2  # fresh cases in every grader run, besides all the named ones
+CHECK_SEED = 5
+
+
+def case_row(values: str, rng: np.random.Generator) -> list[float]:
+    """One case's row: the literal one, or drawn from ``rng`` (the check's fixed seed, or the grader's)."""
+    if values.startswith("["):
+        return [float(v) for v in values.strip("[]").split(",")]
+    kind, n = values.split()
+    row = rng.normal(0, 3, int(n))
+    if kind == "rising":
+        row = np.sort(row)
+    elif kind == "large":
+        row = 1000.0 + np.abs(row)
+    return [float(v) for v in row]
+
+
+def fresh_case(rng: np.random.Generator) -> tuple:
+    """One random case like UPDATE_CASES', from the grader's seed."""
+    n, tile = int(rng.integers(5, 60)), int(rng.integers(2, 8))
+    return f"random row of {n}, tiles of {tile}", f"random {n}", tile, RESCALE
+
+
 def check_online_update(online_update) -> Verdict:
     """Exercise ch05-online-update: ``online_update(m, l, tile) -> (m_new, l_new)``."""
     report = Report("ch05-online-update")
-    g = torch.Generator().manual_seed(5)
-    cases = [
-        ("seed example [1, 2 | 3, 0] (l = 1.368, then 1.553)", [1.0, 2.0, 3.0, 0.0], 2, RESCALE),
-        ("max in the first tile [5, 4 | 3, 2]", [5.0, 4.0, 3.0, 2.0], 2, ""),
-        ("rising row, 5 tiles of 4", [0.5 * i for i in range(20)], 4, RESCALE),
-        ("random row of 50, tiles of 7", (torch.randn(50, generator=g, dtype=torch.float64) * 3).tolist(), 7,
-         RESCALE),
-        ("first tile all -inf [-inf, -inf | 1, 2]", [NEG_INF, NEG_INF, 1.0, 2.0], 2, INF_TILE),
-        ("large values [1000, 1001 | 1002]: no overflow", [1000.0, 1001.0, 1002.0], 2,
-         "subtract the running max before exp"),
-    ]
-    for name, row, tile, pitfall in cases:
+    rng = np.random.default_rng(CHECK_SEED)
+    for name, values, tile, pitfall in UPDATE_CASES:
+        row = case_row(values, rng)
         report.run(name, lambda row=row, tile=tile, pitfall=pitfall: _update_problem(online_update, row, tile,
                                                                                     pitfall))
     return Verdict(report.show())
 
 
 def _update_calls(rng):
-    def expect(row, tile):
-        want = _expected_steps(row, tile)
-
+    """The grader's calls: every named case (rows drawn from its seed) and JUDGE_FRESH fresh ones, each row folded
+    tile by tile in the sandbox; the (m, l) steps judged here like the check's."""
+    def expect(row, tile, pitfall):
         def problem(value):
-            if not isinstance(value, list) or len(value) != len(want):
-                return f"expected {len(want)} (m, l) steps"
-            for k, (got, (m, l)) in enumerate(zip(value, want), start=1):
-                if not (isinstance(got, list) and len(got) == 2 and _close(float(got[0]), m)
-                        and _close(float(got[1]), l)):
-                    return f"after tile {k}: (m, l) = {got!r}, expected ({m:.6g}, {l:.6g})"
-            return ""
+            if not isinstance(value, list) or not all(isinstance(s, list) and len(s) == 2 for s in value):
+                return "expected a list of (m, l) steps"
+            return _steps_problem([(float(m), float(l)) for m, l in value], row, tile, pitfall)
         return problem
 
     calls = []
-    for n, tile in ((int(rng.integers(5, 40)), int(rng.integers(2, 8))), (int(rng.integers(20, 60)), 4)):
-        row = [float(v) for v in rng.normal(0, 3, n)]
-        calls.append(PCall(f"random row of {n}, tiles of {tile}", "online_update", [], expect(row, tile), row, tile))
-    rising = [float(v) for v in np.sort(rng.normal(0, 4, 24))]
-    calls.append(PCall("rising row, tiles of 4", "online_update", [], expect(rising, 4), rising, 4))
-    lead = [NEG_INF, NEG_INF, NEG_INF] + [float(v) for v in rng.normal(0, 3, 5)]
-    calls.append(PCall("first tile all -inf", "online_update", [], expect(lead, 3), lead, 3))
-    big = [1000.0 + float(v) for v in rng.normal(0, 2, 6)]
-    calls.append(PCall("large values", "online_update", [], expect(big, 2), big, 2))
+    for name, values, tile, pitfall in UPDATE_CASES + [fresh_case(rng) for _ in range(JUDGE_FRESH)]:
+        row = case_row(values, rng)
+        calls.append(PCall(name, "online_update", [], expect(row, tile, pitfall), row, tile))
     return calls
 
 

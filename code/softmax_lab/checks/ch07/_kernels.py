@@ -12,12 +12,12 @@ from .._pitfalls import explain, quiet
 from ..common import GUARD, Report, guarded
 
 
-STRIDE_OUT = ("the output rows landed {where}: step output rows with out_row_stride (out.stride(0)), not with "
-              "{what} - a strided output (a view into a bigger tensor) has its own row stride")
+STRIDE_OUT = ("the output rows landed {where}, stepped by {what} - a strided output (a view into a bigger tensor) "
+              "has its own row stride, and its rows are that far apart")
 
 
-GAP_WRITE = ("the kernel wrote into the gap between output rows (or past the last row): mask the store, and "
-             "step output rows with out_row_stride")
+GAP_WRITE = ("the kernel wrote into the gap between output rows (or past the last row): an unmasked store, or "
+             "output rows stepped by another stride than the output's own")
 
 
 
@@ -103,13 +103,13 @@ def _traffic_problem(c, numel: int) -> str:
     if (writes == 0).any():
         return f"{int((writes == 0).sum())} of {numel} outputs were never written"
     if reads.max(initial=0) > 1:
-        return (f"some input elements were read {int(reads.max())} times: load the tile once and keep it in "
-                "registers for the max, the exponentials and the sum (one read per element)")
+        return (f"some input elements were read {int(reads.max())} times: the tile went to memory again for a "
+                "later step (the max, the exponentials or the sum), where one read per element is the minimum")
     if (reads == 0).any():
         return f"{int((reads == 0).sum())} of {numel} input elements were never read"
     if extra:
-        return (f"{extra} loads or stores of other buffers: the softmax needs no scratch memory, the reductions "
-                "stay in registers")
+        return (f"{extra} loads or stores of other buffers: scratch memory traffic, which the softmax itself "
+                "never needs")
     return ""
 
 

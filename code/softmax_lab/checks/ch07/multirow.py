@@ -68,9 +68,9 @@ def check_multirow(my_multirow_softmax) -> Verdict:
                                         + (", the last one partly padding" if 9 % rows else ""))
             if problem:
                 if c.programs == 9 and rows > 1:
-                    problem += " - one program per row: the grid is cdiv(n_rows, ROWS)"
+                    problem += " - one program per row, whatever ROWS asked for"
                 elif c.programs == 9 // rows:
-                    problem += " - floor division drops the last rows: use triton.cdiv"
+                    problem += " - the grid was rounded down, so the last rows have no program"
                 return f"ROWS = {rows}: {problem}"
         return ""
 

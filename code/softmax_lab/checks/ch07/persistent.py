@@ -54,10 +54,10 @@ def check_persistent(my_persistent_softmax) -> Verdict:
         for n_rows in (3, 8, 21):
             x = random_rows((n_rows, 8), 760 + n_rows).to(DEVICE)
             c, _ = _counted(my_persistent_softmax, x, n_programs=3)
-            problem = _programs_problem(c, 3, "min(n_programs, n_rows) = 3, whatever the number of rows")
+            problem = _programs_problem(c, 3, "3 programs asked for, whatever the number of rows")
             if problem:
                 if c.programs == n_rows:
-                    problem += " - that is one program per row: launch n_programs and let each loop over rows"
+                    problem += " - that is one program per row, as in chapter 4: the grid grew with the rows"
                 return f"{n_rows} rows: {problem}"
         return ""
 
@@ -66,8 +66,8 @@ def check_persistent(my_persistent_softmax) -> Verdict:
         c, _ = _counted(my_persistent_softmax, x, n_programs=3)
         problem = _traffic_problem(c, x.numel())
         if problem.startswith("some outputs were written"):
-            problem += (" (the loop's step is the number of programs, tl.num_programs(0): program p takes rows p, "
-                        "p + step, p + 2 step, ...)")
+            problem += (" - programs took the same rows: their loops stepped by less than the number of programs, "
+                        "so their rows overlap")
         return problem
 
     report.run("memcount 3, 8 and 21 rows, 3 programs asked for: the grid does not grow with the rows", grid)

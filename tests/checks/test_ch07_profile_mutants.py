@@ -1,0 +1,97 @@
+"""Exercise ch07-profile (reading Nsight Compute reports): the solution passes in the notebook and in the grader's
+judge; answers that read the wrong column, count kernels instead of bytes, take the complement or repeat the H200's
+answers fail, naming what they read."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from softmax_lab import profiles
+from softmax_lab.checks.ch07 import profile
+
+from conftest import exercise_source, load_exercise
+
+EX = "ch07-profile"
+NAMES = ["dram_bound", "traffic_ratio", "reread_from_l2", "waits_on_memory"]
+
+
+def functions(tmp_path, *edits):
+    source = exercise_source(EX)
+    for old, new in edits:
+        assert old in source, f"the solution of {EX} no longer holds {old!r}: update this test"
+        source = source.replace(old, new)
+    module = load_exercise(EX, source, tmp_path)
+    return [getattr(module, n) for n in NAMES], source
+
+
+def run(fns, capsys):
+    ok = profile.check_profile(*fns)
+    out = capsys.readouterr().out
+    return bool(ok), out, [ln for ln in out.splitlines() if ln.startswith("FAIL")]
+
+
+def test_the_recorded_report_is_there_and_complete():
+    report = profiles.report()
+    assert set(report) == {"row_max", "exp_sum", "normalize", "fused", "online", "naive"}
+    for k in report.values():
+        assert {"dram_pct", "dram_read_bytes", "dram_write_bytes", "l2_hit_pct", "stalls", "input_bytes"} <= set(k)
+    assert "H200" in profiles.label()
+
+
+def test_the_solution_passes(tmp_path, capsys):
+    ok, out, _ = run(functions(tmp_path)[0], capsys)
+    assert ok, out
+    assert out.strip().splitlines()[-1].startswith(f"{EX}: PASSED")
+
+
+def test_a_blank_cell_scores_nothing(tmp_path, capsys):
+    module = load_exercise(EX, exercise_source(EX, learner=True), tmp_path)
+    ok, out, _ = run([getattr(module, n) for n in NAMES], capsys)
+    assert not ok and f"{EX}: FAILED (0/" in out, out
+
+
+@pytest.mark.parametrize("edits, words", [
+    ([('return k["dram_pct"] >= 60', 'return k["l2_hit_pct"] >= 60')], "follows the L2 hit rate"),
+    ([('return k["dram_pct"] >= 60', 'return k["occupancy_pct"] >= 60')], "follows the occupancy"),
+    ([('return three_kernels / dram_bytes("fused")', "return 3.0")], "writes cross DRAM too"),
+    ([('return report[name]["dram_read_bytes"] + report[name]["dram_write_bytes"]',
+       'return report[name]["dram_read_bytes"]')], "writes cross DRAM too"),
+    ([('return (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]',
+       'return second_read_from_dram / k["input_bytes"]')], "came from DRAM, not from L2"),
+    ([('return largest == "long_scoreboard"', 'return largest == "barrier"')], "waiting for a global load"),
+], ids=["L2 hits", "occupancy", "counts kernels", "reads only", "the complement", "barrier"])
+def test_a_wrong_reading_is_named(edits, words, tmp_path, capsys):
+    ok, out, fails = run(functions(tmp_path, *edits)[0], capsys)
+    assert not ok, out
+    assert any(words in ln for ln in fails), out
+
+
+def test_the_h200_answers_repeated_fail_on_a_made_up_report(tmp_path, capsys):
+    """Answers that only know the recorded table (a lookup by kernel) pass the H200's cases and fail the rest."""
+    report = profiles.report()
+    known = {round(k["dram_pct"], 2): name for name, k in report.items()}
+    table = {name: (profile._dram_bound(k), profile._waits_on_memory(k)) for name, k in report.items()}
+    ratio, share = profile._traffic_ratio(report), profile._reread_from_l2(report["online"])
+
+    def name_of(k):
+        return known.get(round(k["dram_pct"], 2), "row_max")
+
+    fns = [lambda k: table[name_of(k)][0], lambda r: ratio, lambda k: share, lambda k: table[name_of(k)][1]]
+    ok, out, fails = run(fns, capsys)
+    assert not ok, out
+    assert all(ln.startswith("FAIL") and "made-up" in ln for ln in fails), out
+    assert not any("H200" in ln for ln in fails), out
+
+
+def test_the_judge_runs_the_learner_functions_on_fresh_reports(tmp_path):
+    if not shutil.which("bwrap"):
+        pytest.skip("needs bubblewrap")
+    from softmax_lab.grading import judge
+    from softmax_lab.grading.runner import Limits
+
+    good = judge.run("", {EX: exercise_source(EX)}, Limits(cell_timeout=60), seed=5)[EX]
+    assert good.ok, good.text(EX)
+    _, wrong = functions(tmp_path, ('return k["dram_pct"] >= 60', 'return k["sm_pct"] >= 60'))
+    bad = judge.run("", {EX: wrong}, Limits(cell_timeout=60), seed=5)[EX]
+    assert not bad.ok, bad.text(EX)
