@@ -112,11 +112,11 @@ def test_reader_barrier_accepts_only_added_barriers(exercise_module, capsys):
     fails_naming(ch09.check_reader_barrier, [racy.racy_kernel], "ch09-reader-barrier",
                  ["no cuda.syncthreads() was added", "write-after-read race"], capsys)
     # a barrier added where it protects nothing (after the sum): the source is fine, the race is not
-    wrong_place = mutate("ch09-reader-barrier", [(READER_BARRIER, ""), (
-        "    row_sum = block_sum(shared, total)\n", "    row_sum = block_sum(shared, total)\n    cuda.syncthreads()\n")])
-    out = fails_naming(ch09.check_reader_barrier, [loaded(exercise_module, "ch09-reader-barrier",
-                                                          wrong_place).fixed_kernel],
-                       "ch09-reader-barrier", ["write-after-read race"], capsys)
+    after_sum = "    row_sum = block_sum(shared, total)\n"
+    wrong_place = mutate("ch09-reader-barrier",
+                         [(READER_BARRIER, ""), (after_sum, after_sum + "    cuda.syncthreads()\n")])
+    wrong = loaded(exercise_module, "ch09-reader-barrier", wrong_place).fixed_kernel
+    out = fails_naming(ch09.check_reader_barrier, [wrong], "ch09-reader-barrier", ["write-after-read race"], capsys)
     assert "PASS  the racy kernel's body" in out
     # a correct kernel that is not the racy one fixed (the library's block kernel): named, though it passes the rest
     import inspect
@@ -124,8 +124,9 @@ def test_reader_barrier_accepts_only_added_barriers(exercise_module, capsys):
     from softmax_lab.cuda_layer import kernels as K
 
     library = inspect.getsource(K.block_softmax_kernel.py_func).replace("block_softmax_kernel", "fixed_kernel")
-    out = fails_naming(ch09.check_reader_barrier, [loaded(exercise_module, "ch09-reader-barrier", library).fixed_kernel],
-                       "ch09-reader-barrier", ["is not the racy kernel's line"], capsys)
+    whole = loaded(exercise_module, "ch09-reader-barrier", library).fixed_kernel
+    out = fails_naming(ch09.check_reader_barrier, [whole], "ch09-reader-barrier", ["is not the racy kernel's line"],
+                       capsys)
     assert "PASS  race check" in out
 
 

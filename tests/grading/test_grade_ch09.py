@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_grade import SOLUTIONS, ensure_bwrap, index_of, paste_solutions, read_rows, save, solution  # noqa: E402
-from test_grade_dask import grade_cli  # noqa: E402
+from test_grade import SOLUTIONS, ensure_bwrap, index_of, paste_solutions, read_rows, save, solution
+from test_grade_dask import grade_cli
 
-from softmax_lab import course  # noqa: E402
-from softmax_lab.course.build import learner_notebook  # noqa: E402
+from softmax_lab import course
+from softmax_lab.course.build import learner_notebook
 
 NAME = "09_cuda_layer.ipynb"
 IDS = [e.id for e in course.exercises("09")]

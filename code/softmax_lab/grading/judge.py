@@ -396,7 +396,7 @@ def _numba_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes],
             problem = judge.problem(case, outputs, race)
         except (TypeError, ValueError, KeyError, IndexError):
             problem = "the grader could not read what your code sent back"
-        v.add(f"{case.name} (grader's run in numba's simulator)", _clean(problem))
+        v.add(f"{case.name} (grader's run in numba's simulator)", _clean(problem, 600))
 
 
 def _kernel_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes], n: int) -> None:
