@@ -94,11 +94,11 @@ def tree_problem(function: str, vals: np.ndarray, got: np.ndarray, race: dict | 
 
 
 def _probe(fn):
-    cl = _cl()
-    ns = {"cuda": cl.cuda, "float32": np.float32, "fn": fn}
+    """PROBE as a kernel calling ``fn`` (the same source the judge's harness launches)."""
     from numba import float32
 
-    ns["float32"] = float32
+    cl = _cl()
+    ns = {"cuda": cl.cuda, "float32": float32, "fn": fn}
     exec(compile(PROBE, "<softmax_lab block probe>", "exec"), ns)
     return cl.cuda.jit(ns["probe"])
 
