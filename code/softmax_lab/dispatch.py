@@ -23,8 +23,9 @@ that start on 16 bytes and fit the GPU's shared memory; elsewhere, the CPU inter
 kernels they replaced run (``GLUON_FALLBACK``). Rows that do not start on 16 bytes (odd widths like 50,257, odd
 strides, an odd first element) would be read one element at a time by the register kernels;
 ``kernels/unaligned.py`` reads them in whole vectors from the boundary before each row, where that measured
-faster (``UNALIGNED_FORWARD``, ``choose_unaligned``). Why each limit sits where it does: docs/performance.md,
-"How the dispatcher chooses".
+faster (``UNALIGNED_FORWARD``, ``choose_unaligned``); on a GPU, rows whose window fits shared memory wait there
+(``kernels/unaligned_resident.py``, a Gluon kernel; elsewhere ``UNALIGNED_GLUON_FALLBACK``). Why each limit sits
+where it does: docs/performance.md, "How the dispatcher chooses".
 
 ``choose(n_rows, n_cols, dtype)`` gives (kernel name, launcher, knobs) for rows on 16 bytes; ``softmax_2d(x)`` runs
 what suits x itself (``_runnable``).
@@ -41,11 +42,12 @@ from __future__ import annotations
 import torch
 
 from .device import ON_GPU
-from .kernels import clustered, cooperative, fused, l2_reread, multirow, pipelined, resident, staged, unaligned
-from .kernels._launch import device_limits, relauncher
+from .kernels import (clustered, cooperative, fused, l2_reread, multirow, pipelined, resident, staged, unaligned,
+                      unaligned_resident)
+from .kernels._launch import device_limits, part_vector, relauncher
 # The policy this module applies (MULTIROW_TILE: also read here by chapter 7's checks).
 from .kernels.tuning import (FORWARD, GLUON_CAPABILITY, GLUON_FALLBACK, GLUON_KERNELS, MULTIROW_TILE,
-                             UNALIGNED_BACKWARD, UNALIGNED_FORWARD, element_size, pick)
+                             UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK, element_size, pick)
 
 __all__ = ["FORWARD", "GLUON_CAPABILITY", "GLUON_FALLBACK", "GLUON_KERNELS", "LAUNCHERS", "MULTIROW_TILE", "PLANNED",
            "REFUSALS", "UNALIGNED_BACKWARD", "UNALIGNED_FORWARD", "choose", "choose_unaligned", "element_size", "pick",
@@ -57,20 +59,24 @@ LAUNCHERS = {"multirow": multirow.multirow_softmax, "fused": fused.fused_softmax
              "l2_reread": l2_reread.l2_reread_softmax, "staged": staged.staged_softmax,
              "resident": resident.resident_softmax, "clustered": clustered.clustered_softmax,
              "unaligned": unaligned.unaligned_softmax,
-             "unaligned_cooperative": unaligned.unaligned_cooperative_softmax}
+             "unaligned_cooperative": unaligned.unaligned_cooperative_softmax,
+             "unaligned_resident": unaligned_resident.unaligned_resident_softmax}
 # Why a Gluon kernel cannot take an input ('' when it can): the GPU's room, the row's alignment.
 REFUSALS = {"resident": resident.refusal, "clustered": clustered.refusal}
 # The kernels with a relaunch plan: ``launch_setup(y, x, **knobs)`` gives (kernel, grid, args, options).
 PLANNED = {"multirow": multirow.launch_setup, "fused": fused.launch_setup, "resident": resident.launch_setup,
-           "clustered": clustered.launch_setup, "unaligned": unaligned.launch_setup}
+           "clustered": clustered.launch_setup, "unaligned": unaligned.launch_setup,
+           "unaligned_resident": unaligned_resident.launch_setup}
+# The kernels whose launch_setup passes window pointers (rounded down to 16 bytes): a plan shifts each call's too.
+WINDOWED = ("unaligned", "unaligned_resident")
 
 
-def choose_unaligned(n_cols: int, dtype: torch.dtype):
+def choose_unaligned(n_cols: int, dtype: torch.dtype, rules=None):
     """(kernel name, knobs) for rows of ``n_cols`` that do not start on 16 bytes (``kernels/unaligned.py``), or
-    None where the register kernels keep them (``UNALIGNED_FORWARD``)."""
+    None where the register kernels keep them (``rules``: ``UNALIGNED_FORWARD``, or ``UNALIGNED_GLUON_FALLBACK``)."""
     size = element_size(dtype)
     width = n_cols + 16 // size - 1  # the row's window: up to VEC - 1 elements of the vector before it
-    rule = pick(UNALIGNED_FORWARD[size], width)
+    rule = pick((rules or UNALIGNED_FORWARD)[size], width)
     if rule is None or rule[1] is not None:
         return rule and (rule[0], dict(rule[1]))
     name, knobs = pick(FORWARD[size], width)  # "tile": the register kernels' rows per program and warps
@@ -112,10 +118,15 @@ def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     Gluon kernel cannot take x2: rows not on 16 bytes, a GPU without the room."""
     n_rows, n_cols = x2.shape
     name, _, knobs = choose(n_rows, n_cols, x2.dtype)
+    # 16-bit rows of whole 8-byte pieces that FORWARD gives a register kernel: it moves 8 bytes at a time there
+    pieces = name in ("fused", "multirow") and x2.data_ptr() % 16 == 0 and part_vector(n_cols, x2) >= 4
     if name in GLUON_KERNELS and REFUSALS[name](x2, **knobs):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
-    if name != "l2_reread" and unaligned.takes(x2):  # rows off 16 bytes: unaligned.py
-        name, knobs = choose_unaligned(n_cols, x2.dtype) or (name, knobs)
+    if name != "l2_reread" and not pieces and unaligned.takes(x2):  # rows off 16 bytes: unaligned.py
+        register = name, knobs
+        name, knobs = choose_unaligned(n_cols, x2.dtype) or register
+        if name == "unaligned_resident" and (not _gluon_tuned() or unaligned_resident.refusal(x2, None, **knobs)):
+            name, knobs = choose_unaligned(n_cols, x2.dtype, UNALIGNED_GLUON_FALLBACK) or register
     return name, dict(knobs)
 
 
@@ -136,7 +147,7 @@ def plan_2d(x2: torch.Tensor):
         return None
     y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
     kernel, grid, args, options = PLANNED[name](y2, x2, **knobs)
-    if name == "unaligned":  # its pointers are the windows' (rounded down to 16 bytes): shift each call's too
+    if name in WINDOWED:  # its pointers are the windows' (rounded down to 16 bytes): shift each call's too
         run = relauncher(kernel, grid, args, **options)
         if run is None:
             return None

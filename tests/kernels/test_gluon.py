@@ -1,4 +1,4 @@
-"""The Gluon kernels (kernels/staged.py, kernels/resident.py, kernels/clustered.py), on any machine. Triton's CPU
+"""The Gluon kernels (kernels/staged.py, resident.py, clustered.py, unaligned_resident.py), on any machine. Triton's CPU
 interpreter cannot run Gluon, so on the CPU the dispatcher keeps the fused and cooperative kernels and the launchers
 say why they refuse; their machine code for an H200 (sm_90) is compiled here and read: 16-byte asynchronous copies into
 shared memory, no plain global loads, no register spills, and, for the resident kernel, few enough registers
@@ -229,3 +229,62 @@ def test_rows_of_odd_vectors_are_still_stored_16_bytes_at_a_time():
     stores = {tuple(line.split()[:2]): line.split()[2:] for line in run.stdout.splitlines()}
     assert stores[("resident", "8")] == ["STG.E.128"] and stores[("clustered", "8")] == ["STG.E.128"], stores
     assert stores[("resident", "1")] == ["STG.E.U16"] and stores[("clustered", "1")] == ["STG.E.U16"], stores
+
+
+WINDOW_SCRIPT = textwrap.dedent("""
+    import os
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
+    from softmax_lab.kernels.unaligned_resident import shared_window, unaligned_resident_kernel
+    from softmax_lab.machine_code import compile_for_h200, sass_ops
+
+    INTS = ("in_first", "in_row_stride", "out_first", "out_row_stride", "n_cols")
+    for dtype, n, warps in (("bf16", 50257, 8), ("fp16", 10001, 2), ("fp32", 50257, 16)):
+        block, chunk = shared_window(n, 4 if dtype == "fp32" else 2, warps)
+        sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **{i: "i32" for i in INTS}, "BLOCK": "constexpr",
+               "CHUNK": "constexpr"}
+        compiled = compile_for_h200(unaligned_resident_kernel, sig, dict(BLOCK=block, CHUNK=chunk), warps,
+                                    unaligned=INTS)  # (odd widths and strides: no int is a multiple of 16)
+        ops, regs = sass_ops(compiled)
+        count = lambda *prefixes: sum(n for op, n in ops.items() if op.startswith(prefixes))
+        copies = count("LDGSTS")
+        print(dtype, n, block, compiled.metadata.shared, copies, copies - count("LDGSTS.E.BYPASS.128"),
+              count("STG.E.128"), count("STG") - count("STG.E.128"), count("LDG."),
+              count("STL", "LDL"), regs)
+    """)
+
+
+def test_the_window_kernel_copies_whole_vectors_and_stores_the_row_body_16_bytes_at_a_time():
+    # kernels/unaligned_resident.py: rows that do not start on 16 bytes still arrive in 16-byte asynchronous copies
+    # (the window from the vector boundary before the row), the whole vectors inside the row leave 16 bytes at a
+    # time, and only the head and tail pieces go one element at a time (one load, one store a thread).
+    run = subprocess.run([sys.executable, "-c", WINDOW_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert len(lines) == 3, run.stdout
+    for line in lines:
+        dtype, n, block, shared, copies, narrow_copies, wide_stores, narrow_stores, loads, spills, regs = line.split()
+        size = 4 if dtype == "fp32" else 2
+        assert int(n) + 16 // size - 1 <= int(block) and int(block) * size <= int(shared) <= int(block) * size + 1024
+        assert int(copies) > 0 and narrow_copies == "0", line
+        assert int(wide_stores) >= 1 and narrow_stores == "1" and loads == "1", line  # (the pieces)
+        assert spills == "0", line
+    bf16 = lines[0].split()
+    assert 2 * int(bf16[3]) <= 227 * 1024, bf16  # two programs of a 50,257-element bf16 row share a multiprocessor
+
+
+def test_the_window_kernel_refuses_what_it_cannot_take():
+    from softmax_lab.kernels._launch import device_refusal
+    from softmax_lab.kernels.unaligned_resident import shared_window
+
+    assert shared_window(50257, 2, 8) == (51200, 2048)  # 25 chunks of one 16-byte vector a thread
+    assert shared_window(9, 2, 1) == (256, 256)
+    assert "shared memory" in device_refusal("unaligned_resident_softmax", (9, 0), 232448, 60000 * 4)
+    if not softmax_lab.ON_GPU:
+        from softmax_lab.kernels.unaligned_resident import unaligned_resident_softmax
+
+        with pytest.raises(ValueError, match="needs a GPU"):
+            unaligned_resident_softmax(torch.zeros(2, 77))
+        with pytest.raises(ValueError, match="2-D"):
+            unaligned_resident_softmax(torch.zeros(77))

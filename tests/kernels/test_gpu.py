@@ -337,9 +337,12 @@ def test_gluon_dispatch_and_its_fallback(monkeypatch):
             launch(big[:, 1:n + 1])
     with pytest.raises(ValueError, match="shared memory"):
         staged_softmax(_randn((2, 32768)), STAGES=2)  # 2 x 128 KB
-    odd = _randn((16, 10001), BF16)  # rows of 10001 elements: not whole vectors, so fused (16-bit tiles keep it)
-    assert dispatch._runnable(odd)[0] == "fused" and dispatch.plan_2d(odd) is not None
+    odd = _randn((16, 10001), BF16)  # rows of 10001 elements: not whole vectors, so their window in shared memory
+    assert dispatch._runnable(odd)[0] == "unaligned_resident" and dispatch.plan_2d(odd) is not None
     _check_rows(softmax(odd), odd, slice(None))
+    view = _randn((16, 10010), BF16)[:, 1:10002]  # a view one element in: a new output lies otherwise, so fused
+    assert dispatch._runnable(view)[0] == "fused" and dispatch.plan_2d(view) is not None
+    _check_rows(softmax(view), view, slice(None))
 
 
 def test_gluon_more_than_2_31_elements():
@@ -470,7 +473,8 @@ def test_unaligned_rows_forward_and_backward(shape, dtype):
             x[rows[0], :] = float("-inf")
             x[rows[0], n - 1] = 1.0
         name = dispatch._runnable(x)[0]
-        assert name.startswith("unaligned") == (takes(x) and dispatch.choose_unaligned(n, dtype) is not None), what
+        if not takes(x) or dispatch.choose_unaligned(n, dtype) is None:
+            assert not name.startswith("unaligned"), what
         poisoned = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
         launchers = [softmax, lambda x: dispatch.softmax_2d(x), lambda x: unaligned_cooperative_softmax(
             x, out=poisoned, BLOCK=4096)]
@@ -527,3 +531,74 @@ def test_unaligned_more_than_2_31_elements():
     from softmax_lab.kernels.unaligned import unaligned_softmax
 
     _check_rows(unaligned_softmax(x[:, :4095]), x[:, :4095], rows)
+
+
+# 16-bit rows that do not start on 16 bytes, their window in shared memory (kernels/unaligned_resident.py).
+@HOPPER
+@pytest.mark.parametrize("shape", [(2048, 50257), (33, 16383), (7, 40001), (3, 57337), (1, 16385), (64, 30003),
+                                   (5, 9)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_unaligned_resident_at_gpu_sizes(shape, dtype):
+    # Poisoned outputs, a -inf run, a row of -inf but one, an all -inf row (NaN, like torch), all-negative rows;
+    # contiguous rows and a view whose rows start one element in with an output that lies alike; in place;
+    # every knob that fits; the refusals say what to use instead.
+    from softmax_lab import dispatch
+    from softmax_lab.kernels.unaligned_resident import refusal, unaligned_resident_softmax
+
+    n_rows, n = shape
+    wide = _randn((n_rows, n + 9), dtype)
+    for what, x, out in (("contiguous", _randn(shape, dtype), torch.full(shape, float("nan"), dtype=dtype,
+                                                                          device="cuda")),
+                         ("one in", wide[:, 1:n + 1], torch.full((n_rows, n + 9), float("nan"), dtype=dtype,
+                                                                 device="cuda")[:, 1:n + 1])):
+        rows = sorted({0, 1 % n_rows, 2 % n_rows, n_rows // 2, n_rows - 1})
+        if n > 1 and n_rows > 3:
+            x[0, : n // 3] = float("-inf")
+            x[1] = float("-inf")
+            x[2] = -1000.0 - torch.rand(n, device="cuda")
+            x[n_rows - 1, :] = float("-inf")
+            x[n_rows - 1, n - 1] = 2.0
+        keep = [r for r in rows if n_rows <= 3 or r != 1]
+        for warps in (8, 16, 32):
+            why = refusal(x, out, warps)
+            if why:  # (fp32 rows of 50,257 at 8 warps: 50 chunks; of 57,337: more than shared memory holds)
+                assert "chunks" in why or "shared memory" in why, (what, warps, why)
+                continue
+            y = unaligned_resident_softmax(x, out=out.fill_(float("nan")), num_warps=warps)
+            assert y.data_ptr() == out.data_ptr()
+            _check_rows(y, x, keep)
+            if n_rows > 3:
+                assert torch.isnan(y[1]).all()
+                assert not torch.isnan(y[keep]).any()
+        if what == "one in":  # the poisoned padding around the rows is left alone
+            base = out.as_strided((n_rows, n + 9), (n + 9, 1), out.storage_offset() - 1)
+            assert torch.isnan(base[:, 0]).all() and torch.isnan(base[:, n + 1:]).all()
+    fits = [w for w in (8, 16, 32) if not refusal(x, None, w)]
+    if fits:
+        z = x.clone()
+        unaligned_resident_softmax(z, out=z, num_warps=fits[0])  # in place
+        _check_rows(z, x, keep)
+    vec = 16 // x.element_size()
+    if (1031 if vec == 8 else 16384) < n + vec - 1 <= 57344:  # the dispatcher takes it for contiguous rows, planned
+        c = _randn(shape, dtype)
+        name, knobs = dispatch._runnable(c)
+        assert name == "unaligned_resident" and dispatch.plan_2d(c) is not None
+        want = unaligned_resident_softmax(c, **knobs)
+        for _ in range(3):
+            torch.testing.assert_close(softmax(c), want, atol=0, rtol=0)
+        assert dispatch._runnable(wide[:, 1:n + 1])[0] != "unaligned_resident"  # a new output lies otherwise
+    if fits:
+        with pytest.raises(ValueError, match="lie like the input"):
+            unaligned_resident_softmax(wide[:, 1:n + 1], num_warps=fits[0])
+
+
+@HOPPER
+def test_unaligned_resident_more_than_2_31_elements():
+    n_rows = 42800  # rows of 50,257 fp16: 2.15e9 elements, row * stride past 2**31
+    x = torch.empty((n_rows, 50257), dtype=torch.float16, device="cuda")
+    x.normal_(0, 3)
+    from softmax_lab import dispatch
+
+    assert dispatch._runnable(x)[0] == "unaligned_resident"
+    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
+    _check_rows(softmax(x), x, rows)

@@ -349,6 +349,55 @@ def test_unaligned_windows_and_rules():
     assert windows(torch.empty(3, 77, device=DEV), torch.empty(3, 77, device=DEV))[2]  # rows alike: pieces
     assert dispatch.choose_unaligned(77, torch.float32) == ("unaligned", dict(ROWS=8, num_warps=2))
     assert dispatch.choose_unaligned(1000, torch.float32) == ("unaligned", dict(ROWS=1, num_warps=4))
-    assert dispatch.choose_unaligned(50257, torch.bfloat16)[0] == "unaligned_cooperative"
-    assert dispatch.choose_unaligned(130, torch.bfloat16) is None  # 16-bit tiles keep the register kernels
-    assert dispatch.choose_unaligned(50257, torch.float32) is None  # so do fp32 cooperative rows
+    assert dispatch.choose_unaligned(50257, torch.bfloat16)[0] == "unaligned_resident"  # (a GPU's; see below)
+    assert dispatch.choose_unaligned(65537, torch.bfloat16)[0] == "unaligned_cooperative"
+    assert dispatch.choose_unaligned(130, torch.bfloat16) == ("multirow", dict(ROWS=8, num_warps=1))
+    assert dispatch.choose_unaligned(1000, torch.bfloat16) is None  # 16-bit tiles keep the register kernels
+    assert dispatch.choose_unaligned(50257, torch.float32) == ("unaligned_resident", dict(num_warps=16))  # (a GPU's)
+    assert dispatch.choose_unaligned(65537, torch.float32) is None  # fp32 cooperative rows keep the register kernels
+
+
+def test_the_unaligned_gluon_kernel_falls_back_off_the_gpu():
+    # unaligned_resident (a Gluon kernel) cannot run in the interpreter: the dispatcher sends its rows to the
+    # cooperative window kernel there, and the launcher itself says what to use instead.
+    from softmax_lab import dispatch
+    from softmax_lab.kernels.unaligned_resident import refusal, unaligned_resident_softmax
+
+    x = torch.empty(2, 20001, dtype=torch.bfloat16, device=DEV)
+    assert dispatch.choose_unaligned(20001, torch.bfloat16)[0] == "unaligned_resident"
+    if DEV.type == "cpu":  # long rows: the cooperative window kernel; shorter ones (and fp32): the register kernels
+        assert dispatch._runnable(x) == ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4))
+        assert dispatch._runnable(x[:, :4001])[0] == "fused"
+        assert dispatch._runnable(torch.empty(2, 40001, device=DEV))[0] == "cooperative"
+        assert dispatch._runnable(torch.empty(2, 20001, device=DEV)) == ("unaligned", dict(ROWS=1, num_warps=32))
+        assert "unaligned_cooperative_softmax" in refusal(x)
+        with pytest.raises(ValueError, match="needs a GPU"):
+            unaligned_resident_softmax(x)
+    # 16-bit rows of whole 8-byte pieces that FORWARD gives fused or multirow stay there (8 bytes at a time)
+    assert dispatch._runnable(torch.empty(2, 4100, dtype=torch.bfloat16, device=DEV))[0] == "fused"
+    assert dispatch._runnable(torch.empty(2, 130, dtype=torch.bfloat16, device=DEV)) == ("multirow", dict(
+        ROWS=8, num_warps=1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_rows_in_pieces_narrower_than_a_vector(dtype):
+    # 16-bit rows that are not whole 16-byte vectors but whole 4- or 8-byte pieces (a bf16 row of 130 elements:
+    # 260 bytes) go to the register kernels in those pieces (``part_vector``); odd lengths or strides in
+    # elements; fp32 rows in elements (8-byte pieces measured no faster).
+    from softmax_lab.kernels._launch import part_vector, row_vector
+
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    for n, expected in ((vec * 5, vec), (vec // 2 * 5, vec // 2), (2 * 9, 2), (13, 1), (1, 1)):
+        x = randn((6, n), dtype, DEV)
+        assert part_vector(n, x, x) == expected, (n, expected)
+        assert row_vector(n, x, x) == (vec if expected == vec else 1)
+        odd = randn((6, n + 1), dtype, DEV)[:, :n]  # an odd row stride: elements
+        assert part_vector(n, odd, x) == 1
+        for name in ("fused", "multirow"):
+            for t in (x, odd):
+                assert check_softmax(ALL[name], t) == "", (name, n)
+    assert part_vector(130, torch.empty(3, 130, dtype=torch.bfloat16, device=DEV)) == 2
+    assert part_vector(4100, torch.empty(3, 4100, dtype=torch.bfloat16, device=DEV)) == 4
+    assert part_vector(10, torch.empty(3, 10, device=DEV)) == 1
+    far = torch.empty_strided((2, 1030), (2**31 + 2, 1), dtype=torch.bfloat16, device="meta")
+    assert part_vector(1030, far) == 1  # (rows 2**31 or more apart: 64-bit ints, as row_vector)

@@ -20,6 +20,7 @@ from .resident import resident_softmax
 from .staged import staged_softmax
 from .three_pass import exp_buffer_bytes, three_pass_softmax
 from .unaligned import unaligned_cooperative_softmax, unaligned_softmax
+from .unaligned_resident import unaligned_resident_softmax
 
 ALL = {
     "naive": naive_softmax,
@@ -37,8 +38,10 @@ ALL = {
 # dispatcher uses them for long rows.
 LONG_ROWS = {"cooperative": cooperative_softmax, "pipelined": pipelined_softmax, "l2_reread": l2_reread_softmax}
 # Rows that do not start on 16 bytes (odd widths and strides), read from the vector boundary before them
-# (``unaligned.py``): the dispatcher's choice for those rows.
-UNALIGNED = {"unaligned": unaligned_softmax, "unaligned_cooperative": unaligned_cooperative_softmax}
+# (``unaligned.py``; ``unaligned_resident.py``: the window in shared memory, GPU only): the dispatcher's choice
+# for those rows.
+UNALIGNED = {"unaligned": unaligned_softmax, "unaligned_cooperative": unaligned_cooperative_softmax,
+             "unaligned_resident": unaligned_resident_softmax}
 # GPU only (Gluon kernels, which the CPU interpreter cannot run): the next rows wait in shared memory while
 # one is reduced (staged), or the row stays in shared memory so several programs share a multiprocessor
 # (resident: what the dispatcher uses for 16-bit rows of 8193-32768), or a row too long for one program's
@@ -53,7 +56,8 @@ __all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "clustered_softmax", "coo
            "cooperative_softmax", "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "l2_reread_softmax",
            "masked_softmax", "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax",
            "pipelined_softmax", "resident_softmax", "row_serial_softmax", "softmax_backward", "split_row_softmax",
-           "staged_softmax", "three_pass_softmax", "UNALIGNED", "unaligned_cooperative_softmax", "unaligned_softmax"]
+           "staged_softmax", "three_pass_softmax", "UNALIGNED", "unaligned_cooperative_softmax",
+           "unaligned_resident_softmax", "unaligned_softmax"]
 
 
 def __getattr__(name):

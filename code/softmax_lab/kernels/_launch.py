@@ -282,6 +282,21 @@ def row_vector(n_cols: int, *tensors: torch.Tensor) -> int:
     return vec if whole and small else 1
 
 
+def part_vector(n_cols: int, *tensors: torch.Tensor) -> int:
+    """``row_vector``, or, where 16-bit rows are not whole 16-byte vectors, the widest smaller piece (2 or 4
+    elements: 4 or 8 bytes) that the row length and every row stride are whole multiples of; 1 if none. The
+    register kernels take it as ``VEC`` the same way: a bf16 row of 130 elements (260 bytes) then moves 4 bytes
+    per access instead of 2."""
+    vec = row_vector(n_cols, *tensors)
+    size = max(t.element_size() for t in tensors)
+    if vec > 1 or size > 2 or max(n_cols, *[t.stride(0) for t in tensors]) >= 2**31:
+        return vec  # (fp32 rows in 8-byte pieces measured no faster than in elements)
+    vec = 16 // size // 2
+    while vec > 1 and not (n_cols % vec == 0 and all(t.shape[0] <= 1 or t.stride(0) % vec == 0 for t in tensors)):
+        vec //= 2
+    return vec
+
+
 def whole_chunks(n_elements: int, chunk: int) -> int:
     """Chunks of ``chunk`` elements that hold ``n_elements``: all counts up to 8, then one of 4 counts per power
     of two (10, 12, 14, 16, 20, 24, ...), so rows of any length compile few kernels and take at most a fifth

@@ -14,13 +14,14 @@ Why ``VEC``: Triton compiles a kernel knowing which int arguments are multiples 
 of 1,000 fp32 (or 8,200 bf16) elements starts on 16 bytes, but from a stride of 1,000 the compiler cannot know
 it, so it loads and stores one element at a time. The launcher passes ``VEC`` = the elements of a 16-byte vector
 when every row is whole vectors (``_launch.row_vector``), and the ints divided by it: multiplied back by a
-constant, they are multiples the compiler can see, and it moves 16 bytes per instruction.
+constant, they are multiples the compiler can see, and it moves 16 bytes per instruction. (16-bit rows that are
+whole 4- or 8-byte pieces get VEC = 2 or 4 the same way: ``_launch.part_vector``.)
 """
 import torch
 import triton
 import triton.language as tl
 
-from ._launch import prepare, default_num_warps, next_power_of_2, row_vector
+from ._launch import prepare, default_num_warps, next_power_of_2, part_vector
 from .fast_exp import fast_exp
 
 MAX_COLS = 65536
@@ -62,6 +63,6 @@ def launch_setup(y, x, BLOCK=None, num_warps=None):
     BLOCK = BLOCK or next_power_of_2(n_cols)
     if BLOCK < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the fused kernel needs the whole row")
-    vec = row_vector(n_cols, x, y)  # rows of whole 16-byte vectors: the ints go in vectors (see above)
+    vec = part_vector(n_cols, x, y)  # the ints go in vectors, or the widest pieces rows allow (see above)
     options = dict(BLOCK=BLOCK, VEC=vec, num_warps=num_warps or default_num_warps(BLOCK))
     return fused_softmax_kernel, (n_rows,), (y, x, x.stride(0) // vec, y.stride(0) // vec, n_cols // vec), options

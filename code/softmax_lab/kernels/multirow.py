@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from .tuning import MULTIROW_TILE
-from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, row_vector
+from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, part_vector
 from .fast_exp import fast_exp
 
 MAX_COLS = 65536
@@ -58,7 +58,7 @@ def launch_setup(y, x, ROWS=None, BLOCK=None, num_warps=None):
     if BLOCK < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the tile must hold whole rows")
     ROWS = ROWS or max(1, MULTIROW_TILE // BLOCK)
-    vec = row_vector(n_cols, x, y)  # rows of whole 16-byte vectors: the ints go in vectors (fused.py)
+    vec = part_vector(n_cols, x, y)  # the ints go in vectors, or in the widest pieces rows allow (fused.py)
     options = dict(ROWS=ROWS, BLOCK=BLOCK, VEC=vec, num_warps=num_warps or default_num_warps(ROWS * BLOCK))
     args = (y, x, x.stride(0) // vec, y.stride(0) // vec, n_rows, n_cols // vec)
     return multirow_softmax_kernel, (cdiv(n_rows, ROWS),), args, options

@@ -58,13 +58,29 @@ GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resi
 
 # --- Rows that do not start on 16 bytes (odd widths, odd strides, an odd first element): ``unaligned.py`` reads
 # each row from the vector boundary before it, a window of n_cols + VEC - 1 elements, where that measured faster
-# than the register kernels reading one element at a time: fp32 rows that fit a tile, 16-bit rows for
-# cooperating programs, and every backward. 16-bit tiles and fp32 cooperative rows keep the register kernels.
+# than the register kernels reading one element at a time: short fp32 rows in a tile, and every backward. On a
+# GPU, longer rows whose window fits shared memory wait there (``unaligned_resident.py``, fewer warps for shorter
+# windows: fp32 windows past 16,384, 16-bit ones of 1,032 to 57,344, two programs a multiprocessor at the
+# longest); the longest 16-bit rows go to cooperating programs. Short 16-bit rows keep the register kernels, 8
+# rows a program on one warp from 129 elements (in 4-byte pieces where the row allows: ``_launch.part_vector``),
+# and so do 16-bit rows of whole 8-byte pieces that FORWARD gives fused or multirow (``dispatch._runnable``).
 # Rules by window length: (kernel, knobs); ("tile", None): the unaligned tile with FORWARD's rows and warps for
-# that window; None: the register kernels. Backward: 16-bit windows up to ``short`` take ROWS rows and num_warps
-# warps per tile; 16-bit rows for cooperating programs, BLOCK and cooperative_warps (else the launchers' defaults).
-UNALIGNED_FORWARD = {4: [(128, ("unaligned", dict(ROWS=8, num_warps=2))), (32768, ("tile", None)), (None, None)],
-                     2: [(16384, None), (None, ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4)))]}
+# that window; None: the register kernels (FORWARD). Backward: 16-bit windows up to ``short`` take ROWS rows and
+# num_warps warps per tile; 16-bit rows for cooperating programs, BLOCK and cooperative_warps (else the
+# launchers' defaults).
+UNALIGNED_FORWARD = {4: [(128, ("unaligned", dict(ROWS=8, num_warps=2))), (16384, ("tile", None)),
+                         (57344, ("unaligned_resident", dict(num_warps=16))), (None, None)],
+                     2: [(135, None), (263, ("multirow", dict(ROWS=8, num_warps=1))), (1031, None),
+                         (2055, ("unaligned_resident", dict(num_warps=1))),
+                         (16384, ("unaligned_resident", dict(num_warps=2))),
+                         (24575, ("unaligned_resident", dict(num_warps=4))),
+                         (57344, ("unaligned_resident", dict(num_warps=8))),
+                         (None, ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4)))]}
+# Where ``unaligned_resident`` (a Gluon kernel) cannot run (not on a GPU it was tuned on; an output whose rows lie
+# otherwise around vectors), by window length: what ran there before it (None: the register kernels; "tile":
+# as in UNALIGNED_FORWARD).
+UNALIGNED_GLUON_FALLBACK = {4: [(32768, ("tile", None)), (None, None)],
+                            2: [(16391, None), (None, ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4)))]}
 UNALIGNED_BACKWARD = {4: dict(), 2: dict(short=256, ROWS=8, num_warps=2, BLOCK=8192, cooperative_warps=4)}
 
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:

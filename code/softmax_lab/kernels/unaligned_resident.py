@@ -1,0 +1,135 @@
+"""Resident softmax for rows that do not start on 16 bytes: the row's window waits in shared memory.
+
+``resident.py`` keeps a row in shared memory so that several programs share a multiprocessor, but it copies whole
+16-byte vectors from the row's first element, so it refuses rows that do not start on 16 bytes (a bf16 row of
+50,257 elements: row r starts 2r mod 16 bytes past a vector boundary). This kernel copies the row's window
+instead, as ``unaligned.py`` loads it: from the vector boundary just before the row to the vector holding its
+last element (``cp.async``, 16 bytes at a time; the first and last vector also hold neighbouring rows' elements,
+copied, never used). The max and sum passes skip positions outside the row; the store pass writes the whole
+vectors inside the row 16 bytes at a time, and the row's head and tail pieces (fewer than VEC elements each,
+loaded once more from global memory at the start) one element at a time.
+
+``unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first, out_row_stride, n_cols, BLOCK,
+CHUNK)``: one program per row; the pointers are rounded down to 16 bytes and ``*_first`` counts the elements
+from them to row 0; the output's rows must lie like the input's around vectors (the launcher checks).
+
+GPU only (Gluon). The dispatcher takes it for 16-bit rows whose window fits two programs per multiprocessor
+(``tuning.UNALIGNED_FORWARD``; what it measured: ``docs/performance.md``).
+"""
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
+
+from ._launch import cdiv, device_refusal, device_limits, prepare, check_input
+from .unaligned import vector_of, windows
+
+
+@gluon.jit
+def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first, out_row_stride, n_cols,
+                              BLOCK: gl.constexpr, CHUNK: gl.constexpr):
+    VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
+    layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])  # one vector a thread
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])  # the head and tail pieces
+    LOG2E: gl.constexpr = 1.4426950408889634
+    N: gl.constexpr = BLOCK // CHUNK
+    window = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [N, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    row = gl.program_id(0).to(gl.int64)
+    start = in_first + row * in_row_stride
+    base = (start // VEC) * VEC  # the vector boundary at or before the row's first element
+    head = (start - base).to(gl.int32)  # the row is window positions [head, end)
+    end = head + n_cols
+    reach = ((end + VEC - 1) // VEC) * VEC  # up to the vector holding the row's last element
+    src = in_ptr + base
+    cols = gl.arange(0, CHUNK, layout=layout)
+    for c in gl.static_range(N):  # 1. the window on its way, a commit group per chunk
+        cp.async_copy_global_to_shared(window.index(c), src + c * CHUNK + cols, mask=c * CHUNK + cols < reach)
+        cp.commit_group()
+    # The head and tail pieces, [head, lo) and [max(hi, lo), end), loaded again now so that the loads overlap.
+    lo, hi = ((head + VEC - 1) // VEC) * VEC, (end // VEC) * VEC  # the whole vectors inside the row: [lo, hi)
+    j = gl.arange(0, 2 * VEC, layout=one)
+    q = gl.where(j < VEC, j, hi + j - VEC)
+    ok = (q >= head) & (q < end) & gl.where(j < VEC, q < lo, q >= lo)
+    x_q = gl.load(src + q, mask=ok, other=0.0).to(gl.float32)
+    m = gl.full([CHUNK], float("-inf"), gl.float32, layout)
+    for c in gl.static_range(N):  # 2. the max of each chunk as soon as it lands (positions outside the row: -inf)
+        cp.wait_group(N - 1 - c)  # (each thread reads back only what it copied)
+        x = window.index(c).load(layout).to(gl.float32)
+        inside = (c * CHUNK + cols - head).to(gl.uint32) < n_cols
+        m = gl.maximum(m, gl.where(inside, x, float("-inf")))
+    m_row = gl.max(m, axis=0) * LOG2E
+    total = gl.zeros([CHUNK], gl.float32, layout)
+    for c in range(N):  # 3. the sum of exp(x - max), as exp2(x·log2 e - max·log2 e)
+        x = window.index(c).load(layout).to(gl.float32)
+        inside = (c * CHUNK + cols - head).to(gl.uint32) < n_cols
+        total += gl.where(inside, gl.exp2(x * LOG2E - m_row), 0.0)
+    scale = 1.0 / gl.sum(total, axis=0)
+    out_start = out_first + row * out_row_stride
+    dst = out_ptr + (out_start // VEC) * VEC  # the output's rows lie like the input's: same head
+    for c in range(N):  # 4. the whole vectors inside the row, 16 bytes at a time
+        x = window.index(c).load(layout).to(gl.float32)
+        p = c * CHUNK + cols
+        y = gl.exp2(x * LOG2E - m_row) * scale
+        gl.store(dst + p, y.to(out_ptr.dtype.element_ty), mask=(p >= lo) & (p < hi))
+    y_q = gl.exp2(x_q * LOG2E - m_row) * scale  # 5. the pieces, one element at a time
+    gl.store(dst + q, y_q.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def shared_window(n_cols: int, element_size: int, num_warps: int) -> tuple[int, int]:
+    """(BLOCK, CHUNK): the window's room in shared memory, whole chunks of one 16-byte vector a thread."""
+    vec = 16 // element_size
+    chunk = 32 * num_warps * vec
+    return cdiv(n_cols + vec - 1, chunk) * chunk, chunk
+
+
+def refusal(x: torch.Tensor, y: torch.Tensor | None = None, num_warps: int = 8) -> str:
+    """Why this GPU, ``x`` or its output ``y`` (None: a new contiguous one) cannot take the kernel, or ''."""
+    if x.device.type != "cuda":
+        return "unaligned_resident_softmax needs a GPU (a Gluon kernel); use unaligned_cooperative_softmax"
+    block, chunk = shared_window(x.shape[1], x.element_size(), num_warps)
+    if block // chunk > 32:
+        return (f"unaligned_resident_softmax copies at most 32 chunks of {chunk} elements per row at {num_warps} "
+                f"warps; this row needs {block // chunk}: use more warps, or unaligned_cooperative_softmax")
+    capability, shared = device_limits(x.device)
+    why = device_refusal("unaligned_resident_softmax", capability, shared, block * x.element_size())
+    if why:
+        return why
+    got = windows(x, *([] if y is None else [y]))
+    if got is None or vector_of(x) == 1:
+        return ("unaligned_resident_softmax takes rows less than 2**31 elements apart; use "
+                "unaligned_cooperative_softmax")
+    vec = vector_of(x)
+    if y is None:  # a new output: it starts on 16 bytes, its rows n_cols apart
+        alike = x.data_ptr() % 16 == 0 and (x.shape[0] <= 1 or (x.stride(0) - x.shape[1]) % vec == 0)
+    else:
+        alike = got[2]
+    if not alike:
+        return ("unaligned_resident_softmax needs the output's rows to lie like the input's around 16-byte vectors "
+                "(same offset from a vector, row strides alike); use unaligned_cooperative_softmax")
+    return ""
+
+
+def launch_setup(y, x, num_warps=None):
+    """(kernel, grid, args, options) of one launch; the first two args are the window pointers of y and x."""
+    num_warps = num_warps or 8
+    (x_base, y_base), (x_first, y_first), _ = windows(x, y)
+    BLOCK, chunk = shared_window(x.shape[1], x.element_size(), num_warps)
+    args = (y_base, x_base, x_first, x.stride(0), y_first, y.stride(0), x.shape[1])
+    return unaligned_resident_kernel, (x.shape[0],), args, dict(BLOCK=BLOCK, CHUNK=chunk, num_warps=num_warps)
+
+
+def unaligned_resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None,
+                               num_warps: int | None = None) -> torch.Tensor:
+    """Softmax over the last dim of 2-D ``x`` whose rows need not start on 16 bytes (GPU; the row's window must
+    fit one program's shared memory in at most 32 chunks of one vector a thread; the output's rows must lie like
+    the input's around 16-byte vectors). Knob: ``num_warps`` (default 8)."""
+    check_input(x)
+    x, y = prepare(x, out, num_warps=num_warps)
+    if x.numel() == 0:
+        return y
+    why = refusal(x, y, num_warps or 8)
+    if why:
+        raise ValueError(why)
+    kernel, grid, args, options = launch_setup(y, x, num_warps)
+    kernel[grid](*args, **options)
+    return y
