@@ -84,6 +84,37 @@ class PythonJudge:
     kind: str = "python"
 
 
+@dataclass
+class NCase:
+    """One launch of a numba exercise in the grader's simulator: ``function`` of the learner's cell (a kernel,
+    or a device function called once per thread by the grader's ``probe`` kernel source), ``blocks`` x
+    ``threads``, float32 buffers (a Buf's ``shape``/``step`` give the 2-D view the kernel gets), the race recorder on
+    when ``race``. ``spec`` is the exercise's own data for its verdict (op, values kind ...)."""
+    name: str
+    function: str
+    blocks: int
+    threads: int
+    buffers: dict
+    args: list                          # ("buf", name) | ("int", v)
+    probe: str = ""
+    race: bool = False
+    shared_bytes: int = 0
+    spec: dict = field(default_factory=dict)
+
+
+@dataclass
+class NumbaJudge:
+    """A chapter 9 exercise: the cell's ``@cuda.jit`` functions, defined alone in a sandbox without the package and
+    run in numba's CUDA simulator; ``problem(case, outputs, race)`` decides each case here, ``source_problem(cell
+    source)`` the source itself (or None); ``helpers``: the grader's own device functions the cell's kernel calls."""
+    functions: tuple
+    cases: Callable[[np.random.Generator], list]  # -> list[NCase]
+    problem: Callable[[NCase, dict, dict | None], str]
+    source_problem: Callable[[str], str] | None = None
+    helpers: str = ""
+    kind: str = "numba"
+
+
 # ---------------------------------------------------------------------------------------------- helpers
 
 

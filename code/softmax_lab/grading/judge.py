@@ -4,8 +4,9 @@ For every exercise with a judge (``JUDGES`` in ``softmax_lab.checks.chNN``, see 
 
 1. here: draw fresh inputs from the grader's seed, write them as ``.npy`` files and ``judge.json``;
 2. in a fresh sandbox *without* the softmax_lab package: ``judge_harness.py`` defines only the learner's
-   ``@triton.jit`` functions (kernel exercises; checked to be Triton code) or runs the cell (Python exercises,
-   in a separate sandbox), launches/calls them, and saves the outputs;
+   ``@triton.jit`` functions (kernel exercises; checked to be Triton code) or ``@cuda.jit`` functions (chapter 9's
+   numba exercises, run in numba's simulator with ``cuda_layer/sim.py`` beside the harness), or runs the cell
+   (Python exercises), each kind in a separate sandbox, launches/calls them, and saves the outputs;
 3. here: read what the harness sends back on its standard output (a pipe, read up to the size expected: no
    file of the sandbox is ever opened) with strict parsers (``np.load(allow_pickle=False)``, a validated JSON),
    compare with float64 references computed here, and count k/n. Nothing the learner prints is read.
@@ -114,6 +115,8 @@ def _clean(text, limit=300) -> str:
 def _harness_command(grader_dir: Path, limits: Limits) -> tuple[list[str], dict]:
     """(command, environment) of the harness: in a fresh sandbox without the package, or in place (unsafe)."""
     shutil.copy(Path(__file__).with_name("judge_harness.py"), grader_dir / "judge_harness.py")
+    # chapter 9's numba exercises: the course's simulator additions (shuffles, race recorder), standalone, no answer
+    shutil.copy(Path(__file__).parent.parent / "cuda_layer" / "sim.py", grader_dir / "cuda_sim.py")
     inner = [sys.executable, "-I", "/grader/judge_harness.py"]
     data_limit = limits.data_limit()
     if limits.sandbox:
@@ -240,7 +243,8 @@ def run(chapter_id: str, sources: dict[str, str], limits: Limits, seed: int) -> 
     timeout = max(60.0, min(limits.wall_timeout, 2 * limits.cell_timeout))
     kernels = {k: v for k, v in todo.items() if table[k].kind == "kernel"}
     pythons = {k: v for k, v in todo.items() if table[k].kind == "python"}
-    for group in (kernels, pythons):
+    numbas = {k: v for k, v in todo.items() if table[k].kind == "numba"}
+    for group in (kernels, pythons, numbas):
         if not group:
             continue
         scratch = sandbox.new_scratch()
@@ -275,6 +279,8 @@ def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float)
                 v.add(item.name, "not run")
         elif table[ident].kind == "kernel":
             _kernel_verdict(v, rec, table[ident], items, files, n)
+        elif table[ident].kind == "numba":
+            _numba_verdict(v, rec, table[ident], items, files, n, group[ident])
         else:
             _python_verdict(v, rec, items)
         out[ident] = v
@@ -297,6 +303,16 @@ def _write_inputs(group, table, rng, grader_dir: Path) -> tuple[dict, int]:
                 expected += size
             spec.append({"id": ident, "kind": "kernel", "kernel": judge.kernel, "source": source,
                          "int64": judge.int64, "cases": entries, "out_prefix": f"e{n}_"})
+            plans[ident] = (n, cases)
+        elif judge.kind == "numba":
+            cases = judge.cases(rng)
+            entries = []
+            for k, case in enumerate(cases):
+                entry, size = _numba_case_spec(n, k, case, grader_dir)
+                entries.append(entry)
+                expected += size
+            spec.append({"id": ident, "kind": "numba", "functions": list(judge.functions), "source": source,
+                         "helpers": judge.helpers, "cases": entries, "out_prefix": f"e{n}_"})
             plans[ident] = (n, cases)
         else:
             calls = judge.calls(rng)
@@ -322,6 +338,65 @@ def _case_spec(n: int, k: int, case, grader_dir: Path) -> tuple[dict, int]:
     return ({"grid": list(case.grid), "args": [{a[0]: a[1]} for a in case.args], "constexprs": case.constexprs,
              "buffers": bufs, "int64": case.int64, "outputs": [b for b, v in case.buffers.items() if v.output]},
             expected)
+
+
+def _numba_case_spec(n: int, k: int, case, grader_dir: Path) -> tuple[dict, int]:
+    """One numba launch for the harness (float32 buffers as .npy files), and the bytes its outputs may take."""
+    bufs, expected = {}, 0
+    for name, buf in case.buffers.items():
+        fname = f"e{n}_c{k}_{name}.npy"
+        _write_array(grader_dir / fname, buf.storage, "float32")
+        bufs[name] = {"file": fname, "shape": list(buf.shape), "step": buf.step}
+        if buf.output:
+            expected += 4096 + buf.storage.size * 8
+    return ({"function": case.function, "probe": case.probe, "blocks": case.blocks, "threads": case.threads,
+             "shared_bytes": case.shared_bytes, "race": case.race, "args": [{a[0]: a[1]} for a in case.args],
+             "buffers": bufs, "outputs": [b for b, v in case.buffers.items() if v.output]}, expected)
+
+
+def _numba_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes], n: int, source: str) -> None:
+    """The verdict on a numba exercise: the cell's own source (``judge.source_problem``), then every case's race
+    report and output, decided here by the exercise's module (``judge.problem``)."""
+    status = rec.get("status")
+    if status == "no-kernel":
+        v.note = (f"your exercise cell defines no @cuda.jit function named `{_clean(rec.get('message'), 80)}`: the "
+                  "grader launches your own functions itself, in numba's simulator (a name bound to the course's "
+                  "function earns nothing)")
+    elif status == "rejected":
+        v.note = ("the grader runs your @cuda.jit functions alone, and refused them: "
+                  f"{_clean(rec.get('message'))} (keep them to kernel code: cuda.*, math.* and numba's float32)")
+    elif status != "ran":
+        v.note = f"the grader could not define your functions: {_clean(rec.get('message'))}"
+    got = rec.get("cases") if status == "ran" else None
+    if not isinstance(got, list) or len(got) != len(cases):
+        for case in cases:
+            v.add(case.name, "not run" if not v.note else "nothing to launch")
+        return
+    if judge.source_problem is not None:
+        v.add("your cell's source", _clean(judge.source_problem(source)))
+    for k, (case, r) in enumerate(zip(cases, got)):
+        if not isinstance(r, dict):
+            v.add(case.name, "no result")
+            continue
+        if r.get("status") == "raised":
+            v.add(case.name, f"the grader's launch raised {_clean(r.get('message'), 200)}")
+            continue
+        race = r.get("race") if case.race else None
+        if case.race and not isinstance(race, dict):
+            v.add(case.name, "no race report came back")
+            continue
+        outputs = {}
+        for name, buf in case.buffers.items():
+            if buf.output:
+                outputs[name] = _read_array(files.get(f"e{n}_c{k}_{name}.npy"), "float32", buf.storage.size)
+        if any(a is None for a in outputs.values()):
+            v.add(case.name, "its output did not come back")
+            continue
+        try:
+            problem = judge.problem(case, outputs, race)
+        except (TypeError, ValueError, KeyError, IndexError):
+            problem = "the grader could not read what your code sent back"
+        v.add(f"{case.name} (grader's run in numba's simulator)", _clean(problem, 600))
 
 
 def _kernel_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes], n: int) -> None:

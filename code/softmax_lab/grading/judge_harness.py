@@ -13,6 +13,13 @@ Standalone on purpose: the ``softmax_lab`` package is not in this sandbox (so no
   whole (guard zones included). On the CPU interpreter, pointer offsets computed from ``tl.program_id`` in
   fewer than 64 bits are recorded.
 * ``kind: python``: the cell is run, and the named functions are called with the grader's arguments.
+* ``kind: numba``: only the ``@cuda.jit`` functions of the learner's cell are defined (after a check of their syntax
+  tree, as for Triton: names are arguments, locals, a few builtins, ``cuda.*``/``math.*`` API, numba's scalar types
+  or another function of the cell), then the grader's own helpers of the exercise (sent in judge.json); they run in
+  numba's CUDA simulator, with the course's simulator additions (warp shuffles, the shared-memory race recorder),
+  copied here as ``/grader/cuda_sim.py``: they compute no answer. Each case launches a kernel one block per row,
+  or a probe kernel (grader's source) that calls a device function once per thread, and sends back its output
+  and, when asked, the race recorder's report.
 
 Results go back on this process's standard output, which nothing else may write to (the learner's prints go to
 /dev/null): one JSON line ``{"results": ..., "files": [[name, size], ...]}`` then the ``.npy`` files' bytes.
@@ -412,6 +419,168 @@ def run_python_exercise(ex: dict) -> dict:
     return {"status": "ran", "results": results}
 
 
+# ------------------------------------------------------------------------------- numba exercises (chapter 9)
+
+CUDA_API = {"threadIdx", "blockIdx", "blockDim", "gridDim", "x", "y", "z", "shared", "local", "array", "syncthreads",
+            "syncwarp", "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "activemask", "laneid",
+            "warpsize", "grid", "gridsize", "atomic", "add", "max", "min"}  # (cuda.jit: decorators only)
+NUMBA_TYPES = {"float32", "float64", "int32", "int64"}
+NUMBA_VALUE_ATTRS = {"shape", "size", "ndim"}
+
+
+def _is_cuda_jit(dec) -> bool:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    return (isinstance(target, ast.Attribute) and target.attr == "jit" and isinstance(target.value, ast.Name)
+            and target.value.id == "cuda")
+
+
+def _check_cuda_function(fn: ast.FunctionDef, functions: set[str]) -> None:
+    """numba kernel code only: names are arguments, locals, a few builtins, cuda.*/math.* API, numba's scalar
+    types and the cell's functions; no import, no attribute that leads out of that API."""
+    for dec in fn.decorator_list:
+        if not _is_cuda_jit(dec):
+            raise SourceRejected(f"{fn.name}: only @cuda.jit may decorate a kernel")
+        if isinstance(dec, ast.Call) and (dec.args or any(k.arg != "device" or not isinstance(k.value, ast.Constant)
+                                                           for k in dec.keywords)):
+            raise SourceRejected(f"{fn.name}: @cuda.jit(...) takes only device=True here")
+    args = fn.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.defaults or args.posonlyargs:
+        raise SourceRejected(f"{fn.name}: plain positional arguments only")
+    names = {a.arg for a in args.args}
+    decorators = {id(x) for d in fn.decorator_list for x in ast.walk(d)}
+    body = [n for n in ast.walk(fn) if n is not fn and id(n) not in decorators]
+    parents = {child: node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+    apis = {"cuda", "math"} | NUMBA_TYPES
+    for node in body:
+        if isinstance(node, FORBIDDEN_NODES) or isinstance(node, (ast.FunctionDef, ast.Starred)):
+            raise SourceRejected(f"{fn.name}: `{type(node).__name__}` is not kernel code")
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            raise SourceRejected(f"{fn.name}: attribute `{node.attr}`")
+        if isinstance(node, ast.Name) and node.id.startswith("__"):
+            raise SourceRejected(f"{fn.name}: name `{node.id}`")
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            if node.id in apis or node.id in functions or node.id in ALLOWED_BUILTINS:
+                raise SourceRejected(f"{fn.name}: assigns to `{node.id}`")
+            names.add(node.id)
+    for node in body:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id not in names | ALLOWED_BUILTINS | {"abs", "NotImplementedError"} | apis | functions:
+                raise SourceRejected(f"{fn.name}: uses `{node.id}`, defined outside the cell's @cuda.jit functions")
+            if node.id in ("cuda", "math") and not isinstance(parents.get(node), ast.Attribute):
+                raise SourceRejected(f"{fn.name}: `{node.id}` may only be used as `{node.id}.<name>`")
+        outer = parents.get(node)
+        if isinstance(node, ast.Attribute) and not (isinstance(outer, ast.Attribute) and outer.value is node):
+            root, attrs = _chain(node)
+            if root == "cuda" and root not in names:
+                bad = [a for a in attrs if a not in CUDA_API]
+            elif root == "math" and root not in names:
+                bad = [a for a in attrs[1:]] + [a for a in attrs[:1] if not callable(getattr(math, a, None))
+                                                and not isinstance(getattr(math, a, None), float)]
+            else:
+                bad = [a for a in attrs if a not in NUMBA_VALUE_ATTRS]
+            if bad:
+                raise SourceRejected(f"{fn.name}: `{ast.unparse(node)}` is not numba's CUDA kernel API")
+        if isinstance(node, ast.Call) and not isinstance(node.func, (ast.Name, ast.Attribute)):
+            raise SourceRejected(f"{fn.name}: calls `{ast.unparse(node.func)}`")
+
+
+def define_cuda_functions(source: str, cuda, numba, given: tuple = ()) -> dict:
+    """The cell's @cuda.jit functions, defined alone (nothing else of the cell runs), in the simulator; ``given``:
+    names of the grader's helpers they may call."""
+    tree = ast.parse(source)
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and any(_is_cuda_jit(d) for d in n.decorator_list)]
+    functions = {d.name for d in defs} | set(given)
+    for d in defs:
+        _check_cuda_function(d, functions)
+    text = ast.unparse(ast.Module(body=defs, type_ignores=[])) + "\n"
+    filename = "<learner-cuda>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # the race report quotes lines
+    ns = {"cuda": cuda, "math": math, **{t: getattr(numba, t) for t in NUMBA_TYPES}, "__name__": "learner_cuda",
+          "__builtins__": dict(KERNEL_BUILTINS, abs=abs, NotImplementedError=NotImplementedError)}
+    exec(compile(text, filename, "exec"), ns)
+    return ns
+
+
+def _numba_buffer(spec: dict):
+    """A float32 numpy array of the grader's: the whole storage, and the (rows, cols) view the kernel gets."""
+    arr = np.load(os.path.join(IN, os.path.basename(spec["file"])), allow_pickle=False).astype(np.float32)
+    shape, step = spec["shape"], int(spec["step"])
+    if len(shape) == 1:
+        return arr, arr[: int(shape[0])]
+    rows, cols = int(shape[0]), int(shape[1])
+    return arr, arr[: rows * step].reshape(rows, step)[:, :cols]
+
+
+def _race_summary(rec) -> dict:
+    """The race recorder's report, and the most shared elements one thread touched between two barriers."""
+    report = rec.report()
+    groups = report.grouped()
+    count: dict = {}
+    for (block, _, _, epoch), cell in rec.cells.items():
+        for tid in set(cell["r"]) | set(cell["w"]):
+            count[(block, tid, epoch)] = count.get((block, tid, epoch), 0) + 1
+    return {"ok": bool(report.ok), "kinds": sorted(report.kinds()), "barriers": int(report.barriers),
+            "first": groups[0][0][:600] if groups else "", "widest": max(count.values(), default=0)}
+
+
+def run_numba_exercise(ex: dict) -> dict:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is imported: always the simulator here
+    os.environ["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "0"
+    if IN not in sys.path:
+        sys.path.insert(0, IN)
+    import numba
+    from numba import cuda
+
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    import cuda_sim  # the course's simulator additions: shuffles, the race recorder (no answers)
+
+    helpers = ex.get("helpers") or ""
+    given = tuple(n.name for n in ast.parse(helpers).body if isinstance(n, ast.FunctionDef))
+    try:
+        ns = define_cuda_functions(ex["source"], cuda, numba, given)
+    except SourceRejected as err:
+        return {"status": "rejected", "message": str(err)[:400]}
+    except SyntaxError as err:
+        return {"status": "rejected", "message": f"the cell does not parse: {err.msg} (line {err.lineno})"}
+    except Exception as err:
+        return {"status": "rejected", "message": _error_text(err)}
+    missing = [n for n in ex["functions"] if n not in ns]
+    if missing:
+        return {"status": "no-kernel", "message": ", ".join(missing)}
+    if helpers:  # the grader's own device functions the exercise's kernel calls (they win over the cell's)
+        exec(compile(helpers, "<grader helpers>", "exec"), ns)
+    cases = []
+    for k, case in enumerate(ex["cases"]):
+        bufs = {name: _numba_buffer(spec) for name, spec in case["buffers"].items()}
+        rec = {"status": "ok", "message": ""}
+        try:
+            fn = ns[case["function"]]
+            if case.get("probe"):
+                pns = {"cuda": cuda, "math": math, "float32": numba.float32, "fn": fn}
+                exec(compile(case["probe"], "<grader probe>", "exec"), pns)
+                kernel = cuda.jit(pns["probe"])
+            else:
+                kernel = fn
+            # the simulator's own device-array wrapper: strided views go in as they are, written in place
+            args = [FakeCUDAArray(bufs[a["buf"]][1]) if "buf" in a else int(a["int"]) for a in case["args"]]
+            launch = kernel[int(case["blocks"]), int(case["threads"]), 0, int(case["shared_bytes"])]
+            if case.get("race"):
+                with cuda_sim.record_races() as races:
+                    launch(*args)
+                rec["race"] = _race_summary(races)
+            else:
+                launch(*args)
+        except Exception as err:
+            rec = {"status": "raised", "message": _error_text(err)}
+        for name in case["outputs"]:
+            buf = io.BytesIO()
+            np.save(buf, bufs[name][0], allow_pickle=False)
+            FILES[f"{os.path.basename(ex.get('out_prefix', ''))}c{k}_{name}.npy"] = buf.getvalue()
+        cases.append(rec)
+    return {"status": "ran", "cases": cases}
+
+
 def main() -> int:
     results_fd = os.dup(1)  # the grader's channel; fd 1 itself (print, C code) goes to /dev/null from now on
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
@@ -420,7 +589,9 @@ def main() -> int:
     out = {}
     for ex in spec["exercises"]:
         try:
-            out[ex["id"]] = run_kernel_exercise(ex) if ex["kind"] == "kernel" else run_python_exercise(ex)
+            run_exercise = {"kernel": run_kernel_exercise, "numba": run_numba_exercise}.get(ex["kind"],
+                                                                                          run_python_exercise)
+            out[ex["id"]] = run_exercise(ex)
         except BaseException as err:
             out[ex["id"]] = {"status": "raised", "message": _error_text(err),
                              "trace": traceback.format_exc()[-1500:]}

@@ -1,22 +1,24 @@
 """Checks for chapter 9, the CUDA layer, one module per exercise (``ch09-shuffle-tail`` -> ``shuffle_tail.py``;
-shared launching and race detection in ``_blocks.py``): numba ``@cuda.jit`` kernels, real CUDA on a GPU, the
-simulator on a CPU.
+shared launching and race detection in ``_blocks.py``): numba ``@cuda.jit`` code, real CUDA on a GPU, the simulator
+on a CPU. Each module holds the exercise's case table, its notebook check and the grader's judge (``JUDGES``).
 
-* ``check_block_tree(kernel)``: a one-block-per-row softmax ``kernel(x, y, n_cols)`` with shared-memory trees.
-* ``check_reader_barrier(kernel)``: the library's buggy block kernel with its missing reader barrier added
-  (only ``cuda.syncthreads()`` lines may be added to its body).
-* ``check_shuffle_tail(warp_max, warp_sum, tail_softmax)``: warp-shuffle reductions and the kernel using them.
+* ``check_block_tree(block_max, block_sum)``: device functions that reduce one value per thread as a tree in
+  shared memory and give every thread the result (probed thread by thread).
+* ``check_reader_barrier(kernel)``: the notebook's racy kernel with ``cuda.syncthreads()`` lines added, and only
+  those, run on the course's own block reductions (so it does not depend on ch09-block-tree).
+* ``check_shuffle_tail(warp_max, warp_sum, tail_kernel)``: warp-shuffle reductions and the kernel using them.
 * ``check_sectors(sectors_and_lines)``: 32-byte sectors and 128-byte lines of one warp load.
 
-Besides comparing outputs with the float64 reference, every kernel check runs the kernel once in numba's
-simulator under the shared-memory race recorder (``softmax_lab.cuda_layer.record_races``), which is
-deterministic, so a missing barrier fails on every run and on every machine, also when the output happened
-to come out right. Named pitfalls: a missing barrier (by thread, address and line), a wrong stride in the
-per-thread loop, a max that starts from 0 instead of -inf, a sector count that ignores where an access ends,
-a shuffle of the wrong width (offset 32: a 64-lane wavefront's first step; 8: half a warp).
+Besides comparing outputs with the float64 reference, every check of shared memory runs the code once in numba's
+simulator under the shared-memory race recorder (``softmax_lab.cuda_layer.record_races``), which is deterministic,
+so a missing barrier fails on every run and on every machine, also when the output happened to come out right.
+Failures name the mistake (a race by thread, address and line number, a tree that stops early or starts too
+small, a serial loop where a tree belongs, a shuffle of the wrong width, a sector count that ignores where an
+access ends), never the line that fixes it.
 
-numba is imported only when a check runs (``import softmax_lab.checks`` stays light). These exercises are
-judged in the notebook only for now (``course.registry.NOTEBOOK_ONLY``).
+The grader's judges run the learner's ``@cuda.jit`` functions alone, in numba's simulator, in a sandbox without
+this package (``grading/judge_harness.py``); numba is imported only when a check runs (``import
+softmax_lab.checks`` stays light).
 """
 from .block_tree import check_block_tree
 from .reader_barrier import check_reader_barrier

@@ -3,13 +3,33 @@ from __future__ import annotations
 
 import torch
 
+import threading
+
+import numpy as np
+
 from .._pitfalls import Verdict
 from ..common import Report, explain_exception
+from ..judging import PCall, PythonJudge
 from ._blocks import NOT_IMPLEMENTED, _cl
+
+JUDGE_FRESH = 3  # fresh warp loads in every grader run (lane stride, start and width from the grader's seed)
+
+
+_RECORDING = threading.Lock()
+_RECORDED: list = []
 
 
 def _sector_cases():
-    """(name, byte addresses of one warp load, access bytes), from the course kernels' own loads."""
+    """The case table, read by the notebook check and the grader's judge alike: (name, byte addresses of one warp
+    load, access bytes), from the course kernels' own loads (recorded once per process, one thread at a time: the
+    simulator's state is global, and the grader judges submissions in threads) and a few special cases."""
+    with _RECORDING:
+        if not _RECORDED:
+            _RECORDED.extend(_record_cases())
+    return list(_RECORDED)
+
+
+def _record_cases():
     cl = _cl()
     k = cl.kernels
     g = torch.Generator().manual_seed(98)
@@ -34,13 +54,17 @@ def _sector_cases():
 
 
 def _sectors_problem(fn, addresses, access_bytes: int) -> str:
+    return sectors_verdict(fn(list(addresses), access_bytes), addresses, access_bytes)
+
+
+def sectors_verdict(got, addresses, access_bytes: int) -> str:
+    """'' when ``got`` is the (sectors, lines) pair of this warp load, else the counting mistake it shows."""
     cl = _cl()
     want = cl.count_sectors(addresses, access_bytes)
-    got = fn(list(addresses), access_bytes)
     try:
         got = (int(got[0]), int(got[1]))
-    except (TypeError, ValueError, IndexError):
-        return f"return a pair (sectors, lines), got {got!r}"
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return f"return a pair (sectors, lines), got {str(got)[:60]}"
     if got == want:
         return ""
     n = len(addresses)
@@ -48,14 +72,13 @@ def _sectors_problem(fn, addresses, access_bytes: int) -> str:
         return "sectors: you counted one per lane, but lanes that fall in the same 32-byte sector share it"
     if got[0] == -(-n * access_bytes // 32) and want[0] != got[0]:
         return ("sectors: you divided the bytes the warp asked for by 32; that holds only for contiguous, "
-                "aligned addresses - count the distinct sectors (address // 32) they fall in")
+                "aligned addresses, and these lanes are not")
     if got == (want[1], want[0]):
-        return "sectors and lines are swapped: return (sectors, lines)"
+        return "sectors and lines are swapped"
     first = (len({a // 32 for a in addresses}), len({a // 128 for a in addresses}))
     if got == first and first != want:
-        return (f"you counted only the sector of each access's first byte: a read of {access_bytes} bytes at a "
-                f"covers a .. a + {access_bytes - 1}, and when it straddles a boundary it touches the next sector "
-                "(and line) too")
+        return (f"you counted only the sector of each access's first byte: a read of {access_bytes} bytes that "
+                "straddles a boundary touches the next sector (and line) too")
     if got[0] != want[0]:
         return f"sectors: {got[0]} is {'too many' if got[0] > want[0] else 'too few'}"
     return f"lines: {got[1]} is {'too many' if got[1] > want[1] else 'too few'} (a line is 128 bytes)"
@@ -79,3 +102,25 @@ def check_sectors(sectors_and_lines) -> Verdict:
     for name, addresses, nbytes in cases:
         report.run(name, lambda a=addresses, b=nbytes: _sectors_problem(sectors_and_lines, a, b))
     return Verdict(report.show())
+
+
+def fresh_load(rng: np.random.Generator) -> tuple:
+    """One warp load like the table's, from the grader's seed: 32 lanes, a lane stride, a start, a width."""
+    width = int(rng.choice([1, 2, 4, 8, 16]))
+    stride = int(rng.choice([width, 2 * width, 12, 36, 132, 4096]))
+    start = int(rng.integers(0, 64))
+    return (f"lane stride {stride} bytes from byte {start}, {width}-byte reads",
+            [start + stride * lane for lane in range(32)], width)
+
+
+def _expect(addresses, access_bytes):
+    return lambda value: sectors_verdict(value, addresses, access_bytes)
+
+
+def _judge_calls(rng: np.random.Generator) -> list:
+    cases = list(_sector_cases()) + [fresh_load(rng) for _ in range(JUDGE_FRESH)]
+    return [PCall(name, "sectors_and_lines", [[int(a) for a in addresses], int(nbytes)], _expect(addresses, nbytes))
+            for name, addresses, nbytes in cases]
+
+
+JUDGES = {"ch09-sectors": PythonJudge(_judge_calls)}

@@ -1,5 +1,5 @@
-"""Exercise ch09-shuffle-tail: ``warp_max``/``warp_sum`` by shuffles (checked on emulated warps) and a block kernel
-that ends its tree with them."""
+"""Exercise ch09-shuffle-tail: ``warp_max``/``warp_sum`` by shuffles (checked one warp at a time) and the notebook's
+block kernel that reduces every warp with them, then the warps' results with them again."""
 from __future__ import annotations
 
 import math
@@ -11,7 +11,9 @@ from ...device import DEVICE
 from ...testing import randn
 from .._pitfalls import Verdict, quiet
 from ..common import Report
-from ._blocks import NOT_IMPLEMENTED, _cl, _explain_error, _launcher, _not_implemented, _race_cases, _safe_output
+from ..judging import Buf, NCase, NumbaJudge, cast, output_problem, rows_input, rows_output, softmax64, view_of
+from ._blocks import (NOT_IMPLEMENTED, _cl, _explain_error, _launcher, _not_implemented, _race_cases, _safe_output,
+                      race_problem)
 
 
 def _emulate_warp(vals: np.ndarray, op, mode: str, offsets, combine: bool = True) -> np.ndarray:
@@ -30,20 +32,20 @@ def _shuffle_mistake(got0: float, vals: np.ndarray, op, kind: str) -> str:
     named = [
         ("xor", (32, 16, 8, 4, 2, 1), True, "the first step used offset 32, the first step of a 64-lane AMD "
          "wavefront: an NVIDIA warp has 32 lanes, and a shuffle keeps only the offset's low 5 bits, so offset 32 "
-         "pairs each lane with itself (a sum doubles) - start at 16"),
+         "pairs each lane with itself (a sum doubles)"),
         ("down", (32, 16, 8, 4, 2, 1), True, None),
         ("xor", (8, 4, 2, 1), True, "the shuffles started at offset 8, so they combined only 16 of the warp's 32 "
-         "lanes - start at 16 (half the warp) and halve down to 1"),
+         "lanes"),
         ("down", (8, 4, 2, 1), True, None),
-        ("xor", (4, 2, 1), True, "the shuffles started at offset 4 (8 lanes) - start at 16 and halve down to 1"),
+        ("xor", (4, 2, 1), True, "the shuffles started at offset 4, so they combined only 8 of the warp's 32 lanes"),
         ("down", (4, 2, 1), True, None),
         ("xor", (16, 8, 4, 2), True, "the last step (offset 1) is missing: each lane combined only every other "
-         "lane - halve the offset down to 1"),
+         "lane"),
         ("down", (16, 8, 4, 2), True, None),
-        ("up", (16, 8, 4, 2, 1), True, "shfl_up_sync sends values up to higher lanes, so lane 0 gets nothing: "
-         "use shfl_down_sync (result in lane 0) or shfl_xor_sync (result in every lane)"),
-        ("down", (16, 8, 4, 2, 1), False, "each step replaced the value by the neighbour's instead of combining "
-         "them: v = op(v, shuffle(v, offset))"),
+        ("up", (16, 8, 4, 2, 1), True, "shfl_up_sync sends values up to higher lanes, so lane 0 never receives "
+         "the others' values"),
+        ("down", (16, 8, 4, 2, 1), False, "each step replaced a lane's value by its partner's instead of combining "
+         "the two"),
         ("xor", (16, 8, 4, 2, 1), False, None),
     ]
     last = ""
@@ -56,17 +58,45 @@ def _shuffle_mistake(got0: float, vals: np.ndarray, op, kind: str) -> str:
     return f"{kind}: lane 0 holds the wrong value"
 
 
-_PROBE_SRC = '''
+PROBE = '''
 def probe(vals, out):
-    lane = cuda.threadIdx.x
-    out[lane] = fn(vals[lane])
+    out[cuda.threadIdx.x] = fn(vals[cuda.threadIdx.x])
 '''
+
+# The cases, read by the notebook check and the grader's judge alike. One warp's lane values for warp_max and
+# warp_sum (name, values: "lanes" 0..31, "random", "rising" with the largest in lane 31, "one finite" all -inf but
+# lane 17: max only); the kernel's (name, rows, columns, threads, values, race check). The check draws random values
+# from fixed seeds, the judge from the grader's seed.
+WARP_CASES = [("lanes hold 0, 1, ..., 31", "lanes"), ("random lane values", "random"),
+              ("largest value in lane 31", "rising"), ("all -inf but lane 17 (max only)", "one finite")]
+TAIL_CASES = [
+    ("race check in the simulator: 2x100, 128 threads (no hazard between barriers)", 2, 100, 128, "random", True),
+    ("random 2x300, 64 threads", 2, 300, 64, "random", False),
+    ("random 3x257, 128 threads", 3, 257, 128, "random", False),
+    ("random 2x40, 32 threads (one warp)", 2, 40, 32, "random", False),
+    ("random 1x1, 64 threads", 1, 1, 64, "random", False),
+    ("all-negative row [-1002, -1001, -1000], 64 threads", 1, 3, 64, "negative", False),
+]
+OPS = {"warp_max": np.maximum, "warp_sum": np.add}
+
+
+def warp_values(kind: str, rng: np.random.Generator) -> np.ndarray:
+    lanes = np.arange(32, dtype=np.float32)
+    if kind == "lanes":
+        return lanes
+    if kind == "rising":
+        return (lanes - 40).astype(np.float32)
+    if kind == "one finite":
+        one = np.full(32, -np.inf, dtype=np.float32)
+        one[17] = 2.5
+        return one
+    return (rng.standard_normal(32) * 3).astype(np.float32)
 
 
 def _probe(fn):
     cl = _cl()
     ns = {"cuda": cl.cuda, "fn": fn}
-    exec(compile(_PROBE_SRC, "<softmax_lab warp probe>", "exec"), ns)
+    exec(compile(PROBE, "<softmax_lab warp probe>", "exec"), ns)
     return cl.cuda.jit(ns["probe"])
 
 
@@ -81,21 +111,10 @@ def _run_probe(probe, vals: np.ndarray) -> np.ndarray:
     return d_out.copy_to_host()
 
 
-def _warp_cases():
-    g = np.random.default_rng(93)
-    lanes = np.arange(32, dtype=np.float32)
-    one = np.full(32, -np.inf, dtype=np.float32)
-    one[17] = 2.5
-    yield "lanes hold 0, 1, ..., 31", lanes
-    yield "random lane values", (g.standard_normal(32) * 3).astype(np.float32)
-    yield "largest value in lane 31", (lanes - 40).astype(np.float32)
-    yield "all -inf but lane 17 (max only)", one
-
-
-def _warp_problem(probe, fn_name: str, vals: np.ndarray, op) -> str:
-    with quiet():
-        got = _run_probe(probe, vals)
-        want = _emulate_warp(vals, op, "xor", (16, 8, 4, 2, 1))[0]
+def warp_problem(got: np.ndarray, vals: np.ndarray, fn_name: str) -> str:
+    """'' when lane 0 of ``got`` holds the warp's max/sum of ``vals``, else the shuffle mistake it looks like."""
+    op = OPS[fn_name]
+    want = _emulate_warp(vals, op, "xor", (16, 8, 4, 2, 1))[0]
     if np.isnan(got[0]):
         return f"{fn_name}: lane 0 got NaN"
     if math.isclose(float(got[0]), float(want), rel_tol=1e-5, abs_tol=1e-5) or got[0] == want:
@@ -103,31 +122,72 @@ def _warp_problem(probe, fn_name: str, vals: np.ndarray, op) -> str:
     return _shuffle_mistake(float(got[0]), vals, op, fn_name)
 
 
+def _warp_case(probe, vals, fn_name):
+    with quiet():
+        return warp_problem(_run_probe(probe, vals), vals, fn_name)
+
+
+def _tail_values(kind: str, rows: int, cols: int, seed: int) -> torch.Tensor:
+    if kind == "negative":
+        return torch.tensor([[-1002.0, -1001.0, -1000.0]], device=DEVICE)
+    return randn((rows, cols), device=DEVICE, seed=seed)
+
+
 def check_shuffle_tail(warp_max, warp_sum, tail_kernel) -> Verdict:
     """Exercise ch09-shuffle-tail: ``warp_max(v)``/``warp_sum(v)`` (device functions: lane 0 at least gets the
-    warp's max/sum) and ``tail_kernel(x, y, n_cols)``, the block kernel whose trees end in them."""
+    warp's max/sum) and ``tail_kernel(x, y, n_cols)``, the notebook's block kernel that reduces with them."""
     report = Report("ch09-shuffle-tail")
     if _not_implemented(warp_max, warp_sum):
         report.add("warp_max and warp_sum", NOT_IMPLEMENTED)
         return Verdict(report.show())
-    for fn, fn_name, op in [(warp_max, "warp_max", np.maximum), (warp_sum, "warp_sum", np.add)]:
+    for fn, fn_name in [(warp_max, "warp_max"), (warp_sum, "warp_sum")]:
         try:
             probe = _probe(fn)
         except Exception as err:
             report.add(f"{fn_name} in one warp", _explain_error(err))
             continue
-        for name, vals in _warp_cases():
-            if op is np.add and np.isinf(vals).any():
+        for i, (name, kind) in enumerate(WARP_CASES):
+            if fn_name == "warp_sum" and kind == "one finite":
                 continue
-            report.run(f"{fn_name} in one warp: {name}",
-                       lambda p=probe, v=vals, f=fn_name, o=op: _warp_problem(p, f, v, o))
-    if not _race_cases(report, tail_kernel, [(2, 100, 128)], 94):
+            vals = warp_values(kind, np.random.default_rng(93 + i))
+            report.run(f"{fn_name} in one warp: {name}", lambda p=probe, v=vals, f=fn_name: _warp_case(p, v, f))
+    races = [(rows, cols, threads) for _, rows, cols, threads, _, race in TAIL_CASES if race]
+    if not _race_cases(report, tail_kernel, races, 94):
         return Verdict(report.show())
-    launch = _launcher(tail_kernel, min_threads=64)
-    for name, x, threads in [("random 2x300, 64 threads", randn((2, 300), device=DEVICE, seed=95), 64),
-                             ("random 3x257, 128 threads", randn((3, 257), device=DEVICE, seed=96), 128),
-                             ("random 1x1, 64 threads", randn((1, 1), device=DEVICE, seed=97), 64),
-                             ("all-negative row [-1002, -1001, -1000], 64 threads",
-                              torch.tensor([[-1002.0, -1001.0, -1000.0]], device=DEVICE), 64)]:
-        report.run(name, lambda x=x, t=threads: _safe_output(launch, x, t))
+    launch = _launcher(tail_kernel)
+    for i, (name, rows, cols, threads, kind, race) in enumerate(TAIL_CASES):
+        if not race:
+            x = _tail_values(kind, rows, cols, 95 + i)
+            report.run(name, lambda x=x, t=threads: _safe_output(launch, x, t))
     return Verdict(report.show())
+
+
+def _judge_cases(rng: np.random.Generator) -> list:
+    out = []
+    for fn_name in ("warp_max", "warp_sum"):
+        for name, kind in WARP_CASES:
+            if fn_name == "warp_sum" and kind == "one finite":
+                continue
+            vals = warp_values(kind, rng).astype(np.float64)
+            bufs = {"vals": Buf(cast(vals, "float32"), shape=(32,)),
+                    "out": Buf(np.full(32, np.nan), output=True, shape=(32,))}
+            out.append(NCase(f"{fn_name} in one warp: {name}", fn_name, 1, 32, bufs,
+                             [("buf", "vals"), ("buf", "out")], probe=PROBE, spec={"warp": fn_name}))
+    for name, rows, cols, threads, kind, race in TAIL_CASES:
+        x = np.array([[-1002.0, -1001.0, -1000.0]]) if kind == "negative" else rng.normal(0, 3, (rows, cols))
+        xin = rows_input(rng, x)
+        y = rows_output(softmax64(view_of(xin, xin.storage)))
+        out.append(NCase(name.replace(" in the simulator", ""), "my_tail_kernel", rows, threads, {"x": xin, "y": y},
+                         [("buf", "x"), ("buf", "y"), ("int", cols)], race=race, shared_bytes=threads * 4))
+    return out
+
+
+def _judge_problem(case: NCase, outputs: dict, race: dict | None) -> str:
+    if "warp" in case.spec:
+        return warp_problem(outputs["out"], case.buffers["vals"].storage, case.spec["warp"])
+    if race is not None and not race["ok"]:
+        return race_problem(race["kinds"], race["first"])
+    return output_problem(case.buffers["y"], outputs["y"])
+
+
+JUDGES = {"ch09-shuffle-tail": NumbaJudge(("warp_max", "warp_sum", "my_tail_kernel"), _judge_cases, _judge_problem)}
