@@ -156,7 +156,8 @@ def counts_problem(got, values) -> str:
     if got == want:
         return ""
     if got == nonfinite_counts(values, torch.float64):
-        return "these are float64's counts: compute in float32 (its exp overflows past 88.72, float64's past 709.8)"
+        return ("these are float64's counts, not float32's: float64's exp overflows only past 709.8, float32's "
+                "already past 88.72")
     parts = []
     stable = [name for name, g, w in zip(SHIFTS, got, want) if g[1] != w[1]]
     textbook = [name for name, g, w in zip(SHIFTS, got, want) if g[0] != w[0]]
@@ -166,7 +167,7 @@ def counts_problem(got, values) -> str:
     if textbook:
         parts.append(f"your textbook count is wrong for {', '.join(textbook)} (float32's exp is inf past 88.72 and "
                      "0 below about -104; then inf/inf and 0/0 are NaN)")
-    return "; ".join(parts) + " - count inf and NaN alike (torch.isfinite)"
+    return "; ".join(parts) + " (inf and NaN both count as not finite)"
 
 
 def check_count_nonfinite(count_nonfinite) -> Verdict:

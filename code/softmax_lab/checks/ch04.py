@@ -161,8 +161,8 @@ lane_input = None  # the default: 4 rows of 10 inside rows of 14
 
 
 STRIDED_OUT = "the kernel wrote into the gaps between the output's rows (or past its end)"
-OUT_STRIDE = ("step from output row to output row with out_row_stride (the output's own out.stride(0)), not with "
-              "the input's stride or n_cols")
+OUT_STRIDE = ("output rows were stepped by the input's stride or by n_cols, not by the output's own row stride "
+              "(out.stride(0)), so they landed in the wrong places")
 # (name, values, input row step (None: contiguous), output row step)
 STRIDED_OUT_CASES = [
     ("strided output: a contiguous 3x5 input into rows 7 apart", random_rows((3, 5), 72), None, 7),
