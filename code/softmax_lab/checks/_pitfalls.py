@@ -49,7 +49,7 @@ NOT_NORMALIZED = ("the outputs are exp(x - max), not divided by the row sum: the
 NOT_SHIFTED_NUMERATOR = ("outputs are inf or 0: the numerator is exp(x) itself, which overflows (or underflows) for "
                          "values this large, while only the denominator was shifted by the row max")
 ROW_STRIDE = ("rows were stepped by n_cols, but this input is a view like big[:, :1000] whose rows lie further apart "
-              "(its row stride, x.stride(0)): every row after the first read the wrong elements")
+              "(its row stride is larger than n_cols): every row after the first read the wrong elements")
 INPUT_GUARD = float("nan")  # after the input's last row: a load with no mask reads NaN, never what padding reads
 
 
