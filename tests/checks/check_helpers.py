@@ -156,6 +156,35 @@ def pitfall_fails_naming_it(ex, edits, case, words, tmp_path):
     assert words in line, line
 
 
+def check_case_names(ex, tmp_path) -> list[str]:
+    """The cases the notebook check runs on the exercise's solution, in order."""
+    ok, text = run_check(ex, load(ex, exercise_source(ex), tmp_path), grouped=False)
+    assert ok, text
+    return [line[len("PASS  "):] for line in text.splitlines() if line.startswith("PASS  ")]
+
+
+def judge_case_names(ex, seed: int = 0) -> list[str]:
+    """The cases (kernel launches or function calls) the grader's judge runs for the exercise, in order."""
+    import numpy as np
+
+    from softmax_lab.grading import judge
+
+    j = judge.judges()[ex]
+    rng = np.random.default_rng(seed)
+    return [c.name for c in (j.cases(rng) if j.kind == "kernel" else j.calls(rng))]
+
+
+def one_case_table(ex, table_names, tmp_path, check_only=(), fresh=0):
+    """Check and judge read one case table: the check runs exactly its named cases (then ``check_only``, the
+    properties only a notebook can measure), the judge runs them too, in the same order, then ``fresh`` more."""
+    table_names = list(table_names)
+    assert check_case_names(ex, tmp_path) == table_names + list(check_only)
+    for seed in (0, 1):
+        judged = judge_case_names(ex, seed)
+        assert judged[:len(table_names)] == table_names, judged
+        assert len(judged) >= len(table_names) + fresh, judged
+
+
 # ----------------------------------------------------- a stand-in for the learner's function (chapters 5-8)
 
 NEG_INF = float("-inf")

@@ -4,7 +4,7 @@ mistake the chapter names is put in."""
 import pytest
 
 from check_helpers import (PITFALLS, blank_exercise_fails_with_not_implemented, chapter_exercises, chapter_rows,
-                           exercise_source, load, pitfall_fails_naming_it, run_check, solution_passes)
+                           exercise_source, load, one_case_table, pitfall_fails_naming_it, run_check, solution_passes)
 
 CH04_PITFALLS = chapter_rows(PITFALLS, "ch04")
 
@@ -41,3 +41,24 @@ def test_judge_traffic_formula_matches_the_counted_traffic(rows, cols):
 
     assert three_pass_counts(rows, cols) == measured_traffic("three_pass", rows, cols)
     assert (rows * cols, rows * cols) == measured_traffic("fused", rows, cols)
+
+
+def _tables():
+    from softmax_lab.checks import ch04
+
+    return [("ch04-traffic", [row[0] for row in ch04.TRAFFIC_TABLE], [], 2 * ch04.JUDGE_FRESH),
+            ("ch04-fused", [row[0] for row in ch04.FUSED_TABLE], [ch04.TRAFFIC_CASE, ch04.INT64_CASE],
+             ch04.JUDGE_FRESH)]
+
+
+@pytest.mark.parametrize("ex,names,check_only,fresh", _tables(), ids=[t[0] for t in _tables()])
+def test_check_and_judge_read_one_case_table(ex, names, check_only, fresh, tmp_path):
+    one_case_table(ex, names, tmp_path, check_only, fresh)
+
+
+def test_the_judges_traffic_counts_are_the_counted_traffic():
+    """The judge's closed-form counts (no kernels in the grader's sandbox) are what memcount counts."""
+    from softmax_lab.checks.ch04 import TRAFFIC_TABLE, measured_traffic, traffic_counts
+
+    for _, kernel, _, (rows, cols) in TRAFFIC_TABLE:
+        assert traffic_counts(kernel, rows, cols) == measured_traffic(kernel, rows, cols)

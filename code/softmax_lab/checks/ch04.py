@@ -31,22 +31,35 @@ from .judging import (BIG_STEP, INT64_HINT, KernelJudge, PCall, PythonJudge, fre
 
 __all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES", "pid_offset_probe"]
 
-# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values (see
-# _pitfalls.case_values), the check's seed, the input's row step: None = contiguous). The check draws the values
-# from the fixed seeds; the judge from the grader's seed, plus JUDGE_FRESH fresh cases strided in and out.
+# ch04-fused's cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values
+# (see _pitfalls.case_values), the check's seed, the input's row step, the output's row step: None = contiguous).
+# The check draws the values from the fixed seeds; the judge from the grader's seed, plus JUDGE_FRESH fresh cases
+# strided in and out.
 FUSED_TABLE = [
-    *[(f"random {r}x{c}", (r, c), "random", 60 + i, None) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
-    ("all-negative row [-1002, -1001, -1000]", (1, 3), "[-1002, -1001, -1000]", 0, None),
-    ("large values [1000, 1001, 1002]", (1, 3), "[1000, 1001, 1002]", 0, None),
-    ("identical values 2x37", (2, 37), "sevens", 0, None),
-    ("strided view big[:, :1000] of a 4x1100 tensor", (4, 1000), "random", 70, 1100),
-    ("strided view big[:, :5] of a 3x64 tensor", (3, 5), "random", 71, 64),
+    *[(f"random {r}x{c}", (r, c), "random", 60 + i, None, None) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
+    ("all-negative row [-1002, -1001, -1000]", (1, 3), "[-1002, -1001, -1000]", 0, None, None),
+    ("large values [1000, 1001, 1002]", (1, 3), "[1000, 1001, 1002]", 0, None, None),
+    ("identical values 2x37", (2, 37), "sevens", 0, None, None),
+    ("strided view big[:, :1000] of a 4x1100 tensor", (4, 1000), "random", 70, 1100, None),
+    ("strided view big[:, :5] of a 3x64 tensor", (3, 5), "random", 71, 64, None),
+    ("strided output: a contiguous 3x5 input into rows 7 apart", (3, 5), "random", 72, None, 7),
+    ("strided input and output: 4x6, input rows 9 apart, output rows 8 apart", (4, 6), "random", 73, 9, 8),
 ]
 JUDGE_FRESH = 2  # fresh cases in every grader run, besides all the named ones
-# (name, values, row step) for the check
-FUSED_CASES = [(name, case_values(kind, shape, seed), step) for name, shape, kind, seed, step in FUSED_TABLE]
+# The check's: (name, values, input row step) into a contiguous output, and (name, values, input row step, output
+# row step) into a strided one
+FUSED_CASES = [(name, case_values(kind, shape, seed), step) for name, shape, kind, seed, step, out in FUSED_TABLE
+               if out is None]
+STRIDED_OUT_CASES = [(name, case_values(kind, shape, seed), step, out)
+                     for name, shape, kind, seed, step, out in FUSED_TABLE if out is not None]
 
+# ch04-traffic's cases: (name, the kernel, the learner's function that counts its traffic, (rows, columns)). The
+# check compares with the library kernel's counted traffic (memcount), the judge with the same counts in closed
+# form (``traffic_counts``; tests/checks/test_ch04.py checks they agree), on these shapes and JUDGE_FRESH fresh ones.
 TRAFFIC_SHAPES = [(1, 4), (3, 5), (2, 16)]
+TRAFFIC_FUNCTIONS = {"three_pass": "three_pass_traffic", "fused": "fused_traffic"}
+TRAFFIC_TABLE = [(f"{kernel} on {r}x{c}", kernel, fn, (r, c))
+                 for kernel, fn in TRAFFIC_FUNCTIONS.items() for r, c in TRAFFIC_SHAPES]
 
 
 def measured_traffic(kernel_name: str, rows: int, cols: int) -> tuple[int, int]:
@@ -145,10 +158,9 @@ def _measured_terms(kernel_name: str):
 def check_traffic(three_pass_traffic, fused_traffic) -> Verdict:
     """Print PASS/FAIL per (kernel, shape) and a summary line; True when all pass."""
     report = Report("ch04-traffic")
-    for name, formula in (("three_pass", three_pass_traffic), ("fused", fused_traffic)):
-        for rows, cols in TRAFFIC_SHAPES:
-            report.run(f"{name} on {rows}x{cols}",
-                       lambda f=formula, n=name, r=rows, c=cols: _traffic_problem(f, n, r, c))
+    formulas = {"three_pass_traffic": three_pass_traffic, "fused_traffic": fused_traffic}
+    for name, kernel, fn, (rows, cols) in TRAFFIC_TABLE:
+        report.run(name, lambda f=formulas[fn], k=kernel, r=rows, c=cols: _traffic_problem(f, k, r, c))
     return Verdict(report.show())
 
 
@@ -163,11 +175,6 @@ lane_input = None  # the default: 4 rows of 10 inside rows of 14
 STRIDED_OUT = "the kernel wrote into the gaps between the output's rows (or past its end)"
 OUT_STRIDE = ("output rows were stepped by the input's stride or by n_cols, not by the output's own row stride "
               "(out.stride(0)), so they landed in the wrong places")
-# (name, values, input row step (None: contiguous), output row step)
-STRIDED_OUT_CASES = [
-    ("strided output: a contiguous 3x5 input into rows 7 apart", random_rows((3, 5), 72), None, 7),
-    ("strided input and output: 4x6, input rows 9 apart, output rows 8 apart", random_rows((4, 6), 73), 9, 8),
-]
 TRAFFIC_CASE = "your own Triton kernel reads each element once and writes each once (counted by memcount)"
 INT64_CASE = "64-bit row offsets (row * row_stride past 2**31 elements)"
 
@@ -318,14 +325,17 @@ def expect_counts(want: tuple[int, int]):
     return problem
 
 
+def traffic_counts(kernel: str, rows: int, cols: int) -> tuple[int, int]:
+    """What a library kernel of ch04-traffic moves, in closed form (the judge cannot count: it has no kernels)."""
+    return three_pass_counts(rows, cols) if kernel == "three_pass" else (rows * cols, rows * cols)
+
+
 def _traffic_calls(rng):
-    calls = []
-    for _ in range(3):
-        r, c = int(rng.integers(1, 50)), int(rng.integers(1, 3000))
-        calls.append(PCall(f"three_pass on {r}x{c}", "three_pass_traffic", [r, c],
-                           expect_counts(three_pass_counts(r, c))))
-        calls.append(PCall(f"fused on {r}x{c}", "fused_traffic", [r, c], expect_counts((r * c, r * c))))
-    return calls
+    """TRAFFIC_TABLE's cases, and JUDGE_FRESH fresh shapes per kernel from the grader's seed."""
+    fresh = [(f"{kernel} on {r}x{c} (fresh)", kernel, fn, (r, c)) for kernel, fn in TRAFFIC_FUNCTIONS.items()
+             for r, c in ((int(rng.integers(1, 50)), int(rng.integers(1, 3000))) for _ in range(JUDGE_FRESH))]
+    return [PCall(name, fn, [r, c], expect_counts(traffic_counts(kernel, r, c)))
+            for name, kernel, fn, (r, c) in TRAFFIC_TABLE + fresh]
 
 
 def _fused_cases(rng):
@@ -333,8 +343,9 @@ def _fused_cases(rng):
     64-bit offsets (counted in the interpreter; on a GPU, real rows 2**30 apart)."""
     args = ["out", "x", "x_stride", "out_stride", "n"]
     out = []
-    for name, (R, C), kind, _, step in FUSED_TABLE:
-        out.append(softmax_case(rng, name, fresh_values(rng, kind, (R, C)), args, np2(C), (R,), steps=(step, None)))
+    for name, (R, C), kind, _, step, out_step in FUSED_TABLE:
+        out.append(softmax_case(rng, name, fresh_values(rng, kind, (R, C)), args, np2(C), (R,),
+                                steps=(step, out_step)))
     for _ in range(JUDGE_FRESH):
         R, C = int(rng.integers(2, 5)), int(rng.integers(5, 300))
         out.append(softmax_case(rng, f"strided input and output {R}x{C}", softmax_rows(rng, (R, C)), args, np2(C),
