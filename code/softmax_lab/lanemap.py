@@ -148,7 +148,8 @@ def diagnose(m: LaneMaps, padding: str | None = None) -> list[str]:
     twice = np.argwhere(m.store_counts[:, :n] > 1)
     if len(twice):
         found.append(f"{len(twice)} output element(s) were stored more than once, e.g. row {twice[0][0]}, column "
-                     f"{twice[0][1]}: lanes past the end of a row (padding) stored into the next row: the store is not masked")
+                     f"{twice[0][1]}: lanes past the end of a row (padding) stored into the next row: the store is "
+                     "not masked")
     gap = int((m.stores[:, n:] != NONE).sum())
     if gap:
         found.append(f"{gap} lane(s) were stored in the gap between the rows of a strided output: the rows were "

@@ -23,7 +23,8 @@ MISSED_BEFORE = [
     ("ch04-fused", "32-bit row offsets", [("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")],
      ch04.INT64_CASE, "computed in 32 bits, not 64-bit"),
     ("ch04-fused", "ignores out_row_stride (assumes a contiguous output)",
-     [("out_ptr + row * out_row_stride", "out_ptr + row * n_cols")], ch04.STRIDED_OUT_CASES[0][0], "not by the output's own row stride"),
+     [("out_ptr + row * out_row_stride", "out_ptr + row * n_cols")], ch04.STRIDED_OUT_CASES[0][0],
+     "not by the output's own row stride"),
     ("ch04-fused", "torch.softmax inside the wrapper", [(LAUNCH_CH04, "    out.copy_(torch.softmax(x, dim=-1))")],
      ch04.TRAFFIC_CASE, "never launched my_fused_kernel"),
     ("ch04-fused", "reads the row twice (not fused)",
@@ -37,7 +38,8 @@ CAUGHT = chapter_rows(PITFALLS, "ch04") + [
     ("ch04-fused", "store without mask", [("tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)",
                                            "tl.store(out_ptr + row * out_row_stride + cols, y)")],
      "random 2x31", "the store is not masked"),
-    ("ch04-fused", "load without mask", [('mask=mask, other=float("-inf"))', ")")], "random 2x31", "the load is not masked"),
+    ("ch04-fused", "load without mask", [('mask=mask, other=float("-inf"))', ")")], "random 2x31",
+     "the load is not masked"),
 ]
 
 

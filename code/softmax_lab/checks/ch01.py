@@ -53,7 +53,8 @@ def check_stable_row(softmax_row) -> Verdict:
 
 def _judge_cases(rng):
     """The grader's launches: every named row with values from its seed, and JUDGE_FRESH fresh rows."""
-    fresh = [(f"fresh random row of {n}", n, "random", 0) for n in (int(rng.integers(2, 32)), int(rng.integers(33, 130)))]
+    lengths = (int(rng.integers(2, 32)), int(rng.integers(33, 130)))
+    fresh = [(f"fresh random row of {n}", n, "random", 0) for n in lengths]
     fresh.append((f"fresh row of {(n := int(rng.integers(3, 20)))} below -1000", n, "below -1000", 0))
     return [softmax_case(rng, name, fresh_values(rng, kind, (1, n)), ["out", "x", "n"], np2(n), (1,))
             for name, n, kind, _ in ROW_TABLE + fresh]
