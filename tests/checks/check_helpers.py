@@ -33,6 +33,7 @@ EXERCISES = {
     "ch03-naive-normalize": ("03_naive_kernel.ipynb", "check_naive", ["my_naive_softmax"]),
     "ch04-traffic": ("04_three_kernels_to_one.ipynb", "check_traffic", ["three_pass_traffic", "fused_traffic"]),
     "ch04-fused": ("04_three_kernels_to_one.ipynb", "check_fused", ["my_fused_softmax"]),
+    "ch04-find-the-bug": ("04_three_kernels_to_one.ipynb", "check_find_the_bug", ["catching_layout"]),
 }
 
 # The pitfalls the chapters name (the mutant tests add more):

@@ -103,3 +103,47 @@ def test_int64_probe_sees_pid_derived_32_bit_offsets_only(tmp_path):
     bad = load("ch04-fused", mutate("ch04-fused", [("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")]), tmp_path)
     assert ch04._int64_problem(good.my_fused_softmax) == ""
     assert "64-bit" in ch04._int64_problem(bad.my_fused_softmax)
+
+
+# ch04-find-the-bug: wrong layouts a learner could give, (mutant, (old, new) edits of the solution, the cases that
+# must fail, words each failing line must hold). The judge (the suspects simulated) fails the same cases.
+FIND_MUTANTS = [
+    ("the quick test's own layout everywhere",
+     [('"A": (1, 3, 3, 3)', '"A": (4, 16, 16, 16)'), ('"B": (2, 4, 6, 4)', '"B": (4, 16, 16, 16)'),
+      ('"C": (2, 4, 4, 6)', '"C": (4, 16, 16, 16)'), ('"all": (2, 5, 9, 7)', '"all": (4, 16, 16, 16)')],
+     ["A", "B", "C", "all"], "computed every output right on your layout (4x16"),
+    ("one row cannot show a row step", [('"all": (2, 5, 9, 7)', '"all": (1, 5, 9, 7)')], ["all"],
+     "suspects B and C computed every output right"),
+    ("a power-of-two row leaves no lane past it", [('"A": (1, 3, 3, 3)', '"A": (2, 4, 6, 6)')], ["A"],
+     "suspect A computed every output right"),
+    ("input rows exactly n_cols apart", [('"B": (2, 4, 6, 4)', '"B": (2, 5, 5, 7)')], ["B"],
+     "suspect B computed every output right"),
+    ("input and output rows equally far apart", [('"C": (2, 4, 4, 6)', '"C": (2, 5, 7, 7)')], ["C"],
+     "suspect C computed every output right"),
+    ("B's and C's layouts swapped",
+     [('"B": (2, 4, 6, 4)', '"B": (2, 4, 4, 6)'), ('"C": (2, 4, 4, 6)', '"C": (2, 4, 6, 4)')], ["B"], "suspect B computed every output right"),
+    ("overlapping rows", [('"all": (2, 5, 9, 7)', '"all": (2, 5, 3, 7)')], ["all"], "rows of a tensor never overlap"),
+    ("three numbers, not a layout", [('"all": (2, 5, 9, 7)', '"all": (2, 5, 9)')], ["all"], "four whole numbers"),
+]
+
+
+@pytest.mark.parametrize("mutant,edits,failing,words", FIND_MUTANTS, ids=[m[0] for m in FIND_MUTANTS])
+def test_find_the_bug_mutants_fail_the_check_and_the_judge(mutant, edits, failing, words, tmp_path):
+    import numpy as np
+
+    ex = "ch04-find-the-bug"
+    module = load(ex, mutate(ex, edits), tmp_path)
+    ok, text = run_check(ex, module, grouped=False)
+    assert not ok, text
+    names = {which: name for name, which, _ in ch04.FIND_TABLE}
+    for which, name in names.items():
+        line = failing_line(text, name)
+        if which in failing:
+            assert line is not None and words in line, f"{mutant}: {name!r} should fail saying {words!r}:\n{text}"
+        else:
+            assert f"PASS  {name}" in text.splitlines(), f"{mutant}: {name!r} should pass:\n{text}"
+    # the grader's judge gives the same verdicts on the same answers
+    for call in ch04.JUDGES[ex].calls(np.random.default_rng(3)):
+        value = module.catching_layout(call.args[0])
+        verdict = call.expect(list(value))
+        assert bool(verdict) == (call.args[0] in failing), (mutant, call.name, verdict)

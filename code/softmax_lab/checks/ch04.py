@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import torch
 import triton
 
@@ -29,7 +30,8 @@ from . import judging
 from .judging import (BIG_STEP, INT64_HINT, KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case,
                       softmax_rows)
 
-__all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES", "pid_offset_probe"]
+__all__ = ["check_fused", "check_traffic", "check_find_the_bug", "measured_traffic", "FUSED_CASES", "FIND_TABLE",
+           "pid_offset_probe"]
 
 # ch04-fused's cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values
 # (see _pitfalls.case_values), the check's seed, the input's row step, the output's row step: None = contiguous).
@@ -305,6 +307,82 @@ def check_fused(fused_softmax) -> Verdict:
     return Verdict(report.show())
 
 
+# ------------------------------------------------------- find the bug: three suspects that pass a quick test
+
+# ch04-find-the-bug's cases, read by the notebook check and by the grader's judge alike: (name, what the learner's
+# catching_layout is asked for, the suspects that layout must catch). The check runs the real suspects
+# (checks/suspects.py: row kernels with one bug each) on random values, the judge simulates them on values from its
+# seed.
+FIND_TABLE = [
+    ("your layout for suspect A makes it go wrong", "A", ["A"]),
+    ("your layout for suspect B makes it go wrong", "B", ["B"]),
+    ("your layout for suspect C makes it go wrong", "C", ["C"]),
+    ("your one layout for all three makes each of them go wrong", "all", ["A", "B", "C"]),
+]
+MAX_ROWS, MAX_COLS, MAX_STEP = 8, 64, 128
+
+
+def layout_problem(layout) -> str:
+    """'' when ``layout`` is a test layout (rows, cols, input row step, output row step) the check can run."""
+    if not isinstance(layout, (list, tuple)) or len(layout) != 4 or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in layout):
+        return "return a layout (rows, cols, input row step, output row step): four whole numbers"
+    rows, cols, in_step, out_step = layout
+    if not (1 <= rows <= MAX_ROWS and 1 <= cols <= MAX_COLS):
+        return f"a layout has 1 to {MAX_ROWS} rows of 1 to {MAX_COLS} columns"
+    if not (cols <= in_step <= MAX_STEP and cols <= out_step <= MAX_STEP):
+        return (f"rows of a tensor never overlap: each row step is at least the number of columns (and at most "
+                f"{MAX_STEP} here)")
+    return ""
+
+
+def _layout_name(layout) -> str:
+    rows, cols, in_step, out_step = layout
+    return f"{rows}x{cols}, input rows {in_step} apart, output rows {out_step} apart"
+
+
+def find_problem(layout, suspects, goes_wrong) -> str:
+    """'' when every suspect of ``suspects`` goes wrong on ``layout`` (``goes_wrong(name, layout) -> bool``)."""
+    layout = tuple(layout) if isinstance(layout, list) else layout
+    bad = layout_problem(layout)
+    if bad:
+        return bad
+    missed = [s for s in suspects if not goes_wrong(s, layout)]
+    if not missed:
+        return ""
+    who = f"suspect {missed[0]}" if len(missed) == 1 else f"suspects {', '.join(missed[:-1])} and {missed[-1]}"
+    them = "it" if len(missed) == 1 else "them"
+    return (f"{who} computed every output right on your layout ({_layout_name(layout)}): the mistake changes "
+            f"nothing there, so a test with this layout would let {them} through")
+
+
+def _runs_wrong(name: str, layout) -> bool:
+    """The real suspect on ``layout`` (random values, poisoned output, guard zones): does it go wrong?"""
+    from .suspects import goes_wrong
+
+    with quiet():
+        return goes_wrong(name, layout)
+
+
+def check_find_the_bug(catching_layout) -> Verdict:
+    """Run each suspect on the learner's layouts; True when each layout makes the suspects it names go wrong."""
+    report = Report("ch04-find-the-bug")
+    for name, which, suspects in FIND_TABLE:
+        report.run(name, lambda w=which, s=suspects: find_problem(catching_layout(w), s, _runs_wrong))
+    return Verdict(report.show())
+
+
+def _find_calls(rng):
+    """FIND_TABLE's calls; the suspects simulated on values from the grader's seed."""
+    from .suspects import simulate
+
+    seed = int(rng.integers(1 << 30))
+    return [PCall(name, "catching_layout", [which],
+                  lambda value, s=suspects: find_problem(
+                      value, s, lambda n, lay: simulate(n, lay, np.random.default_rng(seed))))
+            for name, which, suspects in FIND_TABLE]
+
+
 # ------------------------------------------------------------------------------- what the grader launches
 
 def three_pass_counts(rows: int, cols: int) -> tuple[int, int]:
@@ -361,7 +439,8 @@ def _fused_cases(rng):
 
 def _judges():
     return {"ch04-traffic": PythonJudge(_traffic_calls),
-            "ch04-fused": KernelJudge("my_fused_kernel", _fused_cases, int64=True)}
+            "ch04-fused": KernelJudge("my_fused_kernel", _fused_cases, int64=True),
+            "ch04-find-the-bug": PythonJudge(_find_calls)}
 
 
 JUDGES = _judges()
