@@ -121,7 +121,8 @@ FIND_MUTANTS = [
     ("input and output rows equally far apart", [('"C": (2, 4, 4, 6)', '"C": (2, 5, 7, 7)')], ["C"],
      "suspect C computed every output right"),
     ("B's and C's layouts swapped",
-     [('"B": (2, 4, 6, 4)', '"B": (2, 4, 4, 6)'), ('"C": (2, 4, 4, 6)', '"C": (2, 4, 6, 4)')], ["B"], "suspect B computed every output right"),
+     [('"B": (2, 4, 6, 4)', '"B": (2, 4, 4, 6)'), ('"C": (2, 4, 4, 6)', '"C": (2, 4, 6, 4)')], ["B"],
+     "suspect B computed every output right"),
     ("overlapping rows", [('"all": (2, 5, 9, 7)', '"all": (2, 5, 3, 7)')], ["all"], "rows of a tensor never overlap"),
     ("three numbers, not a layout", [('"all": (2, 5, 9, 7)', '"all": (2, 5, 9)')], ["all"], "four whole numbers"),
 ]
