@@ -32,6 +32,7 @@ EXERCISES = {
     "ch02-padding-self-test": ("02_masks_and_padding.ipynb", "check_padding_self_test", ["padding_self_test"]),
     "ch03-naive-normalize": ("03_naive_kernel.ipynb", "check_naive", ["my_naive_softmax"]),
     "ch04-traffic": ("04_three_kernels_to_one.ipynb", "check_traffic", ["three_pass_traffic", "fused_traffic"]),
+    "ch04-wrapped-rows": ("04_three_kernels_to_one.ipynb", "check_rows_read_right", ["rows_read_right"]),
     "ch04-fused": ("04_three_kernels_to_one.ipynb", "check_fused", ["my_fused_softmax"]),
     "ch04-find-the-bug": ("04_three_kernels_to_one.ipynb", "check_find_the_bug", ["catching_layout"]),
 }

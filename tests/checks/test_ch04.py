@@ -49,7 +49,8 @@ def _tables():
     return [("ch04-traffic", [row[0] for row in ch04.TRAFFIC_TABLE], [], 2 * ch04.JUDGE_FRESH),
             ("ch04-fused", [row[0] for row in ch04.FUSED_TABLE], [ch04.TRAFFIC_CASE, ch04.INT64_CASE],
              ch04.JUDGE_FRESH),
-            ("ch04-find-the-bug", [row[0] for row in ch04.FIND_TABLE], [], 0)]
+            ("ch04-find-the-bug", [row[0] for row in ch04.FIND_TABLE], [], 0),
+            ("ch04-wrapped-rows", [row[0] for row in ch04.WRAP_TABLE], [], ch04.JUDGE_FRESH)]
 
 
 @pytest.mark.parametrize("ex,names,check_only,fresh", _tables(), ids=[t[0] for t in _tables()])
@@ -115,3 +116,18 @@ def test_the_judge_simulates_what_the_suspects_do():
     for layout in layouts:
         for name in suspects.SUSPECTS:
             assert suspects.goes_wrong(name, layout) == suspects.simulate(name, layout, rng), (name, layout)
+
+
+def test_the_wrapped_row_count_is_what_int32_arithmetic_gives():
+    """ch04-wrapped-rows' truth (a closed form, for the judge) against int32 arithmetic itself, on the table's
+    launches and on launches whose last row sits right at the boundary."""
+    import torch
+
+    from softmax_lab.checks.ch04 import WRAP_TABLE, rows_right
+
+    launches = [(rows, stride) for _, rows, stride in WRAP_TABLE]
+    launches += [(-(-2**31 // s) + d, s) for s in (1000, 8191, 8192, 2**20 + 1) for d in (-1, 0, 1)]
+    for rows, stride in launches:
+        row = torch.arange(rows, dtype=torch.int32)
+        exact = (row * torch.tensor(stride, dtype=torch.int32)).to(torch.int64) == row.to(torch.int64) * stride
+        assert rows_right(rows, stride) == int(exact.sum()), (rows, stride)

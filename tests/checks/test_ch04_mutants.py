@@ -148,3 +148,42 @@ def test_find_the_bug_mutants_fail_the_check_and_the_judge(mutant, edits, failin
         value = module.catching_layout(call.args[0])
         verdict = call.expect(list(value))
         assert bool(verdict) == (call.args[0] in failing), (mutant, call.name, verdict)
+
+
+# ch04-wrapped-rows: wrong predictions, (mutant, (old, new) edits of the solution, {failing case: words its line must
+# hold}); every other case passes. The judge fails the same cases.
+FIRST = "first_wrapped = -(-2**31 // row_stride)"
+ONE_MORE, HEADS_64 = "one row more: 32 * 8192 + 1 rows of 8192", "64 heads of 8192 x 8192 scores"
+ROWS_5000, VIEW = "10**6 rows of 5000", "3 rows 2**30 + 64 elements apart (a strided view)"
+WRAP_MUTANTS = [
+    ("floor, not ceiling", [(FIRST, "first_wrapped = 2**31 // row_stride")],
+     {ROWS_5000: "one row off", VIEW: "one row off"}),
+    ("a start of exactly 2**31 counted as right", [(FIRST, "first_wrapped = 2**31 // row_stride + 1")],
+     {ONE_MORE: "one row off", HEADS_64: "one row off"}),
+    ("int32 taken as unsigned", [(FIRST, "first_wrapped = -(-2**32 // row_stride)")],
+     {ONE_MORE: "one row off", HEADS_64: "too high", ROWS_5000: "int32 is signed", VIEW: "one row off"}),
+    ("every row right", [("return min(rows, first_wrapped)", "return rows")],
+     {ONE_MORE: "one row off", HEADS_64: "too high", ROWS_5000: "too high", VIEW: "one row off"}),
+    ("the whole tensor's size decides",
+     [("return min(rows, first_wrapped)", "return rows if rows * row_stride <= 2**31 else 0")],
+     {ONE_MORE: "too low", HEADS_64: "too low", ROWS_5000: "too low", VIEW: "too low"}),
+]
+
+
+@pytest.mark.parametrize("mutant,edits,failing", WRAP_MUTANTS, ids=[m[0] for m in WRAP_MUTANTS])
+def test_wrapped_rows_mutants_fail_the_check_and_the_judge(mutant, edits, failing, tmp_path):
+    import numpy as np
+
+    ex = "ch04-wrapped-rows"
+    module = load(ex, mutate(ex, edits), tmp_path)
+    ok, text = run_check(ex, module, grouped=False)
+    assert not ok, text
+    for name, _, _ in ch04.WRAP_TABLE:
+        line = failing_line(text, name)
+        if name in failing:
+            assert line is not None and failing[name] in line, f"{mutant}: {name!r}: {failing[name]!r}?\n{text}"
+        else:
+            assert f"PASS  {name}" in text.splitlines(), f"{mutant}: {name!r} should pass:\n{text}"
+    for call in ch04.JUDGES[ex].calls(np.random.default_rng(5)):
+        if call.name in failing:  # the named launches: the judge's verdict is the check's
+            assert failing[call.name] in call.expect(module.rows_read_right(*call.args)), (mutant, call.name)

@@ -30,8 +30,8 @@ from . import judging
 from .judging import (BIG_STEP, INT64_HINT, KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case,
                       softmax_rows)
 
-__all__ = ["check_fused", "check_traffic", "check_find_the_bug", "measured_traffic", "FUSED_CASES", "FIND_TABLE",
-           "pid_offset_probe"]
+__all__ = ["check_fused", "check_traffic", "check_find_the_bug", "check_rows_read_right", "measured_traffic",
+           "FUSED_CASES", "FIND_TABLE", "WRAP_TABLE", "pid_offset_probe"]
 
 # ch04-fused's cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values
 # (see _pitfalls.case_values), the check's seed, the input's row step, the output's row step: None = contiguous).
@@ -307,6 +307,65 @@ def check_fused(fused_softmax) -> Verdict:
     return Verdict(report.show())
 
 
+# ------------------------------------------- predict it: how many rows does an int32 offset still get right?
+
+# ch04-wrapped-rows' cases, read by the notebook check and by the grader's judge alike: (name, rows, row stride in
+# elements). The judge adds JUDGE_FRESH fresh launches whose row count sits next to the first row that wraps.
+WRAP_TABLE = [
+    ("a 4096 x 1024 tensor", 4096, 1024),
+    ("32 heads of 8192 x 8192 scores (2**31 elements)", 32 * 8192, 8192),
+    ("one row more: 32 * 8192 + 1 rows of 8192", 32 * 8192 + 1, 8192),
+    ("64 heads of 8192 x 8192 scores", 64 * 8192, 8192),
+    ("10**6 rows of 5000", 10**6, 5000),
+    ("3 rows 2**30 + 64 elements apart (a strided view)", 3, 2**30 + 64),
+]
+INT32_MAX = 2**31 - 1
+
+
+def rows_right(rows: int, stride: int) -> int:
+    """How many rows start at the right element when row * stride is computed in int32 (row counts from 0)."""
+    return min(rows, -(-(INT32_MAX + 1) // stride))  # the first row to wrap is the first with row * stride >= 2**31
+
+
+def wrap_problem(value, rows: int, stride: int) -> str:
+    """'' when ``value`` is the number of rows of (rows, stride) whose int32 offset is right, else the mistake."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return "return a whole number: how many of the rows start at the right element"
+    want = rows_right(rows, stride)
+    if value == want:
+        return ""
+    if abs(value - want) == 1:
+        return ("your count is one row off: a row is right only when its whole start offset row * row_stride "
+                "fits in an int32, and rows are numbered from 0")
+    if value == -(-2**32 // stride) < rows:
+        return ("your count is too high: int32 is signed, so the product wraps around past 2**31 - 1, not past "
+                "2**32 - 1")
+    if value > want:
+        return ("your count is too high: some of the rows you count start past 2**31 - 1, where the int32 product "
+                "has already wrapped around")
+    return ("your count is too low: some of the rows you count as wrapped still start below 2**31, where the int32 "
+            "product is exact (a row is wrong only when its own start offset does not fit)")
+
+
+def check_rows_read_right(rows_read_right) -> Verdict:
+    """Print PASS/FAIL per launch of WRAP_TABLE and a summary line; True when all pass."""
+    report = Report("ch04-wrapped-rows")
+    for name, rows, stride in WRAP_TABLE:
+        report.run(name, lambda r=rows, s=stride: wrap_problem(rows_read_right(r, s), r, s))
+    return Verdict(report.show())
+
+
+def _wrap_calls(rng):
+    """WRAP_TABLE's launches and JUDGE_FRESH fresh ones, their row count next to the first row that wraps."""
+    fresh = []
+    for _ in range(JUDGE_FRESH):
+        stride = int(rng.integers(1000, 200_000))
+        rows = max(1, -(-(INT32_MAX + 1) // stride) + int(rng.integers(-2, 3)))
+        fresh.append((f"{rows} rows of stride {stride} (fresh)", rows, stride))
+    return [PCall(name, "rows_read_right", [rows, stride], lambda value, r=rows, s=stride: wrap_problem(value, r, s))
+            for name, rows, stride in WRAP_TABLE + fresh]
+
+
 # ------------------------------------------------------- find the bug: three suspects that pass a quick test
 
 # ch04-find-the-bug's cases, read by the notebook check and by the grader's judge alike: (name, what the learner's
@@ -440,7 +499,8 @@ def _fused_cases(rng):
 def _judges():
     return {"ch04-traffic": PythonJudge(_traffic_calls),
             "ch04-fused": KernelJudge("my_fused_kernel", _fused_cases, int64=True),
-            "ch04-find-the-bug": PythonJudge(_find_calls)}
+            "ch04-find-the-bug": PythonJudge(_find_calls),
+            "ch04-wrapped-rows": PythonJudge(_wrap_calls)}
 
 
 JUDGES = _judges()
