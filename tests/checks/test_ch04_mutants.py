@@ -167,6 +167,8 @@ WRAP_MUTANTS = [
     ("the whole tensor's size decides",
      [("return min(rows, first_wrapped)", "return rows if rows * row_stride <= 2**31 else 0")],
      {ONE_MORE: "too low", HEADS_64: "too low", ROWS_5000: "too low", VIEW: "too low"}),
+    ("a float, not a count", [("return min(rows, first_wrapped)", "return float(min(rows, first_wrapped))")],
+     {name: "return a whole number (an int)" for name, _, _ in ch04.WRAP_TABLE}),
 ]
 
 

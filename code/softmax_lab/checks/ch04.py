@@ -16,6 +16,7 @@ the program id; on a GPU also a real launch on rows 2**30 elements apart, past 2
 from __future__ import annotations
 
 import contextlib
+import numbers
 
 import numpy as np
 import torch
@@ -329,8 +330,10 @@ def rows_right(rows: int, stride: int) -> int:
 
 def wrap_problem(value, rows: int, stride: int) -> str:
     """'' when ``value`` is the number of rows of (rows, stride) whose int32 offset is right, else the mistake."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return "return a whole number: how many of the rows start at the right element"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return (f"return a whole number (an int): how many of the rows start at the right element (got a "
+                f"{type(value).__name__})")
+    value = int(value)
     want = rows_right(rows, stride)
     if value == want:
         return ""
@@ -384,9 +387,9 @@ MAX_ROWS, MAX_COLS, MAX_STEP = 8, 64, 128
 def layout_problem(layout) -> str:
     """'' when ``layout`` is a test layout (rows, cols, input row step, output row step) the check can run."""
     if not isinstance(layout, (list, tuple)) or len(layout) != 4 or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in layout):
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in layout):
         return "return a layout (rows, cols, input row step, output row step): four whole numbers"
-    rows, cols, in_step, out_step = layout
+    rows, cols, in_step, out_step = (int(v) for v in layout)
     if not (1 <= rows <= MAX_ROWS and 1 <= cols <= MAX_COLS):
         return f"a layout has 1 to {MAX_ROWS} rows of 1 to {MAX_COLS} columns"
     if not (cols <= in_step <= MAX_STEP and cols <= out_step <= MAX_STEP):
@@ -402,10 +405,10 @@ def _layout_name(layout) -> str:
 
 def find_problem(layout, suspects, goes_wrong) -> str:
     """'' when every suspect of ``suspects`` goes wrong on ``layout`` (``goes_wrong(name, layout) -> bool``)."""
-    layout = tuple(layout) if isinstance(layout, list) else layout
     bad = layout_problem(layout)
     if bad:
         return bad
+    layout = tuple(int(v) for v in layout)
     missed = [s for s in suspects if not goes_wrong(s, layout)]
     if not missed:
         return ""
