@@ -139,7 +139,7 @@ def diagnose(m: LaneMaps, padding: str | None = None) -> list[str]:
     if padding == "-inf" and not m.outside.get("load") and any(v != float("-inf") for v in read):
         shown = ", ".join(pictures.fmt(v) for v in read)
         found.append(f"the padding lanes (past column {n - 1} of each block) read {shown}, not -inf: they take part "
-                     "in each row's max and sum; load with other=float('-inf')")
+                     "in each row's max and sum")
     view = m.stores[:, :n]
     never = np.argwhere(view == NONE)
     if len(never):
@@ -148,16 +148,17 @@ def diagnose(m: LaneMaps, padding: str | None = None) -> list[str]:
     twice = np.argwhere(m.store_counts[:, :n] > 1)
     if len(twice):
         found.append(f"{len(twice)} output element(s) were stored more than once, e.g. row {twice[0][0]}, column "
-                     f"{twice[0][1]}: lanes past the end of a row (padding) stored into the next row; mask the store")
+                     f"{twice[0][1]}: lanes past the end of a row (padding) stored into the next row: the store is "
+                     "not masked")
     gap = int((m.stores[:, n:] != NONE).sum())
     if gap:
-        found.append(f"{gap} lane(s) were stored in the gap between the rows of a strided output: use the output's "
-                     "own row stride and mask the store")
+        found.append(f"{gap} lane(s) were stored in the gap between the rows of a strided output: the rows were "
+                     "not stepped by the output's own row stride, or the store is not masked")
     if m.outside.get("store"):
         found.append(f"{m.outside['store']} lane(s) were stored outside every tensor (past the end of the output): "
-                     "these lanes are padding; mask the store")
+                     "these lanes are padding, and the store is not masked")
     if m.outside.get("load"):
-        found.append(f"{m.outside['load']} lane(s) were loaded from outside every tensor: mask the load")
+        found.append(f"{m.outside['load']} lane(s) were loaded from outside every tensor: the load is not masked")
     for r in range(m.stores.shape[0]):
         writers = {int(p) for p in m.stores[r, :n] if p >= 0}
         readers = {int(p) for p in np.unique(m.loads[r, :n]) if p >= 0}

@@ -32,7 +32,9 @@ EXERCISES = {
     "ch02-padding-self-test": ("02_masks_and_padding.ipynb", "check_padding_self_test", ["padding_self_test"]),
     "ch03-naive-normalize": ("03_naive_kernel.ipynb", "check_naive", ["my_naive_softmax"]),
     "ch04-traffic": ("04_three_kernels_to_one.ipynb", "check_traffic", ["three_pass_traffic", "fused_traffic"]),
+    "ch04-wrapped-rows": ("04_three_kernels_to_one.ipynb", "check_rows_read_right", ["rows_read_right"]),
     "ch04-fused": ("04_three_kernels_to_one.ipynb", "check_fused", ["my_fused_softmax"]),
+    "ch04-find-the-bug": ("04_three_kernels_to_one.ipynb", "check_find_the_bug", ["catching_layout"]),
 }
 
 # The pitfalls the chapters name (the mutant tests add more):
@@ -40,25 +42,26 @@ EXERCISES = {
 PITFALLS = [
     ("ch00-double", "store without mask",
      [("tl.store(out_ptr + offs, 2 * x, mask=mask)", "tl.store(out_ptr + offs, 2 * x)")],
-     "vector of 5", "mask the store"),
-    ("ch00-double", "stores x, not 2x", [("2 * x, mask=mask", "x, mask=mask")], "vector of 64", "multiply by 2"),
+     "vector of 5", "the store is not masked"),
+    ("ch00-double", "stores x, not 2x", [("2 * x, mask=mask", "x, mask=mask")], "vector of 64", "stored x itself"),
     ("ch01-stable-row", "no max subtraction", [("p = tl.exp(x - m)", "p = tl.exp(x)")],
-     "large values [1000, 1001, 1002]", "subtract the row max"),
+     "large values [1000, 1001, 1002]", "did not subtract the row max"),
     ("ch01-stable-row", "only the denominator shifted",
      [("y = p / tl.sum(p, axis=0)", "y = tl.exp(x) / tl.sum(p, axis=0)")],
      "[2, 1, 0]", "shifted only the denominator"),
     ("ch01-stable-row", "not normalized", [("y = p / tl.sum(p, axis=0)", "y = p")], "[2, 1, 0]",
-     "divide by the row sum"),
+     "not divided by the row sum"),
     ("ch02-masked-load-store", "padding 0 instead of -inf", [('other=float("-inf")', "other=0.0")],
      "all-negative row [-1002, -1001, -1000]", "max became 0 - did you pad with 0 instead of -inf?"),
-    ("ch02-masked-load-store", "store without mask", [("y, mask=mask)", "y)")], "random 2x31", "mask the store"),
+    ("ch02-masked-load-store", "store without mask", [("y, mask=mask)", "y)")], "random 2x31",
+     "the store is not masked"),
     ("ch02-masked-load-store", "load without mask", [(', mask=mask, other=float("-inf"))', ")")],
-     "random 2x31", "mask the load"),
+     "random 2x31", "the load is not masked"),
     ("ch03-naive-normalize", "numerator not shifted",
      [("y = tl.exp(mine - row_max) / total", "y = tl.exp(mine) / total")],
      "random 2x31", "shifted only the denominator"),
     ("ch03-naive-normalize", "no division", [("y = tl.exp(mine - row_max) / total", "y = tl.exp(mine - row_max)")],
-     "random 4x33", "divide by the row sum"),
+     "random 4x33", "not divided by the row sum"),
     ("ch04-traffic", "forgot the per-row max and sum",
      [("loads = rows * cols + (rows * cols + rows) + (rows * cols + rows)", "loads = 3 * rows * cols")],
      "three_pass on 3x5", "count the per-row max and sum"),
@@ -67,7 +70,7 @@ PITFALLS = [
     ("ch04-fused", "padding 0 instead of -inf", [('other=float("-inf")', "other=0.0")],
      "all-negative row [-1002, -1001, -1000]", "pad with 0 instead of -inf"),
     ("ch04-fused", "no max subtraction", [("x = x - tl.max(x, axis=0)", "x = x")],
-     "large values [1000, 1001, 1002]", "subtract the row max"),
+     "large values [1000, 1001, 1002]", "did not subtract the row max"),
 ]
 
 _counter = itertools.count()
@@ -154,6 +157,35 @@ def pitfall_fails_naming_it(ex, edits, case, words, tmp_path):
     line = next((l for l in text.splitlines() if l.startswith(f"FAIL  {case}:")), None)
     assert line is not None, f"case {case!r} did not fail:\n{text}"
     assert words in line, line
+
+
+def check_case_names(ex, tmp_path) -> list[str]:
+    """The cases the notebook check runs on the exercise's solution, in order."""
+    ok, text = run_check(ex, load(ex, exercise_source(ex), tmp_path), grouped=False)
+    assert ok, text
+    return [line[len("PASS  "):] for line in text.splitlines() if line.startswith("PASS  ")]
+
+
+def judge_case_names(ex, seed: int = 0) -> list[str]:
+    """The cases (kernel launches or function calls) the grader's judge runs for the exercise, in order."""
+    import numpy as np
+
+    from softmax_lab.grading import judge
+
+    j = judge.judges()[ex]
+    rng = np.random.default_rng(seed)
+    return [c.name for c in (j.cases(rng) if j.kind == "kernel" else j.calls(rng))]
+
+
+def one_case_table(ex, table_names, tmp_path, check_only=(), fresh=0):
+    """Check and judge read one case table: the check runs exactly its named cases (then ``check_only``, the
+    properties only a notebook can measure), the judge runs them too, in the same order, then ``fresh`` more."""
+    table_names = list(table_names)
+    assert check_case_names(ex, tmp_path) == table_names + list(check_only)
+    for seed in (0, 1):
+        judged = judge_case_names(ex, seed)
+        assert judged[:len(table_names)] == table_names, judged
+        assert len(judged) >= len(table_names) + fresh, judged
 
 
 # ----------------------------------------------------- a stand-in for the learner's function (chapters 5-8)

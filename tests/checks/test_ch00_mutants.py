@@ -26,7 +26,7 @@ MISSED_BEFORE = [
 # The pitfalls the chapter names (check_helpers.PITFALLS), and more caught by value (same format)
 CAUGHT = chapter_rows(PITFALLS, "ch00") + [
     ("ch00-double", "the grid does not cover the vector", [("triton.cdiv(x.numel(), BLOCK)", "x.numel() // BLOCK")],
-     "vector of 100", "does the grid cover the whole vector?"),
+     "vector of 100", "the grid does not cover the whole vector"),
 ]
 
 

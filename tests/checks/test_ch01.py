@@ -4,7 +4,7 @@ naming the pitfall when a mistake the chapter names is put in."""
 import pytest
 
 from check_helpers import (PITFALLS, blank_exercise_fails_with_not_implemented, chapter_exercises, chapter_rows,
-                           pitfall_fails_naming_it, solution_passes)
+                           one_case_table, pitfall_fails_naming_it, solution_passes)
 
 CH01_PITFALLS = chapter_rows(PITFALLS, "ch01")
 
@@ -23,3 +23,16 @@ def test_solution_passes(ex, tmp_path):
                          ids=[f"{p[0]}: {p[1]}" for p in CH01_PITFALLS])
 def test_pitfall_fails_naming_it(ex, pitfall, edits, case, words, tmp_path):
     pitfall_fails_naming_it(ex, edits, case, words, tmp_path)
+
+
+def _tables():
+    from softmax_lab.checks import ch01
+
+    return [("ch01-stable-row", [row[0] for row in ch01.ROW_TABLE], [ch01.TRAFFIC_CASE], ch01.JUDGE_FRESH),
+            ("ch01-shift-trace", [row[0] for row in ch01.SHIFT_TABLE], [], 0),
+            ("ch01-count-nonfinite", [row[0] for row in ch01.COUNT_TABLE], [], 0)]
+
+
+@pytest.mark.parametrize("ex,names,check_only,fresh", _tables(), ids=[t[0] for t in _tables()])
+def test_check_and_judge_read_one_case_table(ex, names, check_only, fresh, tmp_path):
+    one_case_table(ex, names, tmp_path, check_only, fresh)

@@ -37,7 +37,7 @@ NEW_EXERCISES = [
      "your trace of [1000, 1000, 1000]", "x - max"),
     ("ch01-count-nonfinite", "computes in float64",
      [("for row in (x, x + 1000, x - 1000):", "for row in (x.double(), x.double() + 1000, x.double() - 1000):")],
-     "a wide row [0, 100, -100]", "compute in float32"),
+     "a wide row [0, 100, -100]", "not float32's"),
     ("ch01-count-nonfinite", "stable formula without the max", [("torch.exp(row - row.max())", "torch.exp(row)")],
      "the chapter's row [2, 1, 0, -1.5]", "your stable count is wrong for x + 1000, x - 1000"),
     ("ch01-count-nonfinite", "counts only inf, not NaN", [("(~torch.isfinite(textbook))", "torch.isinf(textbook)")],

@@ -4,7 +4,7 @@ when a mistake the chapter names is put in."""
 import pytest
 
 from check_helpers import (PITFALLS, blank_exercise_fails_with_not_implemented, chapter_exercises, chapter_rows,
-                           pitfall_fails_naming_it, solution_passes)
+                           one_case_table, pitfall_fails_naming_it, solution_passes)
 
 CH02_PITFALLS = chapter_rows(PITFALLS, "ch02")
 
@@ -23,3 +23,11 @@ def test_solution_passes(ex, tmp_path):
                          ids=[f"{p[0]}: {p[1]}" for p in CH02_PITFALLS])
 def test_pitfall_fails_naming_it(ex, pitfall, edits, case, words, tmp_path):
     pitfall_fails_naming_it(ex, edits, case, words, tmp_path)
+
+
+def test_check_and_judge_read_one_case_table(tmp_path):
+    from softmax_lab.checks import ch02
+
+    one_case_table("ch02-masked-load-store", [row[0] for row in ch02.MASK_TABLE], tmp_path, [ch02.TRAFFIC_CASE],
+                   ch02.JUDGE_FRESH)
+    one_case_table("ch02-padding-self-test", [name for name, _ in ch02.PADDINGS], tmp_path)

@@ -29,7 +29,7 @@ NEW_EXERCISES = [
      ch02.PADDINGS[1][0], "none of your rows leaves a padding lane"),
     ("ch02-padding-self-test", "no all-negative row",
      [("        [[-1002.0, -1001.0, -1000.0], [0.0900, 0.2447, 0.6652]],", "")],
-     ch02.PADDINGS[3][0], "which row would -1000 break"),
+     ch02.PADDINGS[3][0], "exp(-1000 - max) is (almost) 0"),
     ("ch02-padding-self-test", "expects what a 0-padding kernel gives",
      [("[1 / 3, 1 / 3, 1 / 3]", "[0.25, 0.25, 0.25]")],
      ch02.PADDINGS[0][0], "the correct kernel fails your case 1"),

@@ -4,7 +4,7 @@ mistake the chapter names is put in."""
 import pytest
 
 from check_helpers import (PITFALLS, blank_exercise_fails_with_not_implemented, chapter_exercises, chapter_rows,
-                           pitfall_fails_naming_it, solution_passes)
+                           one_case_table, pitfall_fails_naming_it, solution_passes)
 
 CH03_PITFALLS = chapter_rows(PITFALLS, "ch03")
 
@@ -23,3 +23,10 @@ def test_solution_passes(ex, tmp_path):
                          ids=[f"{p[0]}: {p[1]}" for p in CH03_PITFALLS])
 def test_pitfall_fails_naming_it(ex, pitfall, edits, case, words, tmp_path):
     pitfall_fails_naming_it(ex, edits, case, words, tmp_path)
+
+
+def test_check_and_judge_read_one_case_table(tmp_path):
+    from softmax_lab.checks import ch03
+
+    one_case_table("ch03-naive-normalize", [row[0] for row in ch03.NAIVE_TABLE], tmp_path, [ch03.TRAFFIC_CASE],
+                   ch03.JUDGE_FRESH)

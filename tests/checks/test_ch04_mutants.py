@@ -21,9 +21,10 @@ LAUNCH_CH04 = """    my_fused_kernel[(n_rows,)](out, x, x.stride(0), out.stride(
 # (exercise, mutant, (old, new) edits of the solution, the case that must fail, words its line must hold)
 MISSED_BEFORE = [
     ("ch04-fused", "32-bit row offsets", [("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")],
-     ch04.INT64_CASE, "make the row index 64-bit"),
+     ch04.INT64_CASE, "computed in 32 bits, not 64-bit"),
     ("ch04-fused", "ignores out_row_stride (assumes a contiguous output)",
-     [("out_ptr + row * out_row_stride", "out_ptr + row * n_cols")], ch04.STRIDED_OUT_CASES[0][0], "out_row_stride"),
+     [("out_ptr + row * out_row_stride", "out_ptr + row * n_cols")], ch04.STRIDED_OUT_CASES[0][0],
+     "not by the output's own row stride"),
     ("ch04-fused", "torch.softmax inside the wrapper", [(LAUNCH_CH04, "    out.copy_(torch.softmax(x, dim=-1))")],
      ch04.TRAFFIC_CASE, "never launched my_fused_kernel"),
     ("ch04-fused", "reads the row twice (not fused)",
@@ -36,8 +37,9 @@ MISSED_BEFORE = [
 CAUGHT = chapter_rows(PITFALLS, "ch04") + [
     ("ch04-fused", "store without mask", [("tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)",
                                            "tl.store(out_ptr + row * out_row_stride + cols, y)")],
-     "random 2x31", "mask the store"),
-    ("ch04-fused", "load without mask", [('mask=mask, other=float("-inf"))', ")")], "random 2x31", "mask the load"),
+     "random 2x31", "the store is not masked"),
+    ("ch04-fused", "load without mask", [('mask=mask, other=float("-inf"))', ")")], "random 2x31",
+     "the load is not masked"),
 ]
 
 
@@ -101,3 +103,89 @@ def test_int64_probe_sees_pid_derived_32_bit_offsets_only(tmp_path):
     bad = load("ch04-fused", mutate("ch04-fused", [("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")]), tmp_path)
     assert ch04._int64_problem(good.my_fused_softmax) == ""
     assert "64-bit" in ch04._int64_problem(bad.my_fused_softmax)
+
+
+# ch04-find-the-bug: wrong layouts a learner could give, (mutant, (old, new) edits of the solution, the cases that
+# must fail, words each failing line must hold). The judge (the suspects simulated) fails the same cases.
+FIND_MUTANTS = [
+    ("the quick test's own layout everywhere",
+     [('"A": (1, 3, 3, 3)', '"A": (4, 16, 16, 16)'), ('"B": (2, 4, 6, 4)', '"B": (4, 16, 16, 16)'),
+      ('"C": (2, 4, 4, 6)', '"C": (4, 16, 16, 16)'), ('"all": (2, 5, 9, 7)', '"all": (4, 16, 16, 16)')],
+     ["A", "B", "C", "all"], "computed every output right on your layout (4x16"),
+    ("one row cannot show a row step", [('"all": (2, 5, 9, 7)', '"all": (1, 5, 9, 7)')], ["all"],
+     "suspects B and C computed every output right"),
+    ("a power-of-two row leaves no lane past it", [('"A": (1, 3, 3, 3)', '"A": (2, 4, 6, 6)')], ["A"],
+     "suspect A computed every output right"),
+    ("input rows exactly n_cols apart", [('"B": (2, 4, 6, 4)', '"B": (2, 5, 5, 7)')], ["B"],
+     "suspect B computed every output right"),
+    ("input and output rows equally far apart", [('"C": (2, 4, 4, 6)', '"C": (2, 5, 7, 7)')], ["C"],
+     "suspect C computed every output right"),
+    ("B's and C's layouts swapped",
+     [('"B": (2, 4, 6, 4)', '"B": (2, 4, 4, 6)'), ('"C": (2, 4, 4, 6)', '"C": (2, 4, 6, 4)')], ["B"],
+     "suspect B computed every output right"),
+    ("overlapping rows", [('"all": (2, 5, 9, 7)', '"all": (2, 5, 3, 7)')], ["all"], "rows of a tensor never overlap"),
+    ("three numbers, not a layout", [('"all": (2, 5, 9, 7)', '"all": (2, 5, 9)')], ["all"], "four whole numbers"),
+]
+
+
+@pytest.mark.parametrize("mutant,edits,failing,words", FIND_MUTANTS, ids=[m[0] for m in FIND_MUTANTS])
+def test_find_the_bug_mutants_fail_the_check_and_the_judge(mutant, edits, failing, words, tmp_path):
+    import numpy as np
+
+    ex = "ch04-find-the-bug"
+    module = load(ex, mutate(ex, edits), tmp_path)
+    ok, text = run_check(ex, module, grouped=False)
+    assert not ok, text
+    names = {which: name for name, which, _ in ch04.FIND_TABLE}
+    for which, name in names.items():
+        line = failing_line(text, name)
+        if which in failing:
+            assert line is not None and words in line, f"{mutant}: {name!r} should fail saying {words!r}:\n{text}"
+        else:
+            assert f"PASS  {name}" in text.splitlines(), f"{mutant}: {name!r} should pass:\n{text}"
+    # the grader's judge gives the same verdicts on the same answers
+    for call in ch04.JUDGES[ex].calls(np.random.default_rng(3)):
+        value = module.catching_layout(call.args[0])
+        verdict = call.expect(list(value))
+        assert bool(verdict) == (call.args[0] in failing), (mutant, call.name, verdict)
+
+
+# ch04-wrapped-rows: wrong predictions, (mutant, (old, new) edits of the solution, {failing case: words its line must
+# hold}); every other case passes. The judge fails the same cases.
+FIRST = "first_wrapped = -(-2**31 // row_stride)"
+ONE_MORE, HEADS_64 = "one row more: 32 * 8192 + 1 rows of 8192", "64 heads of 8192 x 8192 scores"
+ROWS_5000, VIEW = "10**6 rows of 5000", "3 rows 2**30 + 64 elements apart (a strided view)"
+WRAP_MUTANTS = [
+    ("floor, not ceiling", [(FIRST, "first_wrapped = 2**31 // row_stride")],
+     {ROWS_5000: "one row off", VIEW: "one row off"}),
+    ("a start of exactly 2**31 counted as right", [(FIRST, "first_wrapped = 2**31 // row_stride + 1")],
+     {ONE_MORE: "one row off", HEADS_64: "one row off"}),
+    ("int32 taken as unsigned", [(FIRST, "first_wrapped = -(-2**32 // row_stride)")],
+     {ONE_MORE: "one row off", HEADS_64: "too high", ROWS_5000: "int32 is signed", VIEW: "one row off"}),
+    ("every row right", [("return min(rows, first_wrapped)", "return rows")],
+     {ONE_MORE: "one row off", HEADS_64: "too high", ROWS_5000: "too high", VIEW: "one row off"}),
+    ("the whole tensor's size decides",
+     [("return min(rows, first_wrapped)", "return rows if rows * row_stride <= 2**31 else 0")],
+     {ONE_MORE: "too low", HEADS_64: "too low", ROWS_5000: "too low", VIEW: "too low"}),
+    ("a float, not a count", [("return min(rows, first_wrapped)", "return float(min(rows, first_wrapped))")],
+     {name: "return a whole number (an int)" for name, _, _ in ch04.WRAP_TABLE}),
+]
+
+
+@pytest.mark.parametrize("mutant,edits,failing", WRAP_MUTANTS, ids=[m[0] for m in WRAP_MUTANTS])
+def test_wrapped_rows_mutants_fail_the_check_and_the_judge(mutant, edits, failing, tmp_path):
+    import numpy as np
+
+    ex = "ch04-wrapped-rows"
+    module = load(ex, mutate(ex, edits), tmp_path)
+    ok, text = run_check(ex, module, grouped=False)
+    assert not ok, text
+    for name, _, _ in ch04.WRAP_TABLE:
+        line = failing_line(text, name)
+        if name in failing:
+            assert line is not None and failing[name] in line, f"{mutant}: {name!r}: {failing[name]!r}?\n{text}"
+        else:
+            assert f"PASS  {name}" in text.splitlines(), f"{mutant}: {name!r} should pass:\n{text}"
+    for call in ch04.JUDGES[ex].calls(np.random.default_rng(5)):
+        if call.name in failing:  # the named launches: the judge's verdict is the check's
+            assert failing[call.name] in call.expect(module.rows_read_right(*call.args)), (mutant, call.name)

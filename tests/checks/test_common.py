@@ -24,9 +24,25 @@ def test_report_groups_identical_reasons_where_the_first_failed(capsys):
         "FAIL  f: other reason",
         "PASS  g",
         "FAIL ×2 cases (h, i): pair",
+        'how to fix it: softmax_lab.hint("ex") shows the next hint level (each level you see is recorded)',
         "ex: FAILED (2/9 checks passed)",
     ]
     assert len(r.lines) == 9  # the per-case record is kept
+
+
+def test_a_failing_check_points_at_the_hint_ladder_but_a_blank_or_passing_one_does_not(capsys):
+    """The FAIL lines name the mistake; the fix is the hint ladder's (every level shown is recorded)."""
+    from softmax_lab.checks import Report
+
+    for problems, pointer in ((["", "wrong"], True), (["", ""], False),
+                              (["not implemented yet - replace `raise NotImplementedError` with your code"], False)):
+        r = Report("ch00-double")
+        for k, problem in enumerate(problems):
+            r.add(f"case {k}", problem)
+        r.show()
+        out = capsys.readouterr().out.splitlines()
+        assert ('softmax_lab.hint("ch00-double")' in "\n".join(out)) == pointer, out
+        assert out[-1].startswith("ch00-double: "), "the verdict line stays last (the grader reads it)"
 
 
 @pytest.mark.skipif(softmax_lab.ON_GPU, reason="on a GPU the compiler reports the kernel line in its own message")

@@ -26,27 +26,30 @@ from .common import GUARD, GUARD_LEN, guarded
 
 FP32_EXP_MAX = math.log(torch.finfo(torch.float32).max)  # ≈ 88.72: exp overflows past this
 
-NOT_WRITTEN = ("some outputs were never written (still NaN): does every row get a program, and does the "
-               "masked store cover the whole row?")
-OVERFLOW = ("exp overflowed to inf (inf/inf = NaN): subtract the row max before exp, "
-            "in the numerator and in the denominator")
-UNDERFLOW = ("every exp underflowed to 0 (0/0 = NaN): subtract the row max before exp, "
-             "in the numerator and in the denominator")
-PAD_ZERO = ("row of all negative numbers: max became 0 - did you pad with 0 instead of -inf? The padding lanes "
-            "then add exp(0 - max) to the sum: load with mask=cols < n_cols, other=float('-inf') "
-            "(a masked load without other= is not -inf)")
-PAD_ZERO_ANY = ("the padding lanes read 0 instead of -inf, so each added exp(0 - max) to the sum: "
-                "load with mask=cols < n_cols, other=float('-inf') (a masked load without other= is not -inf)")
-UNMASKED_LOAD = ("lanes past the end of the row read the next row's values: mask the load "
-                 "(mask=cols < n_cols, other=float('-inf'))")
-UNMASKED_STORE = "the kernel wrote past the end of the last row: mask the store (mask=cols < n_cols)"
-DENOM_ONLY = ("every output is scaled by the same factor e^max: you shifted only the denominator - "
-              "the numerator must be exp(x - max) too")
-NOT_NORMALIZED = "the outputs are exp(x - max) but do not sum to 1: divide by the row sum"
-NOT_SHIFTED_NUMERATOR = ("outputs are inf or 0: the numerator is exp(x), which overflows or underflows, not "
-                         "exp(x - max) - subtract the same max in the numerator and the denominator")
-ROW_STRIDE = ("rows are not contiguous in memory (a view like big[:, :1000]): step from row to row with the "
-              "row stride (x.stride(0)), not with n_cols")
+# Each message names the mistake and what it caused, never the line that fixes it: the hint ladder
+# (softmax_lab.hint(<exercise>)) gives the fix, one recorded level at a time.
+NOT_WRITTEN = ("some outputs were never written (still NaN): some rows got no program, or the store left part of a "
+               "row out")
+OVERFLOW = ("exp overflowed to inf, and inf/inf is NaN: the kernel did not subtract the row max before exp, so every "
+            "value past 88.7 overflows float32")
+UNDERFLOW = ("every exp underflowed to 0, and 0/0 is NaN: the kernel did not subtract the row max before exp, so a "
+             "row far below 0 (under about -104) leaves nothing but zeros in float32")
+PAD_ZERO = ("row of all negative numbers: max became 0 - did you pad with 0 instead of -inf? The padding lanes read "
+            "0, so the row's max became 0 and each padding lane added exp(0 - max) to the sum: the real outputs "
+            "come out far too small (a masked load without other= reads 0 as well)")
+PAD_ZERO_ANY = ("the padding lanes read 0 instead of -inf, so each added exp(0 - max) to the sum: the sum is too "
+                "large and every output too small (a masked load without other= reads 0 as well)")
+UNMASKED_LOAD = ("lanes past the end of the row read the next row's values (the load is not masked): they took part "
+                 "in this row's max and sum")
+UNMASKED_STORE = ("the kernel wrote past the end of the last row: the store is not masked, so the padding lanes wrote "
+                  "into memory the output does not own")
+DENOM_ONLY = ("every output is e^max times too large: you shifted only the denominator - the numerator is still "
+              "exp(x), so the two no longer share the same shift")
+NOT_NORMALIZED = ("the outputs are exp(x - max), not divided by the row sum: they do not add up to 1")
+NOT_SHIFTED_NUMERATOR = ("outputs are inf or 0: the numerator is exp(x) itself, which overflows (or underflows) for "
+                         "values this large, while only the denominator was shifted by the row max")
+ROW_STRIDE = ("rows were stepped by n_cols, but this input is a view like big[:, :1000] whose rows lie further apart "
+              "(its row stride is larger than n_cols): every row after the first read the wrong elements")
 INPUT_GUARD = float("nan")  # after the input's last row: a load with no mask reads NaN, never what padding reads
 
 

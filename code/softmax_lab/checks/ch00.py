@@ -39,12 +39,14 @@ def _double_problem(double, n: int, seed: int) -> str:
         y = double(x, out)
     y = out if y is None else y
     if bool((flat_out[n:] != GUARD).any()):
-        return "the kernel wrote past the end of the vector: mask the store (mask=offs < n)"
+        return ("the kernel wrote past the end of the vector: the store is not masked, so the last block's lanes "
+                "past n wrote into memory the output does not own")
     if torch.isnan(y).any():
-        return "some outputs were never written (still NaN): does the grid cover the whole vector?"
+        return ("some outputs were never written (still NaN): the grid does not cover the whole vector, or the store "
+                "skipped some lanes")
     if not torch.equal(y.cpu(), (2 * values).cpu()):
         if torch.equal(y.cpu(), values.cpu()):
-            return "the output equals the input: multiply by 2 before storing"
+            return "the output equals the input: the kernel stored x itself, not twice its values"
         return "the output is not 2 * x"
     return ""
 

@@ -10,21 +10,28 @@ import numpy as np
 import torch
 
 from ..device import DEVICE
-from ._pitfalls import Verdict, quiet, random_rows, softmax_problem, traffic_problem
+from ._pitfalls import Verdict, case_values, quiet, random_rows, softmax_problem, traffic_problem
 from .common import Report
-from .judging import KernelJudge, PCall, PythonJudge, np2, softmax_case
+from .judging import KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case
 
-__all__ = ["check_stable_row", "ROW_CASES", "check_shift_trace", "check_count_nonfinite", "STEPS"]
+__all__ = ["check_stable_row", "ROW_TABLE", "ROW_CASES", "check_shift_trace", "SHIFT_TABLE", "check_count_nonfinite",
+           "COUNT_TABLE", "STEPS"]
 
-ROW_CASES = [
-    ("[2, 1, 0]", torch.tensor([2.0, 1.0, 0.0])),
-    ("large values [1000, 1001, 1002]", torch.tensor([1000.0, 1001.0, 1002.0])),
-    ("all-negative row [-1002, -1001, -1000]", torch.tensor([-1002.0, -1001.0, -1000.0])),
-    ("identical values [7, 7, 7, 7]", torch.full((4,), 7.0)),
-    ("one value [5]", torch.tensor([5.0])),
-    ("random row of 16", random_rows((16,), 1)),
-    ("random row of 100", random_rows((100,), 2)),
+# Each exercise has one case table, read by the notebook check and by the grader's judge alike.
+
+# ch01-stable-row: (name, row length, values (see _pitfalls.case_values), the check's seed). The check draws the
+# values from the fixed seeds; the judge from the grader's seed, plus JUDGE_FRESH fresh rows.
+ROW_TABLE = [
+    ("[2, 1, 0]", 3, "[2, 1, 0]", 0),
+    ("large values [1000, 1001, 1002]", 3, "[1000, 1001, 1002]", 0),
+    ("all-negative row [-1002, -1001, -1000]", 3, "[-1002, -1001, -1000]", 0),
+    ("identical values [7, 7, 7, 7]", 4, "sevens", 0),
+    ("one value [5]", 1, "[5]", 0),
+    ("random row of 16", 16, "random", 1),
+    ("random row of 100", 100, "random", 2),
 ]
+JUDGE_FRESH = 3  # fresh rows in every grader run: two random lengths, one row below -1000
+ROW_CASES = [(name, case_values(kind, (1, n), seed).reshape(-1)) for name, n, kind, seed in ROW_TABLE]  # the check's
 
 
 TRAFFIC_CASE = "your own Triton kernel loads each element once and stores each once (counted by memcount)"
@@ -45,10 +52,12 @@ def check_stable_row(softmax_row) -> Verdict:
 # ------------------------------------------------------------------------------- what the grader launches
 
 def _judge_cases(rng):
-    rows = [rng.normal(0, 3, (1, n)) for n in (1, int(rng.integers(2, 32)), int(rng.integers(33, 130)))]
-    rows.append(-1000.0 - np.abs(rng.normal(0, 3, (1, int(rng.integers(3, 20))))))
-    rows.append(1000.0 + rng.normal(0, 3, (1, int(rng.integers(3, 20)))))
-    return [softmax_case(rng, f"row of {x.shape[1]}", x, ["out", "x", "n"], np2(x.shape[1]), (1,)) for x in rows]
+    """The grader's launches: every named row with values from its seed, and JUDGE_FRESH fresh rows."""
+    lengths = (int(rng.integers(2, 32)), int(rng.integers(33, 130)))
+    fresh = [(f"fresh random row of {n}", n, "random", 0) for n in lengths]
+    fresh.append((f"fresh row of {(n := int(rng.integers(3, 20)))} below -1000", n, "below -1000", 0))
+    return [softmax_case(rng, name, fresh_values(rng, kind, (1, n)), ["out", "x", "n"], np2(n), (1,))
+            for name, n, kind, _ in ROW_TABLE + fresh]
 
 
 # --------------------------------------------------------------- [0, 0, 0] versus [1000, 1000, 1000], predicted
@@ -89,16 +98,6 @@ def trace_mistakes(got, want) -> list[str] | str:
     return wrong
 
 
-def _trace_problem(predicted_trace, row: str) -> str:
-    got = trace_mistakes(predicted_trace(row), true_trace(TRACE_ROWS[row]))
-    if isinstance(got, str):
-        return got
-    if got:
-        return (f"not what the stable softmax computes at: {', '.join(got)} - work each step out from the one "
-                "before it (the stepper above shows the method on [1000, 1001, 1002])")
-    return ""
-
-
 def changes_problem(flags) -> str:
     """'' when ``flags`` says, for each step, correctly whether it differs between the two rows."""
     truth = [a != b for a, b in zip(true_trace(TRACE_ROWS["zeros"]), true_trace(TRACE_ROWS["thousands"]))]
@@ -112,23 +111,58 @@ def changes_problem(flags) -> str:
             "step: after the shift, is anything left of the difference between the rows?")
 
 
+def trace_problem(value, row: str) -> str:
+    """'' when ``value`` is the stable softmax's trace of TRACE_ROWS[row], else the steps it gets wrong."""
+    got = trace_mistakes(value, true_trace(TRACE_ROWS[row]))
+    if isinstance(got, str):
+        return got
+    if got:
+        return (f"not what the stable softmax computes at: {', '.join(got)} - work each step out from the one "
+                "before it (the stepper above shows the method on [1000, 1001, 1002])")
+    return ""
+
+
+# ch01-shift-trace: (name, the learner's function, its arguments, the verdict on what it returns)
+SHIFT_TABLE = [
+    ("your trace of [0, 0, 0]", "predicted_trace", ["zeros"], lambda value: trace_problem(value, "zeros")),
+    ("your trace of [1000, 1000, 1000]", "predicted_trace", ["thousands"],
+     lambda value: trace_problem(value, "thousands")),
+    ("which steps change between the two rows", "steps_that_change", [], changes_problem),
+]
+
+
 def check_shift_trace(predicted_trace, steps_that_change) -> Verdict:
     """Print PASS/FAIL for each predicted trace and for the list of steps that change; True when all pass."""
     report = Report("ch01-shift-trace")
-    report.run("your trace of [0, 0, 0]", lambda: _trace_problem(predicted_trace, "zeros"))
-    report.run("your trace of [1000, 1000, 1000]", lambda: _trace_problem(predicted_trace, "thousands"))
-    report.run("which steps change between the two rows", lambda: changes_problem(steps_that_change()))
+    fns = {"predicted_trace": predicted_trace, "steps_that_change": steps_that_change}
+    for name, fn, args, problem in SHIFT_TABLE:
+        report.run(name, lambda fn=fn, args=args, problem=problem: problem(fns[fn](*args)))
     return Verdict(report.show())
 
 
 # --------------------------------------------------------------- x, x + 1000, x - 1000: count what is not finite
 
-COUNT_ROWS = [
-    ("the chapter's row [2, 1, 0, -1.5]", [2.0, 1.0, 0.0, -1.5]),
-    ("a wide row [0, 100, -100]", [0.0, 100.0, -100.0]),
-    ("one value [5]", [5.0]),
-    ("random row of 16", random_rows((16,), 4).tolist()),
+# ch01-count-nonfinite: (name, kind, the check's row). The judge keeps the "fixed" rows and draws the others fresh
+# from its seed, alike in kind: "wide" (one value past float32's exp range, 0, one far below), "one" (a single
+# value), "random" (a random row).
+COUNT_TABLE = [
+    ("the chapter's row [2, 1, 0, -1.5]", "fixed", [2.0, 1.0, 0.0, -1.5]),
+    ("a wide row [0, 100, -100]", "wide", [0.0, 100.0, -100.0]),
+    ("one value [5]", "one", [5.0]),
+    ("random row of 16", "random", random_rows((16,), 4).tolist()),
 ]
+COUNT_ROWS = [(name, row) for name, _, row in COUNT_TABLE]  # the check's
+
+
+def fresh_count_row(kind: str, row: list[float], rng: np.random.Generator) -> list[float]:
+    """The judge's row for one case of COUNT_TABLE, from the grader's seed."""
+    if kind == "wide":
+        return [float(rng.uniform(89, 300)), 0.0, float(-rng.uniform(10, 300))]
+    if kind == "one":
+        return [float(rng.normal(0, 3))]
+    if kind == "random":
+        return [float(v) for v in rng.normal(0, 3, int(rng.integers(2, 20)))]
+    return list(row)
 SHIFTS = ("x", "x + 1000", "x - 1000")
 
 
@@ -156,7 +190,8 @@ def counts_problem(got, values) -> str:
     if got == want:
         return ""
     if got == nonfinite_counts(values, torch.float64):
-        return "these are float64's counts: compute in float32 (its exp overflows past 88.72, float64's past 709.8)"
+        return ("these are float64's counts, not float32's: float64's exp overflows only past 709.8, float32's "
+                "already past 88.72")
     parts = []
     stable = [name for name, g, w in zip(SHIFTS, got, want) if g[1] != w[1]]
     textbook = [name for name, g, w in zip(SHIFTS, got, want) if g[0] != w[0]]
@@ -166,7 +201,7 @@ def counts_problem(got, values) -> str:
     if textbook:
         parts.append(f"your textbook count is wrong for {', '.join(textbook)} (float32's exp is inf past 88.72 and "
                      "0 below about -104; then inf/inf and 0/0 are NaN)")
-    return "; ".join(parts) + " - count inf and NaN alike (torch.isfinite)"
+    return "; ".join(parts) + " (inf and NaN both count as not finite)"
 
 
 def check_count_nonfinite(count_nonfinite) -> Verdict:
@@ -180,26 +215,19 @@ def check_count_nonfinite(count_nonfinite) -> Verdict:
 
 # ------------------------------------------------------------------------------------------- their judges
 
-def _expect_trace(row: str):
-    def problem(value) -> str:
-        got = trace_mistakes(value, true_trace(TRACE_ROWS[row]))
-        return got if isinstance(got, str) else (f"wrong at: {', '.join(got)}" if got else "")
-    return problem
-
-
 def _shift_calls(rng):
-    return [PCall("trace of [0, 0, 0]", "predicted_trace", ["zeros"], _expect_trace("zeros")),
-            PCall("trace of [1000, 1000, 1000]", "predicted_trace", ["thousands"], _expect_trace("thousands")),
-            PCall("which steps change", "steps_that_change", [], changes_problem)]
+    """SHIFT_TABLE's calls (the two rows are the exercise's own: nothing to draw)."""
+    return [PCall(name, fn, list(args), problem) for name, fn, args, problem in SHIFT_TABLE]
 
 
 def _count_calls(rng):
-    rows = [[float(v) for v in rng.normal(0, 3, int(rng.integers(2, 12)))],
-            [float(rng.uniform(89, 300)), 0.0, float(-rng.uniform(10, 300))],
-            [float(rng.normal(0, 1))]]
-    return [PCall(f"row of {len(r)}", "count_nonfinite", [{"tensor": r, "tensor_dtype": "float32"}],
-                  lambda value, r=r: counts_problem(value, torch.tensor(r, dtype=torch.float32).tolist()))
-            for r in rows]
+    """COUNT_TABLE's cases, the rows that are not "fixed" drawn fresh from the grader's seed."""
+    calls = []
+    for name, kind, row in COUNT_TABLE:
+        r = torch.tensor(fresh_count_row(kind, row, rng), dtype=torch.float32).tolist()  # what float32 holds
+        calls.append(PCall(name, "count_nonfinite", [{"tensor": r, "tensor_dtype": "float32"}],
+                           lambda value, r=r: counts_problem(value, r)))
+    return calls
 
 
 def _judges():

@@ -135,10 +135,11 @@ def self_test_problem(cases, pad: float, run) -> str:
         return ""
     if all(len(row) == triton.next_power_of_2(len(row)) for row, _ in cases):
         return NO_PADDING_LANE
-    hint = (" - which row would -1000 break? one whose max is close to -1000, so that exp(-1000 - max) is not 0"
-            if pad == -1000.0 else " - the padding must change the row's max or its sum: try all-zero or "
-            "all-negative rows")
-    return f"a kernel that pads with {pad:g} passes all your cases{hint}"
+    why = (f"every one of your rows has its max so far above {pad:g} that exp({pad:g} - max) is (almost) 0, so "
+           "the padding lanes add nothing your expected outputs could notice" if pad == -1000.0 else
+           f"in your rows the padding lanes' exp({pad:g} - max) is too small to move any output past "
+           f"{SELF_TEST_TOL:g}, and never becomes the max")
+    return f"a kernel that pads with {pad:g} passes all your cases: {why}"
 
 
 def check_padding_self_test(padding_self_test) -> Verdict:

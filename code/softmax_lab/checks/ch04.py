@@ -16,7 +16,9 @@ the program id; on a GPU also a real launch on rows 2**30 elements apart, past 2
 from __future__ import annotations
 
 import contextlib
+import numbers
 
+import numpy as np
 import torch
 import triton
 
@@ -29,24 +31,38 @@ from . import judging
 from .judging import (BIG_STEP, INT64_HINT, KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case,
                       softmax_rows)
 
-__all__ = ["check_fused", "check_traffic", "measured_traffic", "FUSED_CASES", "pid_offset_probe"]
+__all__ = ["check_fused", "check_traffic", "check_find_the_bug", "check_rows_read_right", "measured_traffic",
+           "FUSED_CASES", "FIND_TABLE", "WRAP_TABLE", "pid_offset_probe"]
 
-# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values (see
-# _pitfalls.case_values), the check's seed, the input's row step: None = contiguous). The check draws the values
-# from the fixed seeds; the judge from the grader's seed, plus JUDGE_FRESH fresh cases strided in and out.
+# ch04-fused's cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values
+# (see _pitfalls.case_values), the check's seed, the input's row step, the output's row step: None = contiguous).
+# The check draws the values from the fixed seeds; the judge from the grader's seed, plus JUDGE_FRESH fresh cases
+# strided in and out.
 FUSED_TABLE = [
-    *[(f"random {r}x{c}", (r, c), "random", 60 + i, None) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
-    ("all-negative row [-1002, -1001, -1000]", (1, 3), "[-1002, -1001, -1000]", 0, None),
-    ("large values [1000, 1001, 1002]", (1, 3), "[1000, 1001, 1002]", 0, None),
-    ("identical values 2x37", (2, 37), "sevens", 0, None),
-    ("strided view big[:, :1000] of a 4x1100 tensor", (4, 1000), "random", 70, 1100),
-    ("strided view big[:, :5] of a 3x64 tensor", (3, 5), "random", 71, 64),
+    *[(f"random {r}x{c}", (r, c), "random", 60 + i, None, None) for i, (r, c) in enumerate(BOUNDARY_SHAPES)],
+    ("all-negative row [-1002, -1001, -1000]", (1, 3), "[-1002, -1001, -1000]", 0, None, None),
+    ("large values [1000, 1001, 1002]", (1, 3), "[1000, 1001, 1002]", 0, None, None),
+    ("identical values 2x37", (2, 37), "sevens", 0, None, None),
+    ("strided view big[:, :1000] of a 4x1100 tensor", (4, 1000), "random", 70, 1100, None),
+    ("strided view big[:, :5] of a 3x64 tensor", (3, 5), "random", 71, 64, None),
+    ("strided output: a contiguous 3x5 input into rows 7 apart", (3, 5), "random", 72, None, 7),
+    ("strided input and output: 4x6, input rows 9 apart, output rows 8 apart", (4, 6), "random", 73, 9, 8),
 ]
 JUDGE_FRESH = 2  # fresh cases in every grader run, besides all the named ones
-# (name, values, row step) for the check
-FUSED_CASES = [(name, case_values(kind, shape, seed), step) for name, shape, kind, seed, step in FUSED_TABLE]
+# The check's: (name, values, input row step) into a contiguous output, and (name, values, input row step, output
+# row step) into a strided one
+FUSED_CASES = [(name, case_values(kind, shape, seed), step) for name, shape, kind, seed, step, out in FUSED_TABLE
+               if out is None]
+STRIDED_OUT_CASES = [(name, case_values(kind, shape, seed), step, out)
+                     for name, shape, kind, seed, step, out in FUSED_TABLE if out is not None]
 
+# ch04-traffic's cases: (name, the kernel, the learner's function that counts its traffic, (rows, columns)). The
+# check compares with the library kernel's counted traffic (memcount), the judge with the same counts in closed
+# form (``traffic_counts``; tests/checks/test_ch04.py checks they agree), on these shapes and JUDGE_FRESH fresh ones.
 TRAFFIC_SHAPES = [(1, 4), (3, 5), (2, 16)]
+TRAFFIC_FUNCTIONS = {"three_pass": "three_pass_traffic", "fused": "fused_traffic"}
+TRAFFIC_TABLE = [(f"{kernel} on {r}x{c}", kernel, fn, (r, c))
+                 for kernel, fn in TRAFFIC_FUNCTIONS.items() for r, c in TRAFFIC_SHAPES]
 
 
 def measured_traffic(kernel_name: str, rows: int, cols: int) -> tuple[int, int]:
@@ -145,10 +161,9 @@ def _measured_terms(kernel_name: str):
 def check_traffic(three_pass_traffic, fused_traffic) -> Verdict:
     """Print PASS/FAIL per (kernel, shape) and a summary line; True when all pass."""
     report = Report("ch04-traffic")
-    for name, formula in (("three_pass", three_pass_traffic), ("fused", fused_traffic)):
-        for rows, cols in TRAFFIC_SHAPES:
-            report.run(f"{name} on {rows}x{cols}",
-                       lambda f=formula, n=name, r=rows, c=cols: _traffic_problem(f, n, r, c))
+    formulas = {"three_pass_traffic": three_pass_traffic, "fused_traffic": fused_traffic}
+    for name, kernel, fn, (rows, cols) in TRAFFIC_TABLE:
+        report.run(name, lambda f=formulas[fn], k=kernel, r=rows, c=cols: _traffic_problem(f, k, r, c))
     return Verdict(report.show())
 
 
@@ -161,13 +176,8 @@ lane_input = None  # the default: 4 rows of 10 inside rows of 14
 
 
 STRIDED_OUT = "the kernel wrote into the gaps between the output's rows (or past its end)"
-OUT_STRIDE = ("step from output row to output row with out_row_stride (the output's own out.stride(0)), not with "
-              "the input's stride or n_cols")
-# (name, values, input row step (None: contiguous), output row step)
-STRIDED_OUT_CASES = [
-    ("strided output: a contiguous 3x5 input into rows 7 apart", random_rows((3, 5), 72), None, 7),
-    ("strided input and output: 4x6, input rows 9 apart, output rows 8 apart", random_rows((4, 6), 73), 9, 8),
-]
+OUT_STRIDE = ("output rows were stepped by the input's stride or by n_cols, not by the output's own row stride "
+              "(out.stride(0)), so they landed in the wrong places")
 TRAFFIC_CASE = "your own Triton kernel reads each element once and writes each once (counted by memcount)"
 INT64_CASE = "64-bit row offsets (row * row_stride past 2**31 elements)"
 
@@ -298,6 +308,143 @@ def check_fused(fused_softmax) -> Verdict:
     return Verdict(report.show())
 
 
+# ------------------------------------------- predict it: how many rows does an int32 offset still get right?
+
+# ch04-wrapped-rows' cases, read by the notebook check and by the grader's judge alike: (name, rows, row stride in
+# elements). The judge adds JUDGE_FRESH fresh launches whose row count sits next to the first row that wraps.
+WRAP_TABLE = [
+    ("a 4096 x 1024 tensor", 4096, 1024),
+    ("32 heads of 8192 x 8192 scores (2**31 elements)", 32 * 8192, 8192),
+    ("one row more: 32 * 8192 + 1 rows of 8192", 32 * 8192 + 1, 8192),
+    ("64 heads of 8192 x 8192 scores", 64 * 8192, 8192),
+    ("10**6 rows of 5000", 10**6, 5000),
+    ("3 rows 2**30 + 64 elements apart (a strided view)", 3, 2**30 + 64),
+]
+INT32_MAX = 2**31 - 1
+
+
+def rows_right(rows: int, stride: int) -> int:
+    """How many rows start at the right element when row * stride is computed in int32 (row counts from 0)."""
+    return min(rows, -(-(INT32_MAX + 1) // stride))  # the first row to wrap is the first with row * stride >= 2**31
+
+
+def wrap_problem(value, rows: int, stride: int) -> str:
+    """'' when ``value`` is the number of rows of (rows, stride) whose int32 offset is right, else the mistake."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return (f"return a whole number (an int): how many of the rows start at the right element (got a "
+                f"{type(value).__name__})")
+    value = int(value)
+    want = rows_right(rows, stride)
+    if value == want:
+        return ""
+    if abs(value - want) == 1:
+        return ("your count is one row off: a row is right only when its whole start offset row * row_stride "
+                "fits in an int32, and rows are numbered from 0")
+    if value == -(-2**32 // stride) < rows:
+        return ("your count is too high: int32 is signed, so the product wraps around past 2**31 - 1, not past "
+                "2**32 - 1")
+    if value > want:
+        return ("your count is too high: some of the rows you count start past 2**31 - 1, where the int32 product "
+                "has already wrapped around")
+    return ("your count is too low: some of the rows you count as wrapped still start below 2**31, where the int32 "
+            "product is exact (a row is wrong only when its own start offset does not fit)")
+
+
+def check_rows_read_right(rows_read_right) -> Verdict:
+    """Print PASS/FAIL per launch of WRAP_TABLE and a summary line; True when all pass."""
+    report = Report("ch04-wrapped-rows")
+    for name, rows, stride in WRAP_TABLE:
+        report.run(name, lambda r=rows, s=stride: wrap_problem(rows_read_right(r, s), r, s))
+    return Verdict(report.show())
+
+
+def _wrap_calls(rng):
+    """WRAP_TABLE's launches and JUDGE_FRESH fresh ones, their row count next to the first row that wraps."""
+    fresh = []
+    for _ in range(JUDGE_FRESH):
+        stride = int(rng.integers(1000, 200_000))
+        rows = max(1, -(-(INT32_MAX + 1) // stride) + int(rng.integers(-2, 3)))
+        fresh.append((f"{rows} rows of stride {stride} (fresh)", rows, stride))
+    return [PCall(name, "rows_read_right", [rows, stride], lambda value, r=rows, s=stride: wrap_problem(value, r, s))
+            for name, rows, stride in WRAP_TABLE + fresh]
+
+
+# ------------------------------------------------------- find the bug: three suspects that pass a quick test
+
+# ch04-find-the-bug's cases, read by the notebook check and by the grader's judge alike: (name, what the learner's
+# catching_layout is asked for, the suspects that layout must catch). The check runs the real suspects
+# (checks/suspects.py: row kernels with one bug each) on random values, the judge simulates them on values from its
+# seed.
+FIND_TABLE = [
+    ("your layout for suspect A makes it go wrong", "A", ["A"]),
+    ("your layout for suspect B makes it go wrong", "B", ["B"]),
+    ("your layout for suspect C makes it go wrong", "C", ["C"]),
+    ("your one layout for all three makes each of them go wrong", "all", ["A", "B", "C"]),
+]
+MAX_ROWS, MAX_COLS, MAX_STEP = 8, 64, 128
+
+
+def layout_problem(layout) -> str:
+    """'' when ``layout`` is a test layout (rows, cols, input row step, output row step) the check can run."""
+    if not isinstance(layout, (list, tuple)) or len(layout) != 4 or not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in layout):
+        return "return a layout (rows, cols, input row step, output row step): four whole numbers"
+    rows, cols, in_step, out_step = (int(v) for v in layout)
+    if not (1 <= rows <= MAX_ROWS and 1 <= cols <= MAX_COLS):
+        return f"a layout has 1 to {MAX_ROWS} rows of 1 to {MAX_COLS} columns"
+    if not (cols <= in_step <= MAX_STEP and cols <= out_step <= MAX_STEP):
+        return (f"rows of a tensor never overlap: each row step is at least the number of columns (and at most "
+                f"{MAX_STEP} here)")
+    return ""
+
+
+def _layout_name(layout) -> str:
+    rows, cols, in_step, out_step = layout
+    return f"{rows}x{cols}, input rows {in_step} apart, output rows {out_step} apart"
+
+
+def find_problem(layout, suspects, goes_wrong) -> str:
+    """'' when every suspect of ``suspects`` goes wrong on ``layout`` (``goes_wrong(name, layout) -> bool``)."""
+    bad = layout_problem(layout)
+    if bad:
+        return bad
+    layout = tuple(int(v) for v in layout)
+    missed = [s for s in suspects if not goes_wrong(s, layout)]
+    if not missed:
+        return ""
+    who = f"suspect {missed[0]}" if len(missed) == 1 else f"suspects {', '.join(missed[:-1])} and {missed[-1]}"
+    them = "it" if len(missed) == 1 else "them"
+    return (f"{who} computed every output right on your layout ({_layout_name(layout)}): the mistake changes "
+            f"nothing there, so a test with this layout would let {them} through")
+
+
+def _runs_wrong(name: str, layout) -> bool:
+    """The real suspect on ``layout`` (random values, poisoned output, guard zones): does it go wrong?"""
+    from .suspects import goes_wrong
+
+    with quiet():
+        return goes_wrong(name, layout)
+
+
+def check_find_the_bug(catching_layout) -> Verdict:
+    """Run each suspect on the learner's layouts; True when each layout makes the suspects it names go wrong."""
+    report = Report("ch04-find-the-bug")
+    for name, which, suspects in FIND_TABLE:
+        report.run(name, lambda w=which, s=suspects: find_problem(catching_layout(w), s, _runs_wrong))
+    return Verdict(report.show())
+
+
+def _find_calls(rng):
+    """FIND_TABLE's calls; the suspects simulated on values from the grader's seed."""
+    from .suspects import simulate
+
+    seed = int(rng.integers(1 << 30))
+    return [PCall(name, "catching_layout", [which],
+                  lambda value, s=suspects: find_problem(
+                      value, s, lambda n, lay: simulate(n, lay, np.random.default_rng(seed))))
+            for name, which, suspects in FIND_TABLE]
+
+
 # ------------------------------------------------------------------------------- what the grader launches
 
 def three_pass_counts(rows: int, cols: int) -> tuple[int, int]:
@@ -318,14 +465,17 @@ def expect_counts(want: tuple[int, int]):
     return problem
 
 
+def traffic_counts(kernel: str, rows: int, cols: int) -> tuple[int, int]:
+    """What a library kernel of ch04-traffic moves, in closed form (the judge cannot count: it has no kernels)."""
+    return three_pass_counts(rows, cols) if kernel == "three_pass" else (rows * cols, rows * cols)
+
+
 def _traffic_calls(rng):
-    calls = []
-    for _ in range(3):
-        r, c = int(rng.integers(1, 50)), int(rng.integers(1, 3000))
-        calls.append(PCall(f"three_pass on {r}x{c}", "three_pass_traffic", [r, c],
-                           expect_counts(three_pass_counts(r, c))))
-        calls.append(PCall(f"fused on {r}x{c}", "fused_traffic", [r, c], expect_counts((r * c, r * c))))
-    return calls
+    """TRAFFIC_TABLE's cases, and JUDGE_FRESH fresh shapes per kernel from the grader's seed."""
+    fresh = [(f"{kernel} on {r}x{c} (fresh)", kernel, fn, (r, c)) for kernel, fn in TRAFFIC_FUNCTIONS.items()
+             for r, c in ((int(rng.integers(1, 50)), int(rng.integers(1, 3000))) for _ in range(JUDGE_FRESH))]
+    return [PCall(name, fn, [r, c], expect_counts(traffic_counts(kernel, r, c)))
+            for name, kernel, fn, (r, c) in TRAFFIC_TABLE + fresh]
 
 
 def _fused_cases(rng):
@@ -333,8 +483,9 @@ def _fused_cases(rng):
     64-bit offsets (counted in the interpreter; on a GPU, real rows 2**30 apart)."""
     args = ["out", "x", "x_stride", "out_stride", "n"]
     out = []
-    for name, (R, C), kind, _, step in FUSED_TABLE:
-        out.append(softmax_case(rng, name, fresh_values(rng, kind, (R, C)), args, np2(C), (R,), steps=(step, None)))
+    for name, (R, C), kind, _, step, out_step in FUSED_TABLE:
+        out.append(softmax_case(rng, name, fresh_values(rng, kind, (R, C)), args, np2(C), (R,),
+                                steps=(step, out_step)))
     for _ in range(JUDGE_FRESH):
         R, C = int(rng.integers(2, 5)), int(rng.integers(5, 300))
         out.append(softmax_case(rng, f"strided input and output {R}x{C}", softmax_rows(rng, (R, C)), args, np2(C),
@@ -350,7 +501,9 @@ def _fused_cases(rng):
 
 def _judges():
     return {"ch04-traffic": PythonJudge(_traffic_calls),
-            "ch04-fused": KernelJudge("my_fused_kernel", _fused_cases, int64=True)}
+            "ch04-fused": KernelJudge("my_fused_kernel", _fused_cases, int64=True),
+            "ch04-find-the-bug": PythonJudge(_find_calls),
+            "ch04-wrapped-rows": PythonJudge(_wrap_calls)}
 
 
 JUDGES = _judges()

@@ -159,6 +159,11 @@ class Report:
     def ok(self) -> bool:
         return self.total > 0 and self.passed == self.total
 
+    def hint_line(self) -> str:
+        """Where the fix is: the FAIL lines say what went wrong and what it caused, the hint ladder how to fix it."""
+        return (f'how to fix it: softmax_lab.hint("{self.exercise}") shows the next hint level (each level you see '
+                "is recorded)")
+
     def summary(self) -> str:
         verdict = "PASSED" if self.ok else "FAILED"
         return f"{self.exercise}: {verdict} ({self.passed}/{self.total} checks passed)"
@@ -167,7 +172,10 @@ class Report:
         for line in self.grouped_lines():
             print(line)
         fails = [line for line in self.lines if line.startswith("FAIL")]
-        if self.drawing is not None and fails and not all("not implemented yet" in line for line in fails):
+        mistakes = fails and not all("not implemented yet" in line for line in fails)
+        if mistakes:
+            print(self.hint_line())  # the FAIL lines name the mistake; the fix is the hint ladder's
+        if self.drawing is not None and mistakes:
             self.drawing()  # before the summary: the verdict line stays last
         print(self.summary())
         return self.ok

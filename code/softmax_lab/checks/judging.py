@@ -25,8 +25,8 @@ from .common import GUARD, GUARD_LEN
 TOL = {"float32": (1e-6, 1e-5), "float16": (1e-3, 1e-2), "bfloat16": (8e-3, 4e-2), "float64": (1e-12, 1e-10)}
 TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
          "int32": torch.int32, "int64": torch.int64}
-INT64_HINT = ("row offsets are computed in 32 bits: row * stride overflows past 2**31 elements - make the row "
-              "index 64-bit (row = tl.program_id(0).to(tl.int64))")
+INT64_HINT = ("row offsets are computed in 32 bits, not 64-bit: tl.program_id is a 32-bit int, so row * stride "
+              "wraps around past 2**31 elements and the rows beyond are read and written at wrong addresses")
 
 
 @dataclass
@@ -225,7 +225,8 @@ def output_problem(buf: Buf, got: np.ndarray) -> str:
     before = cast(buf.storage, buf.dtype)
     if not np.array_equal(got[mask], before[mask], equal_nan=True):
         return ("the kernel wrote outside the output (past the end of a row, into the gap between strided rows, "
-                "or after the last row): mask the store, and step rows with the output's own row stride")
+                "or after the last row): the store is not masked, or rows were stepped by something other than "
+                "the output's own row stride")
     y = view_of(buf, got)
     ref = buf.ref
     if np.isnan(y).any() and not np.isnan(ref).any():
