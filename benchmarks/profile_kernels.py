@@ -3,7 +3,7 @@
 Each case launches one kernel (or chapter 4's three) twice on a fresh input; `ncu` skips the first launch (it
 compiles) and profiles the second. Recorded per kernel: the launch (grid, block, registers, shared memory),
 DRAM throughput and bytes, L2 hit rate, achieved occupancy and the warp stall reasons. Also times chapter 3's
-naive kernel written in CUDA C (`softmax_lab/cuda_layer/naive_softmax.cu`, built with nvcc) beside the Triton
+naive kernel written in CUDA C (`softmax_lab/data/naive_softmax.cu`, built with nvcc) beside the Triton
 naive and fused kernels.
 
     python benchmarks/profile_kernels.py record OUT.json     # on the GPU machine: ncu and nvcc on PATH
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CUDA_NAIVE = ROOT / "code" / "softmax_lab" / "cuda_layer" / "naive_softmax.cu"
+CUDA_NAIVE = ROOT / "code" / "softmax_lab" / "data" / "naive_softmax.cu"
 
 # case -> (shape, the kernel-name regex ncu matches, kernels per call). (The recorded run of 2026-12-02 also tried a
 # "copy" case, x.clone(): a device-to-device clone is a cudaMemcpy, not a kernel, so ncu had nothing to profile.)
