@@ -222,3 +222,12 @@ def test_the_book_in_chromium_math_navigation_search_offline(browser, served):
     phone.wait_for_url(f"{served}/07_performance.html")
     phone.close()
     assert left == [], f"requests left the page: {left[:5]}"
+
+
+def test_an_output_that_quotes_an_answer_is_left_out(site):
+    """Chapter 9's race report names the lines of the learner's own reductions: recorded from the solution, it would
+    show the solution's lines, so the web page says why it is left out instead; its neighbours keep their outputs."""
+    page = (site / "09_cuda_layer.html").read_text()
+    assert "Not shown on the web: this output quotes lines of an exercise" in page
+    assert "return shared[0]" not in page
+    assert "PASS" in page  # other recorded outputs (check verdicts) stay

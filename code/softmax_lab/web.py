@@ -67,6 +67,7 @@ def web_notebook(nb, learner_name: str):
     """The web version of one solution notebook (a new object)."""
     out = build.learner_notebook(nb)  # answers stripped, outputs cleared, rubrics dropped, bootstrap first
     stored = {c.get("id"): c for c in nb.cells}
+    answers = solution_lines(nb)  # an output that quotes one (a race report naming your code's lines) is left out
     cells = []
     for cell in out.cells:
         if cell.get("id") == build.BOOTSTRAP_ID:
@@ -76,6 +77,8 @@ def web_notebook(nb, learner_name: str):
                         and fmt.tag_value(cell, fmt.EXERCISE) is None and not fmt.has_solution(source_cell.source))
         if keep_outputs:
             cell.outputs = [_scrub_output(_static(copy.deepcopy(o))) for o in source_cell.get("outputs", [])]
+            if any(line in _output_text(o) for o in cell.outputs for line in answers):
+                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=QUOTES_AN_ANSWER)]
             cell.execution_count = source_cell.get("execution_count")
         cells.append(cell)
     meta = nb.metadata.get("softmax_lab", {})
@@ -93,6 +96,16 @@ def web_notebook(nb, learner_name: str):
     out.cells = cells[:at] + [run] + cells[at:]
     out.metadata.pop("widgets", None)
     return out
+
+
+QUOTES_AN_ANSWER = ("(Not shown on the web: this output quotes lines of an exercise's answer, here the solution's. "
+                    "Run the notebook to see it for your own code.)\n")
+
+
+def _output_text(output) -> str:
+    text = output.get("text", "")
+    data = output.get("data", {}).get("text/plain", "")
+    return "".join(text) + "".join(data)
 
 
 def _static(output):
