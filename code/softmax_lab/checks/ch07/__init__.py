@@ -8,7 +8,6 @@
 * ``warps``, ``occupancy``: the counts behind ``BLOCK``/``num_warps`` and programs per SM, on the H200's limits
   (``_hardware.py``), spills checked against what the H200 compiler really did;
 * ``row_vector``: the ``VEC`` a register kernel may take its ints in;
-* ``profile``: reading Nsight Compute reports recorded on the H200 (``softmax_lab.profiles``), plus made-up ones;
 * ``targets``: two performance targets, judged on the H200's recorded runs (``data/ch07_targets_h200.json``) or,
   for knobs it never ran, a proxy's rules calibrated on them (timed on a GPU).
 
@@ -19,14 +18,13 @@ from .bandwidth import BANDWIDTH_CASES, check_bandwidth
 from .multirow import MULTIROW_CASES, check_multirow
 from .occupancy import OCCUPANCY_CASES, check_occupancy, occupancy_rule
 from .persistent import PERSISTENT_CASES, check_persistent
-from .profile import check_profile
 from .row_vector import VECTOR_CASES, check_row_vector, vector_rule
 from .rows import MAX_TILE, PROGRAMS_PER_SM, ROWS_CASES, check_choose_rows, rows_rule
 from .targets import TARGETS, check_targets
 from .warps import H200_REGISTERS, check_warps, spill_rule, values_rule
 
 __all__ = ["check_bandwidth", "check_choose_rows", "check_multirow", "check_persistent", "check_warps",
-           "check_occupancy", "check_row_vector", "check_targets", "check_profile",
+           "check_occupancy", "check_row_vector", "check_targets",
            # the cases, rules and H200 limits, importable from here as before the chapter became a package
            "BLOCKS_PER_SM", "REG_OVERHEAD", "REGS_PER_SM", "SHARED_PER_SM", "THREADS_PER_SM", "WARPS",
            "BANDWIDTH_CASES", "MULTIROW_CASES", "OCCUPANCY_CASES", "occupancy_rule", "PERSISTENT_CASES",

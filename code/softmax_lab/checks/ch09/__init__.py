@@ -8,6 +8,8 @@ on a CPU. Each module holds the exercise's case table, its notebook check and th
   those, run on the course's own block reductions (so it does not depend on ch09-block-tree).
 * ``check_shuffle_tail(warp_max, warp_sum, tail_kernel)``: warp-shuffle reductions and the kernel using them.
 * ``check_sectors(sectors_and_lines)``: 32-byte sectors and 128-byte lines of one warp load.
+* ``check_profile(dram_bound, traffic_ratio, reread_from_l2, waits_on_memory)``: readings of Nsight Compute
+  reports recorded on the H200 (``softmax_lab.profiles``) and of made-up ones (plain Python, no numba).
 
 Besides comparing outputs with the float64 reference, every check of shared memory runs the code once in numba's
 simulator under the shared-memory race recorder (``softmax_lab.cuda_layer.record_races``), which is deterministic,
@@ -21,8 +23,9 @@ this package (``grading/judge_harness.py``); numba is imported only when a check
 softmax_lab.checks`` stays light).
 """
 from .block_tree import check_block_tree
+from .profile import check_profile
 from .reader_barrier import check_reader_barrier
 from .sectors import check_sectors
 from .shuffle_tail import check_shuffle_tail
 
-__all__ = ["check_block_tree", "check_reader_barrier", "check_shuffle_tail", "check_sectors"]
+__all__ = ["check_block_tree", "check_reader_barrier", "check_shuffle_tail", "check_sectors", "check_profile"]

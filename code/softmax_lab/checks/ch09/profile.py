@@ -1,4 +1,4 @@
-"""Exercise ch07-profile: read Nsight Compute reports. Four functions of a kernel's metrics (``softmax_lab.profiles``
+"""Exercise ch09-profile: read Nsight Compute reports. Four functions of a kernel's metrics (``softmax_lab.profiles``
 gives their form): ``dram_bound(k)``, ``traffic_ratio(report)``, ``reread_from_l2(k)``, ``waits_on_memory(k)``.
 
 The cases are the kernels profiled on the H200 plus made-up kernels from a seeded generator (the grader's judge
@@ -120,8 +120,8 @@ def _problem(fn: str, arg, want, got) -> str:
 
 
 def check_profile(dram_bound, traffic_ratio, reread_from_l2, waits_on_memory) -> Verdict:
-    """Exercise ch07-profile: the four readings of a profile, on the H200's kernels and a made-up report."""
-    report = Report("ch07-profile")
+    """Exercise ch09-profile: the four readings of a profile, on the H200's kernels and a made-up report."""
+    report = Report("ch09-profile")
     fns = {"dram_bound": dram_bound, "traffic_ratio": traffic_ratio, "reread_from_l2": reread_from_l2,
            "waits_on_memory": waits_on_memory}
     for name, fn, arg, want in cases(np.random.default_rng(CASE_SEED)):
@@ -134,4 +134,4 @@ def _calls(rng):
             for name, fn, arg, want in cases(rng)]
 
 
-JUDGES = {"ch07-profile": PythonJudge(_calls)}
+JUDGES = {"ch09-profile": PythonJudge(_calls)}

@@ -1,4 +1,4 @@
-"""Exercise ch07-profile (reading Nsight Compute reports): the solution passes in the notebook and in the grader's
+"""Exercise ch09-profile (reading Nsight Compute reports): the solution passes in the notebook and in the grader's
 judge; answers that read the wrong column, count kernels instead of bytes, take the complement or repeat the H200's
 answers fail, naming what they read."""
 from __future__ import annotations
@@ -8,11 +8,11 @@ import shutil
 import pytest
 
 from softmax_lab import profiles
-from softmax_lab.checks.ch07 import profile
+from softmax_lab.checks.ch09 import profile
 
 from conftest import exercise_source, load_exercise
 
-EX = "ch07-profile"
+EX = "ch09-profile"
 NAMES = ["dram_bound", "traffic_ratio", "reread_from_l2", "waits_on_memory"]
 
 
