@@ -55,7 +55,7 @@ def _num(x: str) -> float:
 
 
 def _g(x: float) -> str:
-    return f"{x:g}"
+    return f"{round(float(x), 2):g}"  # as results.points_text: one way to show points everywhere
 
 
 STATUS_WORDS = {"passed": "passed", "failed": "failed", "error": "error", "timeout": "timed out",
@@ -87,11 +87,11 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
                 f"Exercises: **{_g(got)} / {_g(total)} points**.", "",
                 "| exercise | points | result | hints used |", "|---|---|---|---|"]
         for r in srows:
-            out.append(f"| {r['exercise'] or '—'} | {r['points']} / {r['max_points']} | "
+            out.append(f"| {r['exercise'] or '—'} | {_g(_num(r['points']))} / {_g(_num(r['max_points']))} | "
                        f"{STATUS_WORDS.get(r['status'], r['status'])} | {hint_words(r.get('hints', ''))} |")
         out.append("")
         for r in srows:
-            if r["status"] != "passed" and r["message"]:
+            if (r["status"] != "passed" or r.get("copy")) and r["message"]:
                 out += [f"**{_md(r['exercise'] or sub)}** ({STATUS_WORDS.get(r['status'], r['status'])}):",
                         "", "```text",
                         r["message"].replace("```", "'''"), "```", ""]
@@ -123,11 +123,12 @@ def feedback_name(learner: str) -> str:
 
 # -------------------------------------------------------------------------------------------- manual grading
 
-MANUAL_COLUMNS = ["submission", "chapter", "question", "points", "max_points", "answer"]
+MANUAL_COLUMNS = ["submission", "chapter", "question", "points", "max_points", "answer", "veto"]
 
 
 def manual_csv(entries: list[dict]) -> str:
-    """One row per (submission, question), points left empty for the instructor to fill in."""
+    """One row per (submission, question), points left empty for the instructor to fill in (and ``veto``: why an
+    answer breaks one of the rubric's veto rules, which fails the chapter)."""
     return csv_text(entries, MANUAL_COLUMNS)
 
 
