@@ -92,8 +92,5 @@ def decorate(rows: list[dict], copies: Copies | None) -> list[dict]:
             r["message"] = (r["message"] + "\n" + f"note: {points:g} point(s) withheld for review: your code is "
                             + "; ".join(f.text() for f in withheld)
                             + ". Your instructor decides; explain your work to them if it is your own.").strip()
-        else:
-            r["message"] = (r["message"] + "\nnote: similar code flagged for your instructor: "
-                            + "; ".join(f.text() for f in flags)).strip()
-        out.append(r)
+        out.append(r)  # a flag only (code like the solution): the instructor's column and report, not a note
     return out

@@ -65,7 +65,7 @@ def feedback_html(learner: str, name: str, rows: list[dict], chapters: dict[str,
         out.append("</table>")
         for r in srows:
             if r["message"] and (r["status"] != "passed" or r.get("copy") or "note:" in r["message"]):
-                klass = ' class="copy"' if r.get("copy") else ""
+                klass = ' class="copy"' if "withheld for review" in r["message"] else ""
                 out += [f"<h3{klass}>{_e(r['exercise'] or sub)}: {_e(STATUS_WORDS.get(r['status'], r['status']))}</h3>",
                         f"<pre>{_e(r['message'])}</pre>"]
         qs = ch.questions if ch else []

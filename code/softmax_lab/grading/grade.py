@@ -104,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     for s in subs:
         if s.name in book.rows:
             ch, ans = answers_of(s, chapters)
+            if ch and opts.expected_chapter and ch.chapter != opts.expected_chapter:  # graded as a `missing` row
+                ch, ans = chapters[opts.expected_chapter], {}
             if ch:
                 book.chapter_of[s.name], book.answers_by[s.name] = ch, ans
     if args.merge is not None:  # checked whole before anything is written (UsageError: nothing changes)
