@@ -76,6 +76,43 @@ def run(args: argparse.Namespace) -> int:
     if args.merge is not None and not args.merge.is_file():
         raise UsageError(f"--merge {args.merge}: no such file")
     opts, chapters = options(args)
+    book, subs, todo = open_gradebook(args, opts, chapters)
+    if args.merge is not None:  # checked whole before anything is written (UsageError: nothing changes)
+        merged = merge_manual(book, args.merge)
+        print(f"softmax-lab grade: merged {merged} hand-graded answer(s) from {args.merge}", file=sys.stderr)
+    for s in book.refused:
+        print(f"{s.name}: refused (a symbolic link or not a regular file: it is not followed)", file=sys.stderr)
+    for name, why in book.skipped.items():
+        print(f"{safe_line(name)}: not graded here ({why})", file=sys.stderr)
+    policy = CopyPolicy(args.copy_threshold, args.copies == "withhold", args.withhold_solution_matches,
+                        args.copies != "off")
+    book.copies = find_copies(subs, chapters[next(iter(chapters))].path.parent, policy)
+    if book.copies.flags:
+        print(f"softmax-lab grade: the copy check flagged {len(book.copies.flags)} exercise(s): see "
+              f"{book.beside('copies.txt')}", file=sys.stderr)
+    skipped = len(subs) - len(todo)
+    print(f"softmax-lab grade: {len(subs)} notebook(s), {skipped} already graded"
+          + (" (--force regrades them)" if skipped else "") + f", {len(todo)} to grade "
+          + (f"on the Dask cluster at {args.dask}" if args.dask else f"with {args.jobs} job(s)"),
+          file=sys.stderr)
+    existed = {p for p in _files(book) if p.exists()}
+    try:
+        write_all(book, {s.learner for s in subs})
+        rc = grade_all(book, todo, opts, args.jobs, args.dask)
+    except cluster.ClusterError as err:  # unreachable, unfit workers, or the scheduler went away: one line
+        _remove_new(book, existed)
+        print(f"softmax-lab grade: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # before the first notebook was sent (e.g. waiting for the cluster)
+        STOP.set()
+        _remove_new(book, existed)
+        print("interrupted before grading anything: nothing changed", file=sys.stderr)
+        return 130
+    return closing_lines(book, policy) if rc == 0 else rc
+
+
+def open_gradebook(args, opts: Options, chapters) -> tuple[Gradebook, list[Submission], list[Submission]]:
+    """The gradebook as a rerun finds it (rows, state, hand-graded points), the class's notebooks, those to grade."""
     try:
         roster = read_roster(args.roster) if args.roster else []
         names = roster_names(args.roster) if args.roster else {}
@@ -108,49 +145,23 @@ def run(args: argparse.Namespace) -> int:
                 ch, ans = chapters[opts.expected_chapter], {}
             if ch:
                 book.chapter_of[s.name], book.answers_by[s.name] = ch, ans
-    if args.merge is not None:  # checked whole before anything is written (UsageError: nothing changes)
-        merged = merge_manual(book, args.merge)
-        print(f"softmax-lab grade: merged {merged} hand-graded answer(s) from {args.merge}", file=sys.stderr)
-    for s in refused:
-        print(f"{s.name}: refused (a symbolic link or not a regular file: it is not followed)", file=sys.stderr)
-    for name, why in skipped_other.items():
-        print(f"{safe_line(name)}: not graded here ({why})", file=sys.stderr)
-    policy = CopyPolicy(args.copy_threshold, args.copies == "withhold", args.withhold_solution_matches,
-                        args.copies != "off")
-    book.copies = find_copies(subs, chapters[next(iter(chapters))].path.parent, policy)
-    if book.copies.flags:
-        print(f"softmax-lab grade: the copy check flagged {len(book.copies.flags)} exercise(s): see "
-              f"{book.beside('copies.txt')}", file=sys.stderr)
-    skipped = len(subs) - len(todo)
-    print(f"softmax-lab grade: {len(subs)} notebook(s), {skipped} already graded"
-          + (" (--force regrades them)" if skipped else "") + f", {len(todo)} to grade "
-          + (f"on the Dask cluster at {args.dask}" if args.dask else f"with {args.jobs} job(s)"),
-          file=sys.stderr)
-    existed = {p for p in _files(book) if p.exists()}
-    try:
-        write_all(book, {s.learner for s in subs})
-        rc = grade_all(book, todo, opts, args.jobs, args.dask)
-    except cluster.ClusterError as err:  # unreachable, unfit workers, or the scheduler went away: one line
-        _remove_new(book, existed, graded_any=bool(book.graded_now))
-        print(f"softmax-lab grade: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # before the first notebook was sent (e.g. waiting for the cluster)
-        STOP.set()
-        _remove_new(book, existed, graded_any=bool(book.graded_now))
-        print("interrupted before grading anything: nothing changed", file=sys.stderr)
-        return 130
-    if rc == 0:
-        print(f"wrote {book.out}, {book.feedback_dir}/ (Markdown and HTML), {book.beside('learners.csv')}, "
-              f"{book.beside('lms.csv')}, {book.manual_csv_path} and {book.manual_md_path}"
-              + (f"; copy check: {book.beside('copies.txt')}" if policy.enabled else ""))
-        again = sorted(n for n, rows in book.rows.items()
-                       if any(GRADER_TROUBLE in r["message"] or "the grader failed" in r["message"] for r in rows))
-        if again:
-            print(f"softmax-lab grade: {len(again)} notebook(s) could not be graded, not because of the learners' "
-                  f"code ({', '.join(safe_line(n, 80) for n in again[:5])}{' ...' if len(again) > 5 else ''}): fix "
-                  "what the messages above say, then run the same command again to grade them", file=sys.stderr)
-            rc = 3
-    return rc
+    return book, subs, todo
+
+
+def closing_lines(book: Gradebook, policy: CopyPolicy) -> int:
+    """What was written; and when some notebooks could not be graded (the grader's trouble, not the learners'),
+    which ones and what to run: exit status 1 then."""
+    print(f"wrote {book.out}, {book.feedback_dir}/ (Markdown and HTML), {book.beside('learners.csv')}, "
+          f"{book.beside('lms.csv')}, {book.manual_csv_path} and {book.manual_md_path}"
+          + (f"; copy check: {book.beside('copies.txt')}" if policy.enabled else ""))
+    again = sorted(n for n, rows in book.rows.items()
+                   if any(GRADER_TROUBLE in r["message"] or "the grader failed" in r["message"] for r in rows))
+    if not again:
+        return 0
+    print(f"softmax-lab grade: {len(again)} notebook(s) could not be graded, not because of the learners' code "
+          f"({', '.join(safe_line(n, 80) for n in again[:5])}{' ...' if len(again) > 5 else ''}): fix what the "
+          "messages above say, then run the same command again to grade them", file=sys.stderr)
+    return 1
 
 
 def _files(book: Gradebook) -> list[Path]:
@@ -160,9 +171,9 @@ def _files(book: Gradebook) -> list[Path]:
             book.beside("lms.csv"), book.beside("copies.txt"), book.beside("similarity.csv"), book.feedback_dir]
 
 
-def _remove_new(book: Gradebook, existed: set[Path], graded_any: bool) -> None:
+def _remove_new(book: Gradebook, existed: set[Path]) -> None:
     """A start that failed before any notebook was graded leaves no file it made (it says nothing changed)."""
-    if graded_any:
+    if book.graded_now:
         return
     import shutil
 

@@ -36,49 +36,13 @@ def merge_manual(book, path: Path) -> int:
                          f"{book.manual_csv_path.name}, keeping its columns)")
     problems, points, vetoes, seen = [], {}, {}, {}
     for line, r in enumerate(rows, start=2):
-        sub = unescape_cell((r.get("submission") or "").strip())
-        qid = (r.get("question") or "").strip()
-        where = f"line {line} ({safe_line(sub, 80)}, {safe_line(qid, 40)})"
-        if sub not in book.rows:
-            problems.append(f"{where}: no submission {safe_line(sub, 80)!s} in this gradebook")
-            continue
-        learner = unescape_cell((r.get("learner") or "").strip())
-        if learner and book.learner_of.get(sub) != learner:
-            problems.append(f"{where}: the submission is learner {safe_line(book.learner_of.get(sub, '?'), 60)}'s, "
-                            f"not {safe_line(learner, 60)}'s")
-            continue
-        ch = book.chapter_of.get(sub)
-        q = next((q for q in (ch.questions if ch else []) if q.id == qid), None)
-        if q is None:
-            have = ", ".join(x.id for x in ch.questions) if ch and ch.questions else "none"
-            problems.append(f"{where}: no question {safe_line(qid, 40)} in this notebook's chapter (its questions: "
-                            f"{have})")
-            continue
-        if (sub, qid) in seen:
-            problems.append(f"{where}: graded twice (also on line {seen[(sub, qid)]}); keep one row")
-            continue
-        seen[(sub, qid)] = line
-        answer = book.answers_by.get(sub, {}).get(qid, "")
-        if "answer" in fields and unescape_cell(r.get("answer") or "").strip() != answer.strip():
-            problems.append(f"{where}: the learner's answer is not the one in this sheet (the notebook changed since "
-                            "the sheet was written): grade the answer in the new sheet")
-            continue
-        text = (r.get("points") or "").strip()
-        veto = unescape_cell((r.get("veto") or "").strip())
-        if not text:
+        problem, key, value, veto = _check_row(book, line, r, "answer" in fields, seen)
+        if problem:
+            problems.append(problem)
+        elif value is not None:
+            points[key] = value
             if veto:
-                problems.append(f"{where}: a veto without points: enter the question's points too (0 is fine)")
-            continue
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (0 <= value <= q.points):
-            problems.append(f"{where}: points {safe_line(text, 20)!r} are not a number from 0 to {q.points}")
-            continue
-        points[(sub, qid, answer)] = f"{value:g}"
-        if veto:
-            vetoes[(sub, qid, answer)] = veto
+                vetoes[key] = veto
     if problems:
         shown = problems[:SHOWN] + ([f"... and {len(problems) - SHOWN} more"] if len(problems) > SHOWN else [])
         raise UsageError(f"--merge {path}: nothing merged, {len(problems)} problem(s):\n  " + "\n  ".join(shown))
@@ -89,3 +53,42 @@ def merge_manual(book, path: Path) -> int:
     book.manual_points.update(points)
     book.manual_vetoes.update(vetoes)
     return len(points)
+
+
+def _check_row(book, line: int, r: dict, has_answer: bool, seen: dict):
+    """(problem, (submission, question, answer), points, veto) of one row: a problem in words, or points None
+    for a row left empty."""
+    sub = unescape_cell((r.get("submission") or "").strip())
+    qid = (r.get("question") or "").strip()
+    where = f"line {line} ({safe_line(sub, 80)}, {safe_line(qid, 40)})"
+    if sub not in book.rows:
+        return f"{where}: no submission {safe_line(sub, 80)} in this gradebook", None, None, ""
+    learner = unescape_cell((r.get("learner") or "").strip())
+    if learner and book.learner_of.get(sub) != learner:
+        return (f"{where}: the submission is learner {safe_line(book.learner_of.get(sub, '?'), 60)}'s, not "
+                f"{safe_line(learner, 60)}'s"), None, None, ""
+    ch = book.chapter_of.get(sub)
+    q = next((q for q in (ch.questions if ch else []) if q.id == qid), None)
+    if q is None:
+        have = ", ".join(x.id for x in ch.questions) if ch and ch.questions else "none"
+        return f"{where}: no question {safe_line(qid, 40)} in this notebook's chapter (its questions: {have})", \
+            None, None, ""
+    if (sub, qid) in seen:
+        return f"{where}: graded twice (also on line {seen[(sub, qid)]}); keep one row", None, None, ""
+    seen[(sub, qid)] = line
+    answer = book.answers_by.get(sub, {}).get(qid, "")
+    if has_answer and unescape_cell(r.get("answer") or "").strip() != answer.strip():
+        return (f"{where}: the learner's answer is not the one in this sheet (the notebook changed since the sheet "
+                "was written): grade the answer in the new sheet"), None, None, ""
+    text = (r.get("points") or "").strip()
+    veto = unescape_cell((r.get("veto") or "").strip())
+    if not text:
+        problem = f"{where}: a veto without points: enter the question's points too (0 is fine)" if veto else ""
+        return problem, None, None, ""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 <= value <= q.points):
+        return f"{where}: points {safe_line(text, 20)!r} are not a number from 0 to {q.points}", None, None, ""
+    return "", (sub, qid, answer), f"{value:g}", veto
