@@ -268,3 +268,19 @@ def test_a_screenshot_of_a_feedback_page(graded):
         finally:
             browser.close()
     assert shot.stat().st_size > 10_000
+
+
+def test_notebooks_the_grader_could_not_run_end_with_what_to_do_and_exit_1(tmp_path):
+    """A setup cell of the course that fails here is the grader's trouble: its rows say so, and the run ends with a
+    line naming them and the command to run again, and a non-zero exit status (before: 0, no closing line)."""
+    ensure_bwrap()
+    sol = T.solution()
+    sol.cells[1].source += "\nimport softmax_lab_no_such_module"
+    save(sol, tmp_path / "solutions" / NB)
+    save(T.solution(CH91), tmp_path / "solutions" / CH91.name)
+    save(pasted(), tmp_path / "subs" / "ann" / NB)
+    proc = grade_cli([tmp_path / "subs", "--out", tmp_path / "g.csv", "--solutions", tmp_path / "solutions", *FAST])
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "1 notebook(s) could not be graded" in last and "ann/" + NB in last, last
+    assert "run the same command again" in last, last

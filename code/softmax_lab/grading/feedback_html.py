@@ -64,7 +64,7 @@ def feedback_html(learner: str, name: str, rows: list[dict], chapters: dict[str,
                        f"{_e(STATUS_WORDS.get(status, status))}</td><td>{_e(hint_words(r.get('hints', '')))}</td></tr>")
         out.append("</table>")
         for r in srows:
-            if r["message"] and (r["status"] != "passed" or r.get("copy") or "note:" in r["message"]):
+            if r["message"] and (r["status"] != "passed" or "note:" in r["message"]):
                 klass = ' class="copy"' if "withheld for review" in r["message"] else ""
                 out += [f"<h3{klass}>{_e(r['exercise'] or sub)}: {_e(STATUS_WORDS.get(r['status'], r['status']))}</h3>",
                         f"<pre>{_e(r['message'])}</pre>"]

@@ -87,9 +87,6 @@ def run(args: argparse.Namespace) -> int:
     policy = CopyPolicy(args.copy_threshold, args.copies == "withhold", args.withhold_solution_matches,
                         args.copies != "off")
     book.copies = find_copies(subs, chapters[next(iter(chapters))].path.parent, policy)
-    if book.copies.flags:
-        print(f"softmax-lab grade: the copy check flagged {len(book.copies.flags)} exercise(s): see "
-              f"{book.beside('copies.txt')}", file=sys.stderr)
     skipped = len(subs) - len(todo)
     print(f"softmax-lab grade: {len(subs)} notebook(s), {skipped} already graded"
           + (" (--force regrades them)" if skipped else "") + f", {len(todo)} to grade "
@@ -154,6 +151,9 @@ def closing_lines(book: Gradebook, policy: CopyPolicy) -> int:
     print(f"wrote {book.out}, {book.feedback_dir}/ (Markdown and HTML), {book.beside('learners.csv')}, "
           f"{book.beside('lms.csv')}, {book.manual_csv_path} and {book.manual_md_path}"
           + (f"; copy check: {book.beside('copies.txt')}" if policy.enabled else ""))
+    if book.copies is not None and book.copies.flags:
+        print(f"softmax-lab grade: the copy check flagged {len(book.copies.flags)} exercise(s): see "
+              f"{book.beside('copies.txt')}", file=sys.stderr)
     again = sorted(n for n, rows in book.rows.items()
                    if any(GRADER_TROUBLE in r["message"] or "the grader failed" in r["message"] for r in rows))
     if not again:

@@ -349,9 +349,8 @@ def result_rows(book: Gradebook) -> list[dict]:
     return sorted(out, key=lambda r: (r["learner"], r["chapter"]))
 
 
-def write_results(book: Gradebook, learners: set[str]) -> None:
-    """The per-learner files: results, the LMS export, and the HTML feedback pages of ``learners``."""
-    results = result_rows(book)
+def write_results(book: Gradebook, learners: set[str], results: list[dict]) -> None:
+    """The per-learner files: ``results`` (result_rows), the LMS export, and the HTML feedback pages of ``learners``."""
     atomic_write(book.beside("learners.csv"), csv_text(results, RESULT_COLUMNS))
     everyone = sorted(set(book.roster) | {book.learner_of[n] for n in book.rows if n in book.learner_of})
     chapters = sorted({r["chapter"] for r in results} | ({book.chapter_arg} if book.chapter_arg else set()))
@@ -370,17 +369,19 @@ def write_all(book: Gradebook, learners: set[str]) -> None:
     """The gradebook, its state, the feedback of ``learners`` and the manual-grading sheets, each atomically."""
     atomic_write(book.out, gradebook_text(gradebook_rows(book)))
     counted = counted_rows(book)
+    results = result_rows(book)
     raw = {n: rows for n, rows in book.rows.items() if counted[n] != [{**r, "copy": ""} for r in rows]}
     write_state(book.out, book.state, book.fingerprint, book.seeds, raw)
     for learner in learners:
         mine = [r for name in sorted(counted) if book.learner_of.get(name) == learner for r in counted[name]]
         if mine:
             atomic_write(book.feedback_dir / feedback_name(learner),
-                         feedback_markdown(learner, mine, book.chapters, book.answers_by))
+                         feedback_markdown(learner, mine, book.chapters, book.answers_by,
+                                           [r for r in results if r["learner"] == learner]))
     entries = manual_entries(book)
     atomic_write(book.manual_csv_path, manual_csv(entries))
     atomic_write(book.manual_md_path, manual_markdown(entries, book.chapters, book.manual_csv_path.name))
-    write_results(book, learners)
+    write_results(book, learners, results)
     if book.copies is not None and book.copies.policy.enabled:
         atomic_write(book.beside("copies.txt"), book.copies.report)
         atomic_write(book.beside("similarity.csv"), csv_text(book.copies.rows, list(similarity.COLUMNS)))
