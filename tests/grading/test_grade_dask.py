@@ -88,7 +88,7 @@ def comparable(rows: list[dict]) -> list[tuple]:
         msg = r["message"]
         for pattern, same in VARYING:
             msg = pattern.sub(same, msg)
-        out.append(tuple(r.values())[:-1] + (msg,))
+        out.append(tuple(msg if k == "message" else v for k, v in r.items()))
     return sorted(out)
 
 

@@ -263,8 +263,10 @@ def missing_rows(book: Gradebook) -> dict[str, list[dict]]:
 def duplicate_notes(book: Gradebook) -> dict[str, str]:
     """One learner, several notebooks of one chapter: all graded, each flagged."""
     groups: dict[tuple[str, str], list[str]] = {}
-    for name in book.rows:
+    for name, rows in book.rows.items():
         ch = book.chapter_of.get(name)
+        if all(r["status"] == "missing" for r in rows):  # another chapter's notebook (--chapter): not a second try
+            continue
         if ch is not None and name in book.learner_of:
             groups.setdefault((book.learner_of[name], ch.chapter), []).append(name)
     notes = {}
