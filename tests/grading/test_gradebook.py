@@ -230,8 +230,10 @@ def test_merged_points_give_pass_and_fail_and_a_veto_fails(graded):
     assert rows == graded["rows"], "a merge changes no exercise row"
     page = (graded["out"].parent / "feedback" / "cat.html").read_text(encoding="utf-8")
     assert "Not passed" in page and "veto: reports numbers" in page
+    sheet = graded["out"].with_name("gradebook.manual.md").read_text(encoding="utf-8")
+    assert "<script>" not in sheet and "&lt;script&gt;alert(1)&lt;/script&gt; exp(1000) is inf &amp; max-shift" in sheet
     bea = (graded["out"].parent / "feedback" / "bea.html").read_text(encoding="utf-8")
-    assert "<script>" not in bea and "&lt;script&gt;alert(1)&lt;/script&gt; exp(1000) is inf &amp; max-shift" in bea
+    assert "<script>" not in bea and "1 of 1" in bea
 
 
 def test_feedback_pages_hold_whole_messages(graded):

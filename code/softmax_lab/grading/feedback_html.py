@@ -70,8 +70,8 @@ def feedback_html(learner: str, name: str, rows: list[dict], chapters: dict[str,
                         f"<pre>{_e(r['message'])}</pre>"]
         qs = ch.questions if ch else []
         if qs:
-            out += ["<h3>Free-text questions</h3>",
-                    "<table><tr><th>question</th><th>points</th><th>your answer</th></tr>"]
+            out += ["<h3>Free-text questions (graded by your instructor)</h3>",
+                    "<table><tr><th>question</th><th>points</th></tr>"]
             for q in qs:
                 answer = answers.get(sub, {}).get(q.id, "")
                 m = grades.get((sub, q.id), {})
@@ -79,7 +79,7 @@ def feedback_html(learner: str, name: str, rows: list[dict], chapters: dict[str,
                        else (f"awaiting grading (of {q.points})" if answer else f"not answered (of {q.points})"))
                 if m.get("veto"):
                     pts += f"<br>veto: {_e(m['veto'])}"
-                out.append(f"<tr><td>{_e(q.id)}</td><td>{pts}</td><td><pre>{_e(answer) or '—'}</pre></td></tr>")
+                out.append(f"<tr><td>{_e(q.id)}</td><td>{pts}</td></tr>")
             out.append("</table>")
     out += ["<p>Run <code>softmax-lab check YOUR_NOTEBOOK.ipynb</code> to see these results yourself before handing "
             "in.</p>", "</body></html>", ""]

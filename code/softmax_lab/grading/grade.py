@@ -140,6 +140,8 @@ def open_gradebook(args, opts: Options, chapters) -> tuple[Gradebook, list[Submi
             ch, ans = answers_of(s, chapters)
             if ch and opts.expected_chapter and ch.chapter != opts.expected_chapter:  # graded as a `missing` row
                 ch, ans = chapters[opts.expected_chapter], {}
+            if ch is None and book.rows[s.name][:1] and book.rows[s.name][0]["chapter"] in chapters:  # unreadable
+                ch, ans = chapters[book.rows[s.name][0]["chapter"]], {}
             if ch:
                 book.chapter_of[s.name], book.answers_by[s.name] = ch, ans
     return book, subs, todo
