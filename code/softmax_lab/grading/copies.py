@@ -33,9 +33,13 @@ class Flag:
     match_lines: str
 
     def text(self) -> str:
-        who = {"package": "the softmax_lab package", "solution": "the course's solution",
-               "submission": "a classmate"}[self.kind]
-        return f"{self.similarity:.0%} like {who} ({self.match}), lines {self.lines}"
+        """For the learner's message: what it matches, never which classmate (the instructor's report names them)."""
+        share = f"{self.similarity:.0%}"
+        if self.kind == "submission":
+            return f"{share} like a classmate's code (lines {self.lines}; your instructor has the pair)"
+        if self.kind == "package":
+            return f"{share} like the course package's own {self.match} (lines {self.lines})"
+        return f"{share} like the course's {self.match} (lines {self.lines})"
 
 
 @dataclass
