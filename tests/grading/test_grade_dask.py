@@ -88,7 +88,7 @@ def comparable(rows: list[dict]) -> list[tuple]:
         msg = r["message"]
         for pattern, same in VARYING:
             msg = pattern.sub(same, msg)
-        out.append(tuple(r.values())[:-1] + (msg,))
+        out.append(tuple(msg if k == "message" else v for k, v in r.items()))
     return sorted(out)
 
 
@@ -138,7 +138,8 @@ def test_a_notebook_whose_workers_keep_dying_gets_a_row_graded_again_next_time(d
             while worker in client.scheduler_info(n_workers=-1)["workers"]:
                 time.sleep(0.1)
         stdout, stderr = proc.communicate(timeout=240)
-    assert proc.returncode == 0, stderr[-3000:]
+    assert proc.returncode == 1, stderr[-3000:]  # a row the grader could not make: not a finished run
+    assert "run the same command again to grade them" in stderr.strip().splitlines()[-1], stderr[-2000:]
     [row] = read_rows(out)
     assert row["status"] == "error" and row["points"] == "0", row
     assert row["message"].startswith(GRADER_TROUBLE) and "grading cluster failed" in row["message"], row
@@ -155,6 +156,8 @@ def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[-1].startswith("softmax-lab grade: no Dask scheduler answers at tcp://127.0.0.1:9"), lines
     assert [ln for ln in lines if "notebook(s)" not in ln] == lines[-1:], lines  # only the status line before
+    assert not out.exists() and not list(tmp_path.glob("g.*")) and not (tmp_path / "feedback").exists(), \
+        "a start that failed leaves no file (it says nothing changed)"
 
 
 def test_the_cluster_extra_is_locked_for_the_tests():
@@ -228,3 +231,28 @@ def test_an_unfit_late_worker_stops_the_run_with_one_line():
     err = done.exception()
     assert isinstance(err, cluster.ClusterError) and "\n" not in str(err)
     assert "cannot grade like this machine: bwrap is not installed" in str(err) and "run the same command" in str(err)
+
+
+def test_an_unfit_worker_is_named_and_its_check_runs_off_the_event_loop():
+    # The workers' names (dask worker --name) are what an instructor knows them by; the check itself is a coroutine
+    # that probes in a thread, so the worker's event loop (its heartbeats) never waits for it.
+    import asyncio
+    from types import SimpleNamespace
+
+    from softmax_lab.grading import cluster
+
+    assert asyncio.iscoroutinefunction(cluster.probe_off_loop)
+
+    class Client:
+        def scheduler_info(self, n_workers=-1):
+            return {"workers": {"tcp://10.0.0.7:40000": {"name": "gpu-node-3", "nthreads": 2}}}
+
+        def run(self, fn, *args, on_error="return"):
+            assert fn is cluster.probe_off_loop
+            return {"tcp://10.0.0.7:40000": {"problem": "bwrap is not installed", "fingerprint": "", "versions": {}}}
+
+    pool = object.__new__(cluster.GradingOnDask)
+    pool.address, pool.client = "tcp://10.0.0.5:8786", Client()
+    pool.opts = SimpleNamespace(limits=SimpleNamespace(sandbox=True, cgroup=True))
+    with pytest.raises(cluster.ClusterError, match=r"worker gpu-node-3 \(tcp://10.0.0.7:40000\): bwrap is not"):
+        pool._check_workers()

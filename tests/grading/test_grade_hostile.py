@@ -381,3 +381,42 @@ def test_a_dask_cluster_grades_the_class_as_here(graded, dask_cluster, tmp_path)
     again = grade_cli(argv)
     assert again.returncode == 0 and "11 already graded" in again.stderr and "0 to grade" in again.stderr, again.stderr
     assert comparable(read_rows(out)) == comparable(graded["rows"])
+
+
+def test_the_class_gets_totals_results_merged_points_and_html_feedback(graded, tmp_path):
+    """The hostile class's gradebook as an instructor uses it: per-learner totals and pass/fail, the hand-graded
+    points merged from the sheet, one escaped HTML page per learner (a copy of the gradebook, merged here)."""
+    import csv
+    import shutil
+
+    grades = tmp_path / "grades"
+    shutil.copytree(graded["out"].parent, grades)
+    out = grades / "gradebook.csv"
+    with open(out.with_name("gradebook.learners.csv"), newline="", encoding="utf-8") as f:
+        results = {r["learner"]: r for r in csv.DictReader(f)}
+    assert set(results) >= {"honest", "fifo", "escape", "deep"} and "deep" not in {
+        r["learner"] for r in results.values() if r["result"] == "pass"}
+    assert results["honest"]["points"] == "5" and results["honest"]["result"] == "pending"  # fx-why not graded yet
+    sheet = list(csv.DictReader(open(out.with_name("gradebook.manual.csv"), newline="", encoding="utf-8")))
+    for r in sheet:
+        r["points"] = "1" if r["submission"].startswith("honest/") else "0"
+    filled = tmp_path / "filled.csv"
+    with open(filled, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(sheet[0]))
+        w.writeheader()
+        w.writerows(sheet)
+    argv = [graded["submissions"], "--out", out, "--solutions", FIXTURES, "--jobs", "2", "--memory-mb", "3072", *FAST]
+    assert grade_main([*argv, "--merge", filled]) == 0
+    with open(out.with_name("gradebook.learners.csv"), newline="", encoding="utf-8") as f:
+        results = {r["learner"]: r for r in csv.DictReader(f)}
+    honest = results["honest"]
+    assert (honest["result"], honest["points"], honest["max_points"], honest["manual_points"]) == ("pass", "6", "6",
+                                                                                                    "1")
+    assert results["fifo"]["result"] == "fail"
+    pages = {p.stem for p in (grades / "feedback").glob("*.html")}
+    assert {"honest", "fifo", "escape", "deep"} <= pages
+    page = (grades / "feedback" / "honest.html").read_text(encoding="utf-8")
+    assert "Passed: 6 of 6 points" in page and "1 of 1" in page
+    for p in (grades / "feedback").glob("*.html"):
+        text = p.read_text(encoding="utf-8")
+        assert "<script" not in text and "\x1b" not in text and "\u202e" not in text, p.name

@@ -250,8 +250,10 @@ def test_csv_cells_are_not_formulas(attacked):
 
 def test_feedback_files_do_not_collide_and_duplicates_are_flagged(attacked):
     names = sorted(p.name for p in (attacked["out"].parent / "feedback").iterdir())
-    jos = [n for n in names if n.startswith("jos")]
+    jos = [n for n in names if n.startswith("jos") and n.endswith(".md")]
     assert len(jos) == 2, names  # before: both learners wrote jos_.md
+    assert sorted(n for n in names if n.startswith("jos") and n.endswith(".html")) == [
+        n.replace(".md", ".html") for n in jos]  # and a page each
     twice = [r for r in attacked["rows"] if r["submission"].startswith("twice/")]
     assert twice and all("duplicate" in r["message"] for r in twice)
 

@@ -17,6 +17,10 @@
 * ``hints``        the hint levels a learner used, and the cap after the complete answer
 * ``rows``         the gradebook's row, and learner text made safe for it and for terminals
 * ``report``       what the files say: gradebook CSV, feedback Markdown, manual-grading sheets
+* ``copies``       the copy check inside `grade`: flags, the instructor's report, points withheld (``similarity``)
+* ``results``      per learner and chapter: the points that count, pass/fail by seed 002's rule, the LMS export
+* ``merge``        `grade --merge`: hand-graded points and vetoes from the filled sheet, checked whole first
+* ``feedback_html`` one learner's feedback as an escaped web page
 * ``process``      one process the grader starts: limits, start in a cgroup, its process tree, Ctrl-C
 * ``sandbox``      bubblewrap: a fresh sandbox per run (synthetic /etc, uid 1000, size-capped tmpfs folders)
 * ``cgroup``       limits the kernel enforces per run: memory (tmpfs included), tasks, CPU; cgroup v2 or v1

@@ -114,6 +114,14 @@ def probe(sandbox_needed: bool, cgroup_needed: bool) -> dict:
             "problem": worker_problem(sandbox_needed, cgroup_needed)}
 
 
+async def probe_off_loop(sandbox_needed: bool, cgroup_needed: bool) -> dict:
+    """``probe`` in a thread of the worker: ``Client.run`` calls a function on the worker's event loop, and the probe
+    reads the whole package and starts a sandbox (seconds), which would stall the worker's heartbeats meanwhile."""
+    import asyncio
+
+    return await asyncio.get_running_loop().run_in_executor(None, probe, sandbox_needed, cgroup_needed)
+
+
 def chapters_task(chapters: dict) -> dict:
     """The chapters as a task of their own: sent once, shared by every notebook, recomputed if a worker is lost."""
     return chapters
@@ -206,13 +214,17 @@ class GradingOnDask(concurrent.futures.Executor):
                                    "nothing changed") from None
         limits = self.opts.limits
         try:
-            answers = self.client.run(probe, limits.sandbox, limits.cgroup, on_error="return")
+            answers = self.client.run(probe_off_loop, limits.sandbox, limits.cgroup, on_error="return")
+            names = {addr: info.get("name", addr) for addr, info in
+                     self.client.scheduler_info(n_workers=-1).get("workers", {}).items()}
         except Exception as err:
             raise ClusterError(f"the workers at {self.address} could not be asked whether they can grade "
                                f"({type(err).__name__}: {str(err)[:200]})") from None
         mine, problems = grader_fingerprint(), []
         my_versions = versions()
-        for worker, answer in sorted(answers.items()):
+        for address, answer in sorted(answers.items()):
+            name = str(names.get(address, address))
+            worker = f"worker {name} ({address})" if name != address else f"worker {address}"
             if isinstance(answer, BaseException):
                 what = f"{type(answer).__name__}: {str(answer)[:200]}"
                 if isinstance(answer, ImportError):

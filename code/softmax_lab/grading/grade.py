@@ -1,10 +1,12 @@
 """`softmax-lab grade` (instructors): grade a class's notebooks into a gradebook that a rerun resumes.
 
     softmax-lab grade SUBMISSIONS/ --out grades/gradebook.csv [--jobs 4] [--roster roster.csv] [--chapter 02]
+    softmax-lab grade SUBMISSIONS/ --out grades/gradebook.csv --merge filled-manual.csv   # hand-graded points
 
 Each submission is graded by ``grader.py`` (its chapter matched, its exercise cells grafted into that chapter's
 solution notebook, run under nbval in a sandbox with limits, judged); its rows go to the gradebook, written after
-every notebook (``gradebook.py``). The instructor's guide is docs/grading.md.
+every notebook (``gradebook.py``). Before grading, every exercise function of the class is compared with the
+package, the solutions and classmates (``copies.py``). The instructor's guide is docs/grading.md.
 """
 from __future__ import annotations
 
@@ -17,12 +19,16 @@ from pathlib import Path
 
 from ..usage import UsageError
 from . import cluster
+from .copies import CopyPolicy, find_copies
 from .gradebook import Gradebook, answers_of, fingerprint, read_manual_points, resume, to_grade, write_all
 from .grader import Options, SubmissionResult, grade_notebook
-from .options import add_common_arguments, options
-from .rows import make_row, safe_line
+from .merge import merge_manual
+from .options import _fraction, add_common_arguments, course_setting, options
+from .results import DEFAULT_THRESHOLD
+from .rows import GRADER_TROUBLE, make_row, safe_line
 from .runner import STOP
-from .submissions import Submission, discover, other_assignment, read_roster
+from .similarity import THRESHOLD
+from .submissions import Submission, discover, other_assignment, other_chapter_notebooks, read_roster, roster_names
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -41,46 +47,145 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--force", action="store_true", help="regrade submissions already in the gradebook")
     ap.add_argument("--partial-credit", action="store_true",
                     help="a failed check earns points x (checks passed / checks run) instead of 0")
+    ap.add_argument("--merge", type=Path, default=None, metavar="FILE",
+                    help="hand-graded points: the manual-grading CSV (gradebook.manual.csv) with `points` (and "
+                         "`veto`) filled in; checked whole first, nothing merged if any row is wrong")
+    ap.add_argument("--copies", choices=("withhold", "flag", "off"), default="withhold",
+                    help="a function above --copy-threshold like the package's, a solution's or a classmate's: "
+                         "its points are withheld for your review (default), only flagged, or not checked at all")
+    ap.add_argument("--copy-threshold", type=_share, default=THRESHOLD,
+                    help=f"share of a function's own fingerprints found elsewhere that flags it (default {THRESHOLD}; "
+                         "docs/grading.md, 'Copy detection')")
+    ap.add_argument("--withhold-solution-matches", action="store_true",
+                    help="withhold points for code like the exercise's solution too (a class edition, where learners "
+                         "never see the solutions); by default such code is flagged and keeps its points")
+    ap.add_argument("--pass-threshold", type=_fraction, default=None,
+                    help="share of a chapter's points needed to pass it (default: the chapter's rubric, else "
+                         f"[grading] pass_threshold in softmax-lab.toml, else {DEFAULT_THRESHOLD} as seed 002's rule)")
     add_common_arguments(ap)
 
 
+def _share(text: str) -> float:
+    value = _fraction(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("0 would flag everything: use --copies off to switch the check off")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.merge is not None and not args.merge.is_file():
+        raise UsageError(f"--merge {args.merge}: no such file")
     opts, chapters = options(args)
-    roster = read_roster(args.roster) if args.roster else []
-    try:
-        subs, refused = discover(args.submissions, roster)
-    except FileNotFoundError as err:
-        raise UsageError(f"no such file or folder: {err}") from None
-    if opts.expected_chapter:  # nbgrader's layout: submitted/<learner>/<assignment>/ - grade this assignment only
-        subs = [s for s in subs if not other_assignment(s, opts.expected_chapter, chapters)]
-    book = Gradebook(args.out, args.feedback or args.out.parent / "feedback", chapters, roster, args.chapter,
-                     args.unsafe_no_sandbox, fingerprint(args, opts, chapters), refused,
-                     no_cgroup=getattr(args, "unsafe_no_cgroup", False))
-    resume(book, args.force)
-    for s in refused:
+    book, subs, todo = open_gradebook(args, opts, chapters)
+    if args.merge is not None:  # checked whole before anything is written (UsageError: nothing changes)
+        merged = merge_manual(book, args.merge)
+        print(f"softmax-lab grade: merged {merged} hand-graded answer(s) from {args.merge}", file=sys.stderr)
+    for s in book.refused:
         print(f"{s.name}: refused (a symbolic link or not a regular file: it is not followed)", file=sys.stderr)
-    todo = to_grade(book, subs)
-    book.manual_points = read_manual_points(book.manual_csv_path)
-    book.learner_of = {s.name: s.learner for s in subs}
-    for s in subs:
-        if s.name in book.rows:
-            ch, ans = answers_of(s, chapters)
-            if ch:
-                book.chapter_of[s.name], book.answers_by[s.name] = ch, ans
+    for name, why in book.skipped.items():
+        print(f"{safe_line(name)}: not graded here ({why})", file=sys.stderr)
+    policy = CopyPolicy(args.copy_threshold, args.copies == "withhold", args.withhold_solution_matches,
+                        args.copies != "off")
+    book.copies = find_copies(subs, chapters[next(iter(chapters))].path.parent, policy)
     skipped = len(subs) - len(todo)
     print(f"softmax-lab grade: {len(subs)} notebook(s), {skipped} already graded"
           + (" (--force regrades them)" if skipped else "") + f", {len(todo)} to grade "
           + (f"on the Dask cluster at {args.dask}" if args.dask else f"with {args.jobs} job(s)"),
           file=sys.stderr)
-    write_all(book, {s.learner for s in subs})
+    existed = {p for p in _files(book) if p.exists()}
     try:
+        write_all(book, {s.learner for s in subs})
         rc = grade_all(book, todo, opts, args.jobs, args.dask)
     except cluster.ClusterError as err:  # unreachable, unfit workers, or the scheduler went away: one line
+        _remove_new(book, existed)
         print(f"softmax-lab grade: {err}", file=sys.stderr)
         return 1
-    if rc == 0:
-        print(f"wrote {book.out}, {book.feedback_dir}/, {book.manual_csv_path} and {book.manual_md_path}")
-    return rc
+    except KeyboardInterrupt:  # before the first notebook was sent (e.g. waiting for the cluster)
+        STOP.set()
+        _remove_new(book, existed)
+        print("interrupted before grading anything: nothing changed", file=sys.stderr)
+        return 130
+    return closing_lines(book, policy) if rc == 0 else rc
+
+
+def open_gradebook(args, opts: Options, chapters) -> tuple[Gradebook, list[Submission], list[Submission]]:
+    """The gradebook as a rerun finds it (rows, state, hand-graded points), the class's notebooks, those to grade."""
+    try:
+        roster = read_roster(args.roster) if args.roster else []
+        names = roster_names(args.roster) if args.roster else {}
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--roster {args.roster}: {err}") from None
+    try:
+        subs, refused = discover(args.submissions, roster)
+    except FileNotFoundError as err:
+        raise UsageError(f"no such file or folder: {err}") from None
+    skipped_other = {}
+    if opts.expected_chapter:  # nbgrader's layout: submitted/<learner>/<assignment>/ - grade this assignment only
+        subs = [s for s in subs if not other_assignment(s, opts.expected_chapter, chapters)]
+        skipped_other = other_chapter_notebooks(subs, opts.expected_chapter, chapters)
+        subs = [s for s in subs if s.name not in skipped_other]
+    book = Gradebook(args.out, args.feedback or args.out.parent / "feedback", chapters, roster, args.chapter,
+                     args.unsafe_no_sandbox, fingerprint(args, opts, chapters), refused,
+                     no_cgroup=getattr(args, "unsafe_no_cgroup", False), names=names, skipped=skipped_other)
+    threshold = args.pass_threshold if args.pass_threshold is not None else course_setting(
+        chapters[next(iter(chapters))].path.parent, "pass_threshold", None)
+    if threshold is not None:
+        book.pass_threshold, book.threshold_configured = threshold, True
+    resume(book, args.force)
+    todo = to_grade(book, subs)
+    book.manual_points, book.manual_vetoes = read_manual_points(book.manual_csv_path)
+    book.learner_of = {s.name: s.learner for s in subs}
+    for s in subs:
+        if s.name in book.rows:
+            ch, ans = answers_of(s, chapters)
+            if ch and opts.expected_chapter and ch.chapter != opts.expected_chapter:  # graded as a `missing` row
+                ch, ans = chapters[opts.expected_chapter], {}
+            if ch is None and book.rows[s.name][:1] and book.rows[s.name][0]["chapter"] in chapters:  # unreadable
+                ch, ans = chapters[book.rows[s.name][0]["chapter"]], {}
+            if ch:
+                book.chapter_of[s.name], book.answers_by[s.name] = ch, ans
+    return book, subs, todo
+
+
+def closing_lines(book: Gradebook, policy: CopyPolicy) -> int:
+    """What was written; and when some notebooks could not be graded (the grader's trouble, not the learners'),
+    which ones and what to run: exit status 1 then."""
+    print(f"wrote {book.out}, {book.feedback_dir}/ (Markdown and HTML), {book.beside('learners.csv')}, "
+          f"{book.beside('lms.csv')}, {book.manual_csv_path} and {book.manual_md_path}"
+          + (f"; copy check: {book.beside('copies.txt')}" if policy.enabled else ""))
+    if book.copies is not None and book.copies.flags:
+        print(f"softmax-lab grade: the copy check flagged {len(book.copies.flags)} exercise(s): see "
+              f"{book.beside('copies.txt')}", file=sys.stderr)
+    again = sorted(n for n, rows in book.rows.items()
+                   if any(GRADER_TROUBLE in r["message"] or "the grader failed" in r["message"] for r in rows))
+    if not again:
+        return 0
+    print(f"softmax-lab grade: {len(again)} notebook(s) could not be graded, not because of the learners' code "
+          f"({', '.join(safe_line(n, 80) for n in again[:5])}{' ...' if len(again) > 5 else ''}): fix what the "
+          "messages above say, then run the same command again to grade them", file=sys.stderr)
+    return 1
+
+
+def _files(book: Gradebook) -> list[Path]:
+    from .gradebook import state_path
+
+    return [book.out, state_path(book.out), book.manual_csv_path, book.manual_md_path, book.beside("learners.csv"),
+            book.beside("lms.csv"), book.beside("copies.txt"), book.beside("similarity.csv"), book.feedback_dir]
+
+
+def _remove_new(book: Gradebook, existed: set[Path]) -> None:
+    """A start that failed before any notebook was graded leaves no file it made (it says nothing changed)."""
+    if book.graded_now:
+        return
+    import shutil
+
+    for p in _files(book):
+        if p in existed or not p.exists():
+            continue
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def grade_all(book: Gradebook, todo: list[Submission], opts: Options, jobs: int, dask: str | None = None) -> int:
@@ -95,6 +200,7 @@ def grade_all(book: Gradebook, todo: list[Submission], opts: Options, jobs: int,
         for fut in as_completed(futures):
             s, res = futures[fut], fut.result()
             book.rows[s.name] = res.rows
+            book.graded_now.add(s.name)
             book.state[s.name] = book.hashes[s.name]
             if res.seed is not None:
                 book.seeds[s.name] = res.seed

@@ -2,7 +2,10 @@
 
     gradebook.csv             one row per (submission, exercise)
     gradebook.csv.state.json  the hash of each file graded, the options and the judge's seeds: a rerun resumes
-    feedback/LEARNER.md       each learner's results;  gradebook.manual.csv/.md  free-text answers to grade by hand
+    feedback/LEARNER.md/.html each learner's results;  gradebook.manual.csv/.md  free-text answers to grade by hand
+    gradebook.learners.csv    per learner and chapter: points that count, pass/fail (results.py)
+    gradebook.lms.csv         one row per learner, one column per chapter: for a learning management system
+    gradebook.copies.txt      the copy check's report: each flagged pair and its matching lines (copies.py)
 
 Every file is written whole to a temporary file next to it and then moved into place (``os.replace``), after
 each graded submission: an interrupted or crashed run leaves the previous complete version, never half a file.
@@ -21,9 +24,13 @@ from pathlib import Path
 from ..usage import UsageError
 from .chapters import Chapter, InvalidNotebook, answers, match_chapter, read_submission
 from .grader import Options
-from .report import (feedback_markdown, feedback_name, gradebook_text, manual_csv, manual_markdown,
+from . import similarity
+from .copies import Copies, decorate
+from .feedback_html import feedback_html
+from .report import (csv_text, feedback_markdown, feedback_name, gradebook_text, manual_csv, manual_markdown,
                      unescape_cell)
-from .rows import COLUMNS, GRADER_TROUBLE, make_row
+from .results import RESULT_COLUMNS, DEFAULT_THRESHOLD, ManualGrade, chapter_result, lms_rows, pass_rule
+from .rows import COLUMNS, GRADER_TROUBLE, OLD_COLUMNS, make_row
 from .submissions import Submission
 
 
@@ -64,9 +71,9 @@ def read_gradebook(path: Path) -> list[dict]:
         return []
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
-        if reader.fieldnames != COLUMNS:
+        if reader.fieldnames not in (COLUMNS, OLD_COLUMNS):
             raise ValueError(f"{path} is not a gradebook (columns {reader.fieldnames}, expected {COLUMNS})")
-        return [{k: unescape_cell(v or "") for k, v in r.items()} for r in reader]
+        return [{"copy": "", **{k: unescape_cell(v or "") for k, v in r.items()}} for r in reader]
 
 
 def state_path(gradebook: Path) -> Path:
@@ -100,10 +107,21 @@ def read_state_seeds(gradebook: Path) -> dict[str, int]:
         return {}
 
 
+def read_state_raw(gradebook: Path) -> dict[str, list[dict]]:
+    """The rows as graded of submissions whose gradebook rows the copy check changed (points withheld, notes)."""
+    try:
+        data = json.loads(state_path(gradebook).read_text(encoding="utf-8"))
+        raw = data.get("raw") or {}
+        return {str(k): [{c: str(r.get(c, "")) for c in COLUMNS} for r in v] for k, v in raw.items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
 def write_state(gradebook: Path, graded: dict[str, str], options: dict[str, str] | None = None,
-                seeds: dict[str, int] | None = None) -> None:
+                seeds: dict[str, int] | None = None, raw: dict[str, list[dict]] | None = None) -> None:
     atomic_write(state_path(gradebook), json.dumps({"graded": dict(sorted(graded.items())), "options": options or {},
-                                                    "seeds": dict(sorted((seeds or {}).items()))}, indent=1) + "\n")
+                                                    "seeds": dict(sorted((seeds or {}).items())),
+                                                    "raw": dict(sorted((raw or {}).items()))}, indent=1) + "\n")
 
 
 def fingerprint(args, opts: Options, chapters: dict[str, Chapter]) -> dict[str, str]:
@@ -140,6 +158,13 @@ class Gradebook:
     chapter_of: dict[str, Chapter] = field(default_factory=dict)
     answers_by: dict[str, dict[str, str]] = field(default_factory=dict)
     manual_points: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    manual_vetoes: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    copies: Copies | None = None                                     # the copy check's flags (copies.py)
+    names: dict[str, str] = field(default_factory=dict)              # learner id -> display name (roster)
+    pass_threshold: float = DEFAULT_THRESHOLD
+    threshold_configured: bool = False                               # --pass-threshold or softmax-lab.toml
+    skipped: dict[str, str] = field(default_factory=dict)            # submission -> why it is not graded here
+    graded_now: set[str] = field(default_factory=set)                # submissions graded by this run
 
     @property
     def manual_csv_path(self) -> Path:
@@ -148,6 +173,10 @@ class Gradebook:
     @property
     def manual_md_path(self) -> Path:
         return self.out.with_name(f"{self.out.stem}.manual.md")
+
+    def beside(self, suffix: str) -> Path:
+        """A file next to the gradebook: gradebook.learners.csv, gradebook.lms.csv, gradebook.copies.txt."""
+        return self.out.with_name(f"{self.out.stem}.{suffix}")
 
 
 def resume(book: Gradebook, force: bool) -> None:
@@ -168,18 +197,26 @@ def resume(book: Gradebook, force: bool) -> None:
     book.state, book.seeds = read_state(book.out), read_state_seeds(book.out)
     for r in old_rows:
         book.rows.setdefault(r["submission"], []).append(r)
+    for name, rows in read_state_raw(book.out).items():  # as graded, before the copy check withheld points
+        if name in book.rows:
+            book.rows[name] = rows
 
 
-def read_manual_points(path: Path) -> dict[tuple[str, str, str], str]:
-    """Points the instructor entered in the manual-grading sheet, by (submission, question, answer): they survive
-    reruns (and --force) as long as the answer they graded is unchanged."""
+def read_manual_points(path: Path) -> tuple[dict[tuple[str, str, str], str], dict[tuple[str, str, str], str]]:
+    """Points (and vetoes) the instructor entered in the manual-grading sheet, by (submission, question, answer):
+    they survive reruns (and --force) as long as the answer they graded is unchanged."""
     points: dict[tuple[str, str, str], str] = {}
+    vetoes: dict[tuple[str, str, str], str] = {}
     if path.exists():
         with open(path, encoding="utf-8", newline="") as f:
             for r in csv.DictReader(f):
+                key = (unescape_cell(r.get("submission") or ""), r.get("question") or "",
+                       unescape_cell(r.get("answer") or ""))
                 if (r.get("points") or "").strip():
-                    points[(r.get("submission", ""), r.get("question", ""), r.get("answer", ""))] = r["points"]
-    return points
+                    points[key] = r["points"].strip()
+                if (r.get("veto") or "").strip():
+                    vetoes[key] = unescape_cell(r["veto"].strip())
+    return points, vetoes
 
 
 def to_grade(book: Gradebook, subs: list[Submission]) -> list[Submission]:
@@ -226,8 +263,10 @@ def missing_rows(book: Gradebook) -> dict[str, list[dict]]:
 def duplicate_notes(book: Gradebook) -> dict[str, str]:
     """One learner, several notebooks of one chapter: all graded, each flagged."""
     groups: dict[tuple[str, str], list[str]] = {}
-    for name in book.rows:
+    for name, rows in book.rows.items():
         ch = book.chapter_of.get(name)
+        if all(r["status"] == "missing" for r in rows):  # another chapter's notebook (--chapter): not a second try
+            continue
         if ch is not None and name in book.learner_of:
             groups.setdefault((book.learner_of[name], ch.chapter), []).append(name)
     notes = {}
@@ -243,11 +282,16 @@ def _with_note(rows: list[dict], note: str) -> list[dict]:
     return [{**r, "message": (r["message"] + "\n" + note).strip()} for r in rows]
 
 
+def counted_rows(book: Gradebook) -> dict[str, list[dict]]:
+    """Each submission's rows with the copy check applied (its column filled, flagged points withheld)."""
+    return {name: decorate(rows, book.copies) for name, rows in book.rows.items()}
+
+
 def gradebook_rows(book: Gradebook) -> list[dict]:
     """Every row of the gradebook file: graded rows with their notes, refused files, roster learners missing."""
-    every = dict(book.rows)
+    every = counted_rows(book)
     for name, note in duplicate_notes(book).items():
-        every[name] = _with_note(book.rows[name], note)
+        every[name] = _with_note(every[name], note)
     for s in book.refused:
         every[s.name] = [make_row(s.name, "", "", 0, 0, "error", "not graded: a symbolic link or not a regular "
                                   "file (hand in the notebook itself)")]
@@ -269,19 +313,77 @@ def manual_entries(book: Gradebook) -> list[dict]:
             answer = book.answers_by.get(name, {}).get(q.id, "")
             entries.append({"submission": name, "chapter": ch.chapter, "question": q.id,
                             "points": book.manual_points.get((name, q.id, answer), ""), "max_points": q.points,
-                            "answer": answer})
+                            "answer": answer, "veto": book.manual_vetoes.get((name, q.id, answer), "")})
     return entries
+
+
+def result_rows(book: Gradebook) -> list[dict]:
+    """Per learner and chapter: the submission that counts, its points and pass/fail (results.py)."""
+    counted = counted_rows(book)
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, rows in counted.items():
+        ch = book.chapter_of.get(name) or book.chapters.get(rows[0]["chapter"] if rows else "")
+        if ch is not None and name in book.learner_of:
+            groups.setdefault((book.learner_of[name], ch.chapter), []).append(name)
+    out = []
+    configured = book.threshold_configured
+    for (learner, chap), names in sorted(groups.items()):
+        ch = book.chapters[chap]
+        pts = {n: sum(float(r["points"] or 0) for r in counted[n] if r["chapter"] == chap) for n in names}
+        best = max(sorted(names), key=lambda n: pts[n])  # several notebooks of one chapter: the best one counts
+        notes = ([f"{len(names)} notebooks of this chapter; the one with the most points counts ({best})"]
+                 if len(names) > 1 else [])
+        answers = book.answers_by.get(best, {})
+        manual = {q.id: ManualGrade(book.manual_points.get((best, q.id, answers.get(q.id, "")), ""),
+                                    book.manual_vetoes.get((best, q.id, answers.get(q.id, "")), ""))
+                  for q in ch.questions}
+        rows = [r for r in counted[best] if r["chapter"] == chap and r["exercise"]]
+        res = chapter_result(learner, ch, best, rows, manual, pass_rule(ch, book.pass_threshold, configured), notes)
+        out.append({**res, "name": book.names.get(learner, "")})
+    have = {r["learner"] for r in out}
+    chap = book.chapters.get(book.chapter_arg) if book.chapter_arg else None
+    for rid in book.roster:
+        if rid not in have and chap is not None:
+            out.append({"learner": rid, "name": book.names.get(rid, ""), "chapter": chap.chapter, "submission": "",
+                        "exercise_points": "0", "manual_points": "0", "points": "0",
+                        "max_points": f"{chap.max_points + sum(q.points for q in chap.questions):g}",
+                        "result": "fail", "reasons": "no submission"})
+    return sorted(out, key=lambda r: (r["learner"], r["chapter"]))
+
+
+def write_results(book: Gradebook, learners: set[str], results: list[dict]) -> None:
+    """The per-learner files: ``results`` (result_rows), the LMS export, and the HTML feedback pages of ``learners``."""
+    atomic_write(book.beside("learners.csv"), csv_text(results, RESULT_COLUMNS))
+    everyone = sorted(set(book.roster) | {book.learner_of[n] for n in book.rows if n in book.learner_of})
+    chapters = sorted({r["chapter"] for r in results} | ({book.chapter_arg} if book.chapter_arg else set()))
+    rows, columns = lms_rows(results, everyone, chapters)
+    atomic_write(book.beside("lms.csv"), csv_text(rows, columns))
+    counted = counted_rows(book)
+    for learner in learners:
+        mine = [r for name in sorted(counted) if book.learner_of.get(name) == learner for r in counted[name]]
+        if mine:
+            atomic_write((book.feedback_dir / feedback_name(learner)).with_suffix(".html"),
+                         feedback_html(learner, book.names.get(learner, ""), mine, book.chapters, book.answers_by,
+                                       [r for r in results if r["learner"] == learner], manual_entries(book)))
 
 
 def write_all(book: Gradebook, learners: set[str]) -> None:
     """The gradebook, its state, the feedback of ``learners`` and the manual-grading sheets, each atomically."""
     atomic_write(book.out, gradebook_text(gradebook_rows(book)))
-    write_state(book.out, book.state, book.fingerprint, book.seeds)
+    counted = counted_rows(book)
+    results = result_rows(book)
+    raw = {n: rows for n, rows in book.rows.items() if counted[n] != [{**r, "copy": ""} for r in rows]}
+    write_state(book.out, book.state, book.fingerprint, book.seeds, raw)
     for learner in learners:
-        mine = [r for name in sorted(book.rows) if book.learner_of.get(name) == learner for r in book.rows[name]]
+        mine = [r for name in sorted(counted) if book.learner_of.get(name) == learner for r in counted[name]]
         if mine:
             atomic_write(book.feedback_dir / feedback_name(learner),
-                         feedback_markdown(learner, mine, book.chapters, book.answers_by))
+                         feedback_markdown(learner, mine, book.chapters, book.answers_by,
+                                           [r for r in results if r["learner"] == learner]))
     entries = manual_entries(book)
     atomic_write(book.manual_csv_path, manual_csv(entries))
     atomic_write(book.manual_md_path, manual_markdown(entries, book.chapters, book.manual_csv_path.name))
+    write_results(book, learners, results)
+    if book.copies is not None and book.copies.policy.enabled:
+        atomic_write(book.beside("copies.txt"), book.copies.report)
+        atomic_write(book.beside("similarity.csv"), csv_text(book.copies.rows, list(similarity.COLUMNS)))

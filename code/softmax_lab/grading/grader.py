@@ -61,6 +61,9 @@ def grade_notebook(path: Path, name: str, chapters: dict[str, Chapter], opts: Op
     result = SubmissionResult(name, chapter, [], notes, answers(chapter, nb))
     if not chapter.exercises:
         return result
+    if untouched(chapter, nb) and not any(result.answers.values()):  # nothing to run: say so plainly
+        result.rows = every_exercise(name, chapter, "failed", BLANK)
+        return result
     runs = run_with_blanking(chapter, nb, opts)
     decided = decide_from_cells(chapter, runs, opts.limits.memory_mb)
     verdicts, result.seed = judge_exercises(chapter, runs, decided, opts)
@@ -82,6 +85,9 @@ def match_submission(path: Path, name: str, chapters: dict[str, Chapter], opts: 
         return SubmissionResult(name, chapter, every_exercise(name, chapter, "error", str(err)))
     chapter, note = match_chapter(nb, path, chapters)
     notes = [note] if note else []
+    if chapter is not None:
+        moved = other_chapters_cells(chapter, chapters, nb)
+        notes += [moved] if moved else []
     want = chapters.get(opts.expected_chapter) if opts.expected_chapter else None
     if chapter is None and want is not None:
         msg = f"not a notebook of this course's chapter {want.chapter}: {note}"
@@ -93,6 +99,44 @@ def match_submission(path: Path, name: str, chapters: dict[str, Chapter], opts: 
         msg = f"this notebook is {chapter.label()}, not {want.label()}: hand in the notebook of {want.label()}"
         return SubmissionResult(name, want, every_exercise(name, want, "missing", msg), notes)
     return nb, chapter, notes
+
+
+BLANK = ("not implemented yet: this is the blank notebook as handed out (no exercise cell was changed, no question "
+         "answered), so nothing was run")
+
+
+def _plain(source) -> str:
+    source = "".join(source) if isinstance(source, list) else str(source)
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def untouched(chapter: Chapter, nb) -> bool:
+    """Every exercise cell of the submission is the learner version's blank one (or absent)."""
+    blanks = {ex.id: _plain(ex.blank) for ex in chapter.exercises}
+    seen = False
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        for t in tags if isinstance(tags, list) else []:
+            if isinstance(t, str) and t.startswith("exercise:") and t[len("exercise:"):] in blanks:
+                seen = True
+                if _plain(cell.get("source", "")) != blanks[t[len("exercise:"):]]:
+                    return False
+    return seen
+
+
+def other_chapters_cells(chapter: Chapter, chapters: dict[str, Chapter], nb) -> str:
+    """A note when the notebook also holds exercise cells of other chapters (notebooks merged, cells moved): they
+    are not graded here."""
+    ids = {t[len("exercise:"):] for c in nb.cells for t in (c.get("metadata", {}).get("tags", []) or [])
+           if isinstance(t, str) and t.startswith("exercise:")}
+    elsewhere = {k: sorted(ids & {e.id for e in ch.exercises}) for k, ch in chapters.items() if k != chapter.chapter}
+    found = {k: v for k, v in elsewhere.items() if v}
+    if not found:
+        return ""
+    return ("this notebook also holds exercise cells of " + "; ".join(f"chapter {k} ({', '.join(v)})"
+                                                                      for k, v in sorted(found.items()))
+            + f": they are not graded as part of chapter {chapter.chapter}; hand them in in their own chapter's "
+            "notebook")
 
 
 def every_exercise(name: str, chapter: Chapter, status: str, message: str) -> list[dict]:

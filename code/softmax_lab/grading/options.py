@@ -66,18 +66,25 @@ COURSE_CONFIG = "softmax-lab.toml"  # [grading] answer_hint_cap = 0.5, beside so
 
 def course_hint_cap(solutions: Path) -> float:
     """``[grading] answer_hint_cap`` from ``softmax-lab.toml`` in the folder holding solutions/, else the default."""
+    return course_setting(solutions, "answer_hint_cap", DEFAULT_ANSWER_HINT_CAP)
+
+
+def course_setting(solutions: Path, key: str, default):
+    """A share from 0 to 1 set as ``[grading] KEY`` in ``softmax-lab.toml`` beside solutions/, else ``default``
+    (answer_hint_cap; pass_threshold, the share of a chapter's points needed to pass it)."""
     import tomllib
 
-    path = solutions.resolve().parent / COURSE_CONFIG
+    path = Path(solutions).resolve().parent / COURSE_CONFIG
     if not path.is_file():
-        return DEFAULT_ANSWER_HINT_CAP
+        return default
     try:
-        value = tomllib.loads(path.read_text(encoding="utf-8")).get("grading", {}).get("answer_hint_cap",
-                                                                                        DEFAULT_ANSWER_HINT_CAP)
+        value = tomllib.loads(path.read_text(encoding="utf-8")).get("grading", {}).get(key, default)
     except tomllib.TOMLDecodeError as err:
         raise UsageError(f"{path}: {err}") from None
+    if value is default:
+        return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise UsageError(f"{path}: [grading] answer_hint_cap must be a number between 0 and 1, not {value!r}")
+        raise UsageError(f"{path}: [grading] {key} must be a number between 0 and 1, not {value!r}")
     return float(value)
 
 

@@ -55,7 +55,7 @@ def _num(x: str) -> float:
 
 
 def _g(x: float) -> str:
-    return f"{x:g}"
+    return f"{round(float(x), 2):g}"  # as results.points_text: one way to show points everywhere
 
 
 STATUS_WORDS = {"passed": "passed", "failed": "failed", "error": "error", "timeout": "timed out",
@@ -69,12 +69,17 @@ def hint_words(level: str) -> str:
     return f"up to level {level}" + (" (the complete answer)" if level == "4" else "")
 
 
+RESULT_WORDS = {"pass": "passed", "fail": "not passed", "pending": "awaiting hand grading"}
+
+
 def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapter],
-                      answers: dict[str, dict[str, str]]) -> str:
+                      answers: dict[str, dict[str, str]], results: list[dict] = ()) -> str:
     """Feedback for one learner: per submission, a table of exercises and each failed check's message.
 
-    ``answers`` maps submission -> question id -> the learner's answer ('' when unanswered).
+    ``answers`` maps submission -> question id -> the learner's answer ('' when unanswered); ``results`` the
+    learner's chapter results (results.py), shown on the notebook that counts.
     """
+    result_of = {r["submission"]: r for r in results}
     out = [f"# Feedback for {_md(learner)}", ""]
     by_sub: dict[str, list[dict]] = {}
     for r in rows:
@@ -84,14 +89,19 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
         got = sum(_num(r["points"]) for r in srows)
         total = sum(_num(r["max_points"]) for r in srows)
         out += [f"## {_md(sub)}" + (f" — {ch.label()}" if ch else ""), "",
-                f"Exercises: **{_g(got)} / {_g(total)} points**.", "",
+                f"Exercises: **{_g(got)} / {_g(total)} points**.", ""]
+        res = result_of.get(sub)
+        if res:
+            out += [f"Chapter result: **{RESULT_WORDS[res['result']]}**, {res['points']} / {res['max_points']} points "
+                    "with the hand-graded answers" + (f" ({_md(res['reasons'])})" if res["reasons"] else "") + ".", ""]
+        out += [
                 "| exercise | points | result | hints used |", "|---|---|---|---|"]
         for r in srows:
-            out.append(f"| {r['exercise'] or '—'} | {r['points']} / {r['max_points']} | "
+            out.append(f"| {r['exercise'] or '—'} | {_g(_num(r['points']))} / {_g(_num(r['max_points']))} | "
                        f"{STATUS_WORDS.get(r['status'], r['status'])} | {hint_words(r.get('hints', ''))} |")
         out.append("")
         for r in srows:
-            if r["status"] != "passed" and r["message"]:
+            if (r["status"] != "passed" or "withheld for review" in r["message"]) and r["message"]:
                 out += [f"**{_md(r['exercise'] or sub)}** ({STATUS_WORDS.get(r['status'], r['status'])}):",
                         "", "```text",
                         r["message"].replace("```", "'''"), "```", ""]
@@ -123,11 +133,12 @@ def feedback_name(learner: str) -> str:
 
 # -------------------------------------------------------------------------------------------- manual grading
 
-MANUAL_COLUMNS = ["submission", "chapter", "question", "points", "max_points", "answer"]
+MANUAL_COLUMNS = ["submission", "chapter", "question", "points", "max_points", "answer", "veto"]
 
 
 def manual_csv(entries: list[dict]) -> str:
-    """One row per (submission, question), points left empty for the instructor to fill in."""
+    """One row per (submission, question), points left empty for the instructor to fill in (and ``veto``: why an
+    answer breaks one of the rubric's veto rules, which fails the chapter)."""
     return csv_text(entries, MANUAL_COLUMNS)
 
 

@@ -51,24 +51,35 @@ def after_judge(ex, decision: tuple[str, str, dict | None], jv, partial: bool) -
                + jv.text(ex.id))
     points = ex.points if status == "passed" else 0
     if status == "failed" and partial:
-        points = round(ex.points * partial_fraction(jv, ck_rec, ex.id), 2)
+        frac, counted = partial_credit(jv, ck_rec, ex.id)
+        points = round(ex.points * frac, 2)
+        if counted:  # the one fraction the points come from, so the message and the points never disagree
+            msg += (f"\npartial credit: {counted} passed, so {points:g} of {ex.points} points"
+                    + (" (at most 99% for a failed exercise)" if frac == 0.99 else ""))
     return status, msg, points
 
 
 def partial_fraction(jv, ck_rec: dict | None, ident: str) -> float:
-    """k/n for --partial-credit, computed by the grader and clamped below 1 (the exercise failed).
+    """k/n for --partial-credit (see ``partial_credit``)."""
+    return partial_credit(jv, ck_rec, ident)[0]
+
+
+def partial_credit(jv, ck_rec: dict | None, ident: str) -> tuple[float, str]:
+    """k/n for --partial-credit, computed by the grader and clamped below 1 (the exercise failed), and which k/n it
+    is in words ('' when none could be counted).
 
     From the grader's own checks (the judge) when it ran; otherwise from the check's LAST output line, only when
-    it is exactly the verdict line of this exercise (a learner's print cannot come after it)."""
+    it is exactly the verdict line of this exercise (a learner's print cannot come after it). The lower one counts."""
     fractions = []
     if jv is not None and jv.total > 0:
-        fractions.append(jv.passed / jv.total)
+        fractions.append((jv.passed / jv.total, f"{jv.passed}/{jv.total} of the grader's own checks"))
     if ck_rec is not None:
         lines = [ln for ln in (ck_rec.get("stdout") or "").splitlines() if ln.strip()]
         m = SUMMARY.fullmatch(lines[-1].strip()) if lines else None
         if m and m.group("id") == ident and 0 < int(m.group("n")) <= 10000:
-            fractions.append(min(int(m.group("k")), int(m.group("n"))) / int(m.group("n")))
+            k, n = min(int(m.group("k")), int(m.group("n"))), int(m.group("n"))
+            fractions.append((k / n, f"{k}/{n} of the notebook check's cases"))
     if not fractions:
-        return 0.0
-    frac = min(fractions)
-    return max(0.0, min(frac, 0.99))
+        return 0.0, ""
+    frac, words = min(fractions)
+    return max(0.0, min(frac, 0.99)), words

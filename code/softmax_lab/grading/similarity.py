@@ -33,7 +33,6 @@ import builtins
 import csv
 import hashlib
 import io
-import json
 import keyword
 import sys
 import tokenize
@@ -236,10 +235,12 @@ def load_course(solutions: Path, package: Path = PACKAGE) -> Course:
 def submission_units(learner: str, path: Path, course: Course, name: str | None = None) -> tuple[list[Unit], list[str]]:
     """The functions of a submitted notebook's exercise cells, and notes on what could not be read. ``name``: the
     submission's name in the gradebook (default: the file name)."""
-    try:
-        nb = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        return [], [f"{path}: not a readable notebook ({err})"]
+    from .chapters import InvalidNotebook, read_submission
+
+    try:  # as the grader reads it: a regular file only, size, cell count and nesting depth checked first
+        nb = read_submission(Path(path))
+    except InvalidNotebook as err:
+        return [], [f"{name or Path(path).name}: not a readable notebook, not compared ({err})"]
     units, notes = [], []
     cells = _exercise_cells(nb, course.names)
     if not cells:

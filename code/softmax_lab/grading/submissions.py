@@ -18,15 +18,37 @@ class Submission:
     learner: str
 
 
-def read_roster(path: Path) -> list[str]:
-    """Learner ids from a roster CSV: the column `learner` (or `id`, `username`, `student`, else the first)."""
+ID_COLUMNS = ("learner", "id", "username", "student")
+NAME_COLUMNS = ("name", "display_name", "full_name")
+
+
+def _roster_rows(path: Path) -> tuple[str, list[dict]]:
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.DictReader(f)
         fields = reader.fieldnames or []
-        col = next((c for c in ("learner", "id", "username", "student") if c in fields), fields[0] if fields else None)
+        col = next((c for c in ID_COLUMNS if c in fields), fields[0] if fields else None)
         if col is None:
             raise ValueError(f"{path}: empty roster")
-        return [r[col].strip() for r in reader if (r.get(col) or "").strip()]
+        return col, [r for r in reader if (r.get(col) or "").strip()]
+
+
+def read_roster(path: Path) -> list[str]:
+    """Learner ids from a roster CSV: the column `learner` (or `id`, `username`, `student`, else the first). An id
+    listed twice is refused (two learners would share one row); two learners may share a display name."""
+    col, rows = _roster_rows(path)
+    ids = [r[col].strip() for r in rows]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ValueError(f"learner id(s) listed more than once: {', '.join(twice[:10])} (each learner needs an id of "
+                         "their own; two learners may share a name, never an id)")
+    return ids
+
+
+def roster_names(path: Path) -> dict[str, str]:
+    """Learner id -> display name (column `name`, `display_name` or `full_name`), for the feedback pages."""
+    col, rows = _roster_rows(path)
+    name_col = next((c for c in NAME_COLUMNS if c in rows[0]), None) if rows else None
+    return {r[col].strip(): (r.get(name_col) or "").strip() for r in rows} if name_col else {}
 
 
 def _learner_of(rel: Path, roster: list[str]) -> str:
@@ -103,3 +125,25 @@ def other_assignment(sub: Submission, chapter: str, chapters) -> bool:
         return False
     prefix = Path(sub.name).name.split("_")[0]
     return prefix in chapters and prefix != chapter
+
+
+def other_chapter_notebooks(subs: list[Submission], chapter: str, chapters) -> dict[str, str]:
+    """With ``--chapter``: the notebooks that are plainly another chapter's (by their metadata, or their exercise
+    cells) of learners who also handed in one for this chapter. They are not graded here (no false "missing" rows,
+    no false duplicates); a learner whose only notebook is another chapter's keeps it, graded as a clear row."""
+    from .chapters import InvalidNotebook, match_chapter, read_submission
+
+    found: dict[str, str] = {}
+    mine: dict[str, bool] = {}
+    for s in subs:
+        try:
+            nb = read_submission(s.path)
+        except InvalidNotebook:
+            mine[s.learner] = True  # unreadable: graded here, with its own row
+            continue
+        ch, _ = match_chapter(nb, s.path, chapters)
+        if ch is not None and ch.chapter != chapter:
+            found[s.name] = f"it is {ch.label()}; grading chapter {chapter}"
+        else:
+            mine[s.learner] = True
+    return {n: why for n, why in found.items() if mine.get(next(s.learner for s in subs if s.name == n))}
