@@ -511,7 +511,7 @@ SLOW_PITFALLS = {
     "04_three_kernels_to_one.ipynb": ("ch04-fused", "row * in_row_stride + cols", "row * n_cols + cols",
                                       "row stride"),
     "05_online_softmax.ipynb": ("ch05-online-kernel", 'shift = tl.where(m_new == -float("inf"), 0.0, m_new)',
-                                "shift = m_new", "shift by 0"),
+                                "shift = m_new", "poisons the running sum"),
     "06_half_precision_and_attention.ipynb": ("ch06-masked", "y = e / tl.where(total == 0.0, 1.0, total)",
                                               "y = e / total", "fully masked row"),
     "07_performance.ipynb": ("ch07-bandwidth", "return 2 * M * N *", "return M * N *", "also written"),
