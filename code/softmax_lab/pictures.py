@@ -5,7 +5,7 @@
 * ``dataflow(n_rows, n_cols, elem_bytes)``: three launches linked by buffers in global memory, versus one program
   per row, with the bytes each step moves.
 * ``online_walk(row, tile)``: the running ``(m, l)`` of online softmax after each tile (``online_steps`` and
-  ``online_states`` give the numbers: each tile's update, with its parts, and the pair after it).
+  ``online_states`` give the numbers, from the definition: each tile's parts, and the pair after it).
 * ``split_row(row, chunks)``: one row cut over several programs, their partial ``(m, l)`` combined.
 
 Every function returns a matplotlib Figure (shown as a picture in a notebook); ``png(fig)`` gives its bytes.
@@ -170,18 +170,20 @@ def dataflow(n_rows: int, n_cols: int, elem_bytes: int = 4) -> Figure:
 
 
 def online_steps(row, tile: int) -> list[tuple[list[float], float, float, float, float, float, float]]:
-    """Each tile of the online recurrence m' = max(m, max t), l' = l·e^(m-m') + Σ e^(t-m'), with its parts:
-    (tile values, m, m', l, the old l rescaled to m', the tile's own sum against m', l'), in float64.
-    While m' is still -inf both exponentials shift by 0 instead, so nothing becomes NaN."""
-    m, l, out = float("-inf"), 0.0, []
-    for start in range(0, len(row), tile):
-        t = [float(v) for v in row[start:start + tile]]
-        m_new = max(m, max(t))
+    """What the online recurrence must produce after each tile, computed from the definition (not from the
+    recurrence, which is chapter 5's exercise): (tile values, m before, m after, l before, the elements read
+    before this tile summed against the new max, this tile's elements against it, l after), in float64. While
+    the max is still -inf every exponential shifts by 0 instead, so nothing becomes NaN."""
+    values = [float(v) for v in row]
+    out, m, l = [], float("-inf"), 0.0
+    for start in range(0, len(values), tile):
+        before, t = values[:start], values[start:start + tile]
+        m_new = max(before + t)
         shift = 0.0 if math.isinf(m_new) else m_new
-        rescaled = l * math.exp(m - shift) if l else 0.0
+        earlier = sum(math.exp(v - shift) for v in before)
         added = sum(math.exp(v - shift) for v in t)
-        out.append((t, m, m_new, l, rescaled, added, rescaled + added))
-        m, l = m_new, rescaled + added
+        out.append((t, m, m_new, l, earlier, added, earlier + added))
+        m, l = m_new, earlier + added
     return out
 
 

@@ -52,15 +52,20 @@ def test_a_blank_cell_scores_nothing(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("edits, words", [
-    ([('return k["dram_pct"] >= 60', 'return k["l2_hit_pct"] >= 60')], "follows the L2 hit rate"),
-    ([('return k["dram_pct"] >= 60', 'return k["occupancy_pct"] >= 60')], "follows the occupancy"),
+    ([('return k["dram_pct"] >= 60', 'return k["l2_hit_pct"] >= 60')], "does not measure how busy the memory was"),
+    ([('return k["dram_pct"] >= 60', 'return k["occupancy_pct"] >= 60')], "does not measure how busy the memory was"),
     ([('return three_kernels / dram_bytes("fused")', "return 3.0")], "writes cross DRAM too"),
     ([('return report[name]["dram_read_bytes"] + report[name]["dram_write_bytes"]',
        'return report[name]["dram_read_bytes"]')], "writes cross DRAM too"),
     ([('return (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]',
        'return second_read_from_dram / k["input_bytes"]')], "came from DRAM, not from L2"),
     ([('return largest == "long_scoreboard"', 'return largest == "barrier"')], "waiting for a global load"),
-], ids=["L2 hits", "occupancy", "counts kernels", "reads only", "the complement", "barrier"])
+    ([('return (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]', 'return k["l2_hit_pct"] / 100')],
+     "not the second read alone"),
+    ([('return (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]',
+       'return 100 * (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]')], "fraction between 0 and 1"),
+], ids=["L2 hits", "occupancy", "counts kernels", "reads only", "the complement", "barrier", "the L2 hit rate",
+        "a percentage"])
 def test_a_wrong_reading_is_named(edits, words, tmp_path, capsys):
     ok, out, fails = run(functions(tmp_path, *edits)[0], capsys)
     assert not ok, out

@@ -93,12 +93,8 @@ def _problem(fn: str, arg, want, got) -> str:
         if bool(got) == want:
             return ""
         if fn == "dram_bound":
-            for decoy, words in (("l2_hit_pct", "the L2 hit rate"), ("occupancy_pct", "the occupancy"),
-                                 ("sm_pct", "the SMs' throughput")):
-                if (arg[decoy] >= 60) == bool(got):
-                    return (f"said {bool(got)} for a kernel at {arg['dram_pct']:.0f}% of DRAM's peak: your answer "
-                            f"follows {words} here, which says nothing about how busy the memory is")
-            return f"said {bool(got)} for a kernel at {arg['dram_pct']:.0f}% of DRAM's peak"
+            return (f"said {bool(got)} for a kernel at {arg['dram_pct']:.0f}% of DRAM's peak: the column your answer "
+                    "follows does not measure how busy the memory was")
         top = max(arg["stalls"], key=arg["stalls"].get)
         return (f"said {bool(got)}: this kernel's largest stall is {top} ({arg['stalls'][top]:.1f} cycles); which of "
                 "the stall reasons is a warp waiting for a global load?")
@@ -109,14 +105,20 @@ def _problem(fn: str, arg, want, got) -> str:
     if fn == "traffic_ratio":
         reads = sum(arg[n]["dram_read_bytes"] for n in THREE_PASS) / arg["fused"]["dram_read_bytes"]
         if math.isclose(got, reads, rel_tol=0.01) or math.isclose(got, 3.0, rel_tol=0.01):
-            return (f"got {got:.2f}, the report says {want:.2f}: that counts reads (three kernels, one read each), "
-                    "but writes cross DRAM too - and the first kernel writes almost nothing")
+            return (f"got {got:.2f}, the report's byte counts give {want:.2f}: that counts reads (three kernels, one "
+                    "read each), but writes cross DRAM too - and the first kernel writes almost nothing")
         if math.isclose(got, 1 / want, rel_tol=0.01):
-            return f"got {got:.2f}, the report says {want:.2f}: upside down - the three kernels move more, not less"
-        return f"got {got:.3g}, the report says {want:.3g}"
+            return (f"got {got:.2f}, the report's byte counts give {want:.2f}: upside down - the three kernels move "
+                    "more, not less")
+        return f"got {got:.3g}, the report's byte counts give {want:.3g}"
     if math.isclose(got, 1 - want, rel_tol=0.01, abs_tol=0.005):
         return f"got {got:.2f}: that is the share of the second read that came from DRAM, not from L2"
-    return f"got {got:.3g}, the report says {want:.3g}"
+    if math.isclose(got, 100 * want, rel_tol=0.01):
+        return f"got {got:.3g}: that reads as a percentage; the share is a fraction between 0 and 1"
+    if math.isclose(got, arg["l2_hit_pct"] / 100, rel_tol=0.01):
+        return (f"got {got:.3g}, the kernel's L2 hit rate: it counts every request of the kernel (the first read and "
+                "the stores too), not the second read alone")
+    return f"got {got:.3g}, the report's byte counts give {want:.3g}"
 
 
 def check_profile(dram_bound, traffic_ratio, reread_from_l2, waits_on_memory) -> Verdict:
