@@ -75,3 +75,21 @@ def test_the_judge_runs_fresh_launches(tmp_path):
     _, wrong = finishes(tmp_path, ("item = n_started if tickets else pid", "item = pid"))
     bad = judge.run("", {EX: wrong}, Limits(cell_timeout=60), seed=5)[EX]
     assert not bad.ok, bad.text(EX)
+
+
+def test_a_rule_of_thumb_with_the_notebook_cases_learned_by_heart_fails_the_judge():
+    """A reviewer's cheat: the chapter's launches from a table, otherwise 'tickets finish when a row fits; by
+    program_id only a sorted order or room for everything'. The grader's fresh launches reject it for (almost)
+    every seed."""
+    import numpy as np
+
+    table = {(r, g, tuple(o), t): ch10.finishes_rule(r, g, o, t) for _, r, g, o, t in ch10.SCHEDULE_CASES}
+
+    def rule_of_thumb(r, g, o, t):
+        if (r, g, tuple(o), t) in table:
+            return table[(r, g, tuple(o), t)]
+        return r >= g if t else (r >= len(o) or g == 1 or (r >= g and list(o) == sorted(o)))
+
+    caught = sum(any(rule_of_thumb(r, g, o, t) != ch10.finishes_rule(r, g, o, t)
+                     for _, r, g, o, t in ch10.fresh_cases(np.random.default_rng(seed))) for seed in range(200))
+    assert caught >= 198, caught

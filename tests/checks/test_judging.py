@@ -123,3 +123,21 @@ def test_judges_of_the_new_cases(tmp_path):
     assert any("two empty chunks" in ln for ln in v["ch05-combine"].lines), v["ch05-combine"].text("ch05-combine")
     assert any("not a multiple of BLOCK" in ln for ln in v["ch05-long-row"].lines), v["ch05-long-row"].text("x")
     assert any("dy = 1000 + noise" in ln for ln in v["ch08-backward"].lines), v["ch08-backward"].text("x")
+
+
+def test_a_hint_called_in_the_exercise_cell_does_not_break_the_judge():
+    """The judge runs the cell alone, without the package: a ``softmax_lab.hint(...)`` line in it is left out there
+    (the hints shown are read from the notebook's outputs), so a right answer still passes."""
+    import shutil
+
+    from softmax_lab.grading import judge
+    from softmax_lab.grading.runner import Limits
+
+    if not shutil.which("bwrap"):
+        pytest.skip("needs bubblewrap")
+    from conftest import exercise_source as cell_of
+
+    ex = "ch07-bandwidth"
+    source = 'softmax_lab.hint("ch07-bandwidth", 1)\n' + cell_of(ex)
+    v = judge.run("", {ex: source}, Limits(cell_timeout=60), seed=3)[ex]
+    assert v.ok, v.text(ex)

@@ -97,7 +97,7 @@ def decorate(rows: list[dict], copies: Copies | None) -> list[dict]:
         if not flags:
             out.append({**r, "copy": ""})
             continue
-        r = {**r, "copy": "; ".join(f"{f.kind} {f.match} {f.similarity:.0%}" for f in flags)}
+        r = {**r, "copy": "; ".join(f"{_named(f)} {f.similarity:.0%}" for f in flags)}
         withheld = copies.withheld(r["submission"], r["exercise"])
         try:
             points = float(r["points"] or 0)
@@ -110,3 +110,8 @@ def decorate(rows: list[dict], copies: Copies | None) -> list[dict]:
                             + ". Your instructor decides; explain your work to them if it is your own.").strip()
         out.append(r)  # a flag only (code like the solution): the instructor's column and report, not a note
     return out
+
+
+def _named(flag) -> str:
+    """'package softmax_lab/kernels/fused.py:...', 'solution of ch04-fused:...' (not 'solution solution of')."""
+    return flag.match if flag.match.startswith(flag.kind) else f"{flag.kind} {flag.match}"

@@ -154,8 +154,11 @@ def closing_lines(book: Gradebook, policy: CopyPolicy) -> int:
           f"{book.beside('lms.csv')}, {book.manual_csv_path} and {book.manual_md_path}"
           + (f"; copy check: {book.beside('copies.txt')}" if policy.enabled else ""))
     if book.copies is not None and book.copies.flags:
+        withheld = "" if not policy.withhold else (
+            "; the points it withheld are in the gradebook, not in the lines printed per notebook above, which "
+            "came before the check")
         print(f"softmax-lab grade: the copy check flagged {len(book.copies.flags)} exercise(s): see "
-              f"{book.beside('copies.txt')}", file=sys.stderr)
+              f"{book.beside('copies.txt')}{withheld}", file=sys.stderr)
     again = sorted(n for n, rows in book.rows.items()
                    if any(GRADER_TROUBLE in r["message"] or "the grader failed" in r["message"] for r in rows))
     if not again:

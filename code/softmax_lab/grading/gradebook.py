@@ -43,6 +43,9 @@ def atomic_write(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600: the mode any new file gets, for TAs to read
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -13,6 +13,7 @@ For every exercise with a judge (``JUDGES`` in ``softmax_lab.checks.chNN``, see 
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import io
 import json
@@ -232,10 +233,30 @@ def _read_array(data: bytes | None, dtype: str, size: int) -> np.ndarray | None:
     return from_file_array(arr, dtype)
 
 
+HINT_CALLS = {"hint", "hint_button"}
+
+
+def without_hint_calls(source: str) -> str:
+    """The cell with its top-level ``softmax_lab.hint(...)`` lines blanked (line numbers kept): the judge runs the
+    cell alone, without the package, and the hints it showed are read from the notebook's outputs instead."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source  # the harness says what is wrong with it
+    lines = source.split("\n")
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        name = getattr(getattr(call, "func", None), "attr", None) or getattr(getattr(call, "func", None), "id", None)
+        if isinstance(call, ast.Call) and name in HINT_CALLS:
+            for k in range(node.lineno - 1, node.end_lineno):
+                lines[k] = ""
+    return "\n".join(lines)
+
+
 def run(chapter_id: str, sources: dict[str, str], limits: Limits, seed: int) -> dict[str, Verdict]:
     """Judge the exercises in ``sources`` (exercise id -> the learner's cell source) that have a judge."""
     table = judges()
-    todo = {k: v for k, v in sources.items() if k in table}
+    todo = {k: without_hint_calls(v) for k, v in sources.items() if k in table}
     results: dict[str, Verdict] = {}
     if not todo:
         return results
