@@ -375,19 +375,27 @@ def _numba_case_spec(n: int, k: int, case, grader_dir: Path) -> tuple[dict, int]
              "buffers": bufs, "outputs": [b for b, v in case.buffers.items() if v.output]}, expected)
 
 
+def _launch_note(rec: dict, decorator: str, name: str, what: str, launches: str, keep: str) -> str:
+    """Why the grader launched nothing of the learner's (no function of that name, refused, undefinable), or ''."""
+    status = rec.get("status")
+    if status == "no-kernel":
+        return f"your exercise cell defines no {decorator} function named `{name}`: {launches}"
+    if status == "rejected":
+        return (f"the grader runs your {decorator} functions alone, and refused them: {_clean(rec.get('message'))} "
+                f"({keep})")
+    if status != "ran":
+        return f"the grader could not define your {what}: {_clean(rec.get('message'))}"
+    return ""
+
+
 def _numba_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes], n: int, source: str) -> None:
     """The verdict on a numba exercise: the cell's own source (``judge.source_problem``), then every case's race
     report and output, decided here by the exercise's module (``judge.problem``)."""
     status = rec.get("status")
-    if status == "no-kernel":
-        v.note = (f"your exercise cell defines no @cuda.jit function named `{_clean(rec.get('message'), 80)}`: the "
-                  "grader launches your own functions itself, in numba's simulator (a name bound to the course's "
-                  "function earns nothing)")
-    elif status == "rejected":
-        v.note = ("the grader runs your @cuda.jit functions alone, and refused them: "
-                  f"{_clean(rec.get('message'))} (keep them to kernel code: cuda.*, math.* and numba's float32)")
-    elif status != "ran":
-        v.note = f"the grader could not define your functions: {_clean(rec.get('message'))}"
+    v.note = _launch_note(rec, "@cuda.jit", _clean(rec.get("message"), 80), "functions",
+                          "the grader launches your own functions itself, in numba's simulator (a name bound to the "
+                          "course's function earns nothing)",
+                          "keep them to kernel code: cuda.*, math.* and numba's float32") or v.note
     got = rec.get("cases") if status == "ran" else None
     if not isinstance(got, list) or len(got) != len(cases):
         for case in cases:
@@ -422,15 +430,10 @@ def _numba_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes],
 
 def _kernel_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes], n: int) -> None:
     status = rec.get("status")
-    if status == "no-kernel":
-        v.note = (f"your exercise cell defines no @triton.jit function named `{judge.kernel}`: the grader launches "
-                  "that kernel itself, with its own buffers and grid (a launcher that calls torch.softmax or a "
-                  "library kernel earns nothing)")
-    elif status == "rejected":
-        v.note = ("the grader runs your @triton.jit functions alone, and refused them: "
-                  f"{_clean(rec.get('message'))} (keep the kernel to Triton code: tl.* calls on its arguments)")
-    elif status != "ran":
-        v.note = f"the grader could not define your kernel: {_clean(rec.get('message'))}"
+    v.note = _launch_note(rec, "@triton.jit", judge.kernel, "kernel",
+                          "the grader launches that kernel itself, with its own buffers and grid (a launcher that "
+                          "calls torch.softmax or a library kernel earns nothing)",
+                          "keep the kernel to Triton code: tl.* calls on its arguments") or v.note
     got = rec.get("cases") if status == "ran" else None
     if not isinstance(got, list) or len(got) != len(cases):
         for case in cases:
