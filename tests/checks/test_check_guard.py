@@ -6,7 +6,9 @@ import _thread
 import contextlib
 import io
 import json
+import os
 import threading
+import time
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -129,6 +131,9 @@ def test_a_cell_edited_and_saved_since_it_ran_is_said_not_checked(shell, monkeyp
     edited = GOOD.replace("2 * x", "3 * x")
     saved.write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {"tags": ["exercise:ch00-double"]},
                                             "source": edited, "outputs": []}], "metadata": {}}))
+    # saved after the run: the file system's clock is coarser than time.time(), so say it outright
+    later = time.time() + 1
+    os.utime(saved, (later, later))
     monkeypatch.setenv("JPY_SESSION_NAME", str(saved))
     text = shell(CHECK)
     assert "NOT CHECKED  the exercise cell was edited since it last ran" in text, text
