@@ -34,6 +34,15 @@ from .rows import COLUMNS, GRADER_TROUBLE, OLD_COLUMNS, make_row
 from .submissions import Submission
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()  # read once, at import: os.umask can only be read by setting it, which races with other threads
+
+
 def atomic_write(path: Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,9 +52,7 @@ def atomic_write(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600: the mode any new file gets, for TAs to read
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes it 0600: the mode any new file gets, for TAs to read
         os.replace(tmp, path)
     except BaseException:
         try:
