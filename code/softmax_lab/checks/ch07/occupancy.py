@@ -43,7 +43,7 @@ def _occupancy_problem(programs_per_sm, n_regs, warps, shared) -> str:
     by = {"registers": REGS_PER_SM // (n_regs * threads), "threads": THREADS_PER_SM // threads,
           "block limit": BLOCKS_PER_SM, "shared memory": SHARED_PER_SM // shared if shared else 10**9}
     if not isinstance(got, int) or isinstance(got, bool):
-        return f"got {got!r}: a number of programs is an int (use //)"
+        return f"got {got!r}: a number of programs is a whole number (an int), and a part of a program does not run"
     if got == REGS_PER_SM // (n_regs * warps) or got == min(REGS_PER_SM // (n_regs * warps), BLOCKS_PER_SM):
         return f"got {got}: registers are per thread, and a program has 32 * num_warps threads"
     limit = min(by, key=by.get)

@@ -77,8 +77,8 @@ def _fused_with(vec, tensors) -> str:
     wrong = int((~torch.isclose(y.double(), softmax_ref(x), atol=1e-2, rtol=1e-2).all(dim=1)).sum())
     shown = f"the fused kernel, given the ints // {vec}, got {wrong} of {n_rows} rows wrong" if wrong else \
         "its ints // VEC * VEC lose the remainder"
-    return (f"VEC = {vec} does not divide {' and '.join(bad)}: {shown} - "
-            "VEC must divide the row length and every row stride")
+    return (f"VEC = {vec} does not divide {' and '.join(bad)}: {shown} - the launcher promised whole vectors "
+            "where there are none")
 
 
 def _vector_problem(row_vector, n_cols, tensors) -> str:
@@ -94,8 +94,8 @@ def _vector_problem(row_vector, n_cols, tensors) -> str:
         return (f"VEC = {got}, expected {want}: every row here is whole 16-byte vectors, so the kernel may take "
                 f"its ints in {want}-element pieces and move 16 bytes at a time")
     widest = max(t.element_size() for t in tensors)
-    return (f"VEC = {got}, expected {want}: VEC is 1 or the elements of one 16-byte vector of the widest dtype "
-            f"here ({widest} bytes an element: {16 // widest})")
+    return (f"VEC = {got}, expected {want}: {got} elements of the widest dtype here ({widest} bytes an element) "
+            f"are {got * widest} bytes, not one 16-byte access")
 
 
 def _fresh_vectors(row_vector) -> str:

@@ -70,10 +70,11 @@ def _rows_problem(choose_rows, M, N, n_sms) -> str:
                 f"some SMs sit idle (expected {want})")
     if got < want:
         if triton.cdiv(M, want) >= PROGRAMS_PER_SM * n_sms > M // want:
-            return (f"ROWS = {got}, expected {want}: count programs with cdiv(M, ROWS) - the last program takes "
-                    "the leftover rows")
+            return (f"ROWS = {got}, expected {want}: ROWS = {want} launches {triton.cdiv(M, want)} programs, the "
+                    "last one taking the leftover rows - your count of programs left that one out")
         return (f"ROWS = {got}, expected {want}: ROWS = {want} still keeps {triton.cdiv(M, want)} programs "
-                f"(>= {PROGRAMS_PER_SM} per SM) and a tile of {want * block} values - take the largest")
+                f"(>= {PROGRAMS_PER_SM} per SM) and a tile of {want * block} values - fewer rows per program than both "
+                "facts allow")
     return f"ROWS = {got}, expected {want}"
 
 
