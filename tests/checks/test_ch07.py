@@ -39,6 +39,9 @@ def test_ch07_bandwidth_solution(capsys):
 @pytest.mark.parametrize("bytes_fn,gbps_fn,words", [
     (lambda M, N, dt: _bytes(M, N, dt, reads_only=True), _gbps, ["counted only the reads"]),
     (lambda M, N, dt: _bytes(M, N, dt, itemsize=4), _gbps, ["element is 2 bytes"]),
+    (lambda M, N, dt: 3 * _bytes(M, N, dt) // 2, _gbps, ["three passes over the tensor"]),
+    (lambda M, N, dt: _bytes(M, N, dt) + 4, _gbps, ["not the least traffic a softmax of"]),
+    (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms) * 2 ** 20 / 1e6, ["do not work out"]),
     (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms, gib=True), ["not 2^30 (GiB)"]),
     (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms, seconds=True), ["milliseconds"]),
 ])
@@ -78,6 +81,14 @@ def rows_no_tile_cap(M, N, n_sms):
     return rows
 
 
+def rows_strict(M, N, n_sms):  # a tile of exactly 4096 values, or exactly 4 programs per SM, counted as too many
+    block = triton.next_power_of_2(N)
+    rows = 1
+    while rows * 2 * block < ch07.MAX_TILE and triton.cdiv(M, rows * 2) > ch07.PROGRAMS_PER_SM * n_sms:
+        rows *= 2
+    return rows
+
+
 def rows_not_pow2(M, N, n_sms):
     return max(1, min(ch07.MAX_TILE // triton.next_power_of_2(N), M // (ch07.PROGRAMS_PER_SM * n_sms)))
 
@@ -92,7 +103,8 @@ def test_ch07_rows_solution(capsys):
 
 @pytest.mark.parametrize("fn,words", [
     (rows_no_grid, ["some SMs sit idle"]),
-    (rows_floor, ["cdiv(M, ROWS)"]),
+    (rows_floor, ["last one taking the leftover rows", "left that one out"]),
+    (rows_strict, ["fewer rows per program than both facts allow"]),
     (rows_no_tile_cap, ["spill registers"]),
     (rows_not_pow2, ["power of two"]),
 ])

@@ -142,6 +142,34 @@ def persistent(x, out, n_programs, num_warps=4, num_stages=2, grid=None, step_on
     return out
 
 
+@triton.jit
+def persistent_chunks_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                             BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """Another design the spec allows: program p takes one run of consecutive rows, not every P-th row."""
+    per = tl.cdiv(n_rows, tl.num_programs(0))
+    start = tl.program_id(0).to(tl.int64) * per
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    for row in tl.range(start, tl.minimum(start + per, n_rows), 1, num_stages=NUM_STAGES):
+        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        num = tl.exp(x - tl.max(x, axis=0))
+        tl.store(out_ptr + row * out_row_stride + cols, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty),
+                 mask=mask)
+
+
+def persistent_chunks(x, out, n_programs, num_warps=4, num_stages=2):
+    n_rows, n_cols = x.shape
+    persistent_chunks_kernel[(min(n_programs, n_rows),)](out, x, x.stride(0), out.stride(0), n_rows, n_cols,
+                                                         BLOCK=triton.next_power_of_2(n_cols), NUM_STAGES=num_stages,
+                                                         num_warps=num_warps)
+    return out
+
+
+def test_persistent_check_takes_any_sharing_of_rows(capsys):
+    """The prose leaves the sharing out of rows to the learner: runs of consecutive rows pass like every P-th row."""
+    passes(ch07.check_persistent, [persistent_chunks], "ch07-persistent", capsys)
+
+
 def persistent_one_program_per_row(x, out, n_programs, num_warps=4, num_stages=2):
     return persistent(x, out, n_programs, grid=(x.shape[0],))
 
@@ -219,6 +247,11 @@ def test_warps_solution_and_mutants(capsys):
     fails_naming(ch07.check_warps, [values_per_thread, one_knob_sweeps,
                                     lambda b, w: values_per_thread(b, w) + 24 > 255], "ch07-warps",
                  ["H200", "at most", "= 64 registers"], capsys)
+    fails_naming(ch07.check_warps, [values_per_thread, one_knob_sweeps,  # the SM's share only, no 255 per thread
+                                    lambda b, w: values_per_thread(b, w) + 24 > 65536 // (32 * w)], "ch07-warps",
+                 ["BLOCK = 8192, num_warps = 1", "a thread may use at most 255"], capsys)
+    fails_naming(ch07.check_warps, [lambda b, w: b // (32 * w), one_knob_sweeps, predict_spill], "ch07-warps",
+                 ["every thread still holds 1 value"], capsys)  # a block smaller than the program: 0 values
     both = lambda n: ([(triton.next_power_of_2(n) * k, 4 * k) for k in (1, 2, 4)],) * 2
     fails_naming(ch07.check_warps, [values_per_thread, both, predict_spill], "ch07-warps",
                  ["one knob at a time"], capsys)
@@ -246,6 +279,11 @@ def test_row_vector_solution_and_mutants(capsys):
                            else 1)
     fails_naming(ch07.check_row_vector, [first], "ch07-row-vector", ["output's row stride (1001)", "widest dtype"],
                  capsys)
+    narrowest = lambda n, *t: (16 // min(x.element_size() for x in t)  # the narrowest dtype decides: too wide
+                               if all(v % (16 // min(x.element_size() for x in t)) == 0
+                                      for v in [n] + [x.stride(0) for x in t]) else 1)
+    fails_naming(ch07.check_row_vector, [narrowest], "ch07-row-vector",
+                 ["VEC = 8, expected 4", "widest dtype", "32 bytes, not one 16-byte access"], capsys)
     sixteen = lambda n, *t: row_vector(n, *t) if n % 16 == 0 and all(x.stride(0) % 16 == 0 for x in t) else 1
     for wrong in (sixteen, lambda n, *t: 1):
         fails_naming(ch07.check_row_vector, [wrong], "ch07-row-vector", ["VEC = 1, expected 4", "16 bytes at a time"],
@@ -266,6 +304,12 @@ def test_occupancy_solution_and_mutants(capsys):
                  ["threads decide"], capsys)
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * 32 * w), 2048 // (32 * w), 32)],
                  "ch07-occupancy", ["shared memory decide"], capsys)
+    no_slots = lambda r, w, s=0: min([65536 // (r * 32 * w), 2048 // (32 * w)]  # forgets the 32 resident programs
+                                     + ([228 * 1024 // s] if s else []))
+    fails_naming(ch07.check_occupancy, [no_slots], "ch07-occupancy", ["16 registers, 1 warp", "block limit decide"],
+                 capsys)
+    fails_naming(ch07.check_occupancy, [lambda r, w, s=0: programs_per_sm(r, w, s) + 0.5], "ch07-occupancy",
+                 ["a part of a program does not run"], capsys)
 
 
 # ================================================================================== the targets (d)
