@@ -130,3 +130,32 @@ def test_notebook_exercise_solution_passes(notebook, exercise, check, names, exe
 @pytest.mark.parametrize("notebook,exercise,check,names", NOTEBOOK_EXERCISES, ids=[e[1] for e in NOTEBOOK_EXERCISES])
 def test_notebook_exercise_blank_says_not_implemented(notebook, exercise, check, names, exercise_module, capsys):
     notebook_exercise_blank_says_not_implemented(exercise, check, names, exercise_module, capsys)
+
+
+# ======================================== issue 26: what the learner reads before the check leaves the reasoning
+
+# Per exercise, what the learner must work out; none of it may appear in the markdown cell above the exercise, the
+# learner's exercise cell or hint levels 1-2 (level 3 gives the key line).
+GIVEAWAYS = {
+    "ch07-bandwidth": ["read once", "written once", "read every element", "1e9", "10^9", "2 * M", "ms / 1e3"],
+    "ch07-rows": ["largest", "cdiv", "double", "rows *= 2"],
+    "ch07-multirow": ["[:, None]", "axis=1", "cdiv", "tl.where"],
+    "ch07-persistent": ["p + P", "grid-stride", "num_programs(0))", "step"],
+    "ch07-warps": ["32 * num_warps", "65536 //", "65536 / (", "min(255", "max(1"],
+    "ch07-occupancy": ["whichever", "smallest", "minimum", "min(", "//"],
+    "ch07-row-vector": ["widest", "% vec", "stride(0) %", "every row stride", "element_size"],
+}
+
+
+@pytest.mark.parametrize("exercise", list(GIVEAWAYS))
+def test_prose_cell_and_first_two_hints_leave_the_rule_to_the_learner(exercise):
+    from conftest import exercise_notebook
+    from softmax_lab.course import build, exercise as registered, notebook
+
+    learner = build.learner_notebook(notebook.read(exercise_notebook(exercise)))
+    k = next(i for i, c in enumerate(learner.cells) if notebook.tag_value(c, "exercise:") == exercise)
+    above = next(learner.cells[j] for j in range(k - 1, -1, -1) if learner.cells[j].cell_type == "markdown")
+    text = {"the markdown above": above.source, "the exercise cell": learner.cells[k].source,
+            "hint 1": registered(exercise).hints[0], "hint 2": registered(exercise).hints[1]}
+    shown = [(where, g) for where, t in text.items() for g in GIVEAWAYS[exercise] if g in t]
+    assert not shown, shown
