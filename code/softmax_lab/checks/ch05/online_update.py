@@ -1,8 +1,6 @@
-"""Exercise ch05-online-update: one step of the recurrence, in plain Python/torch::
-
-    m_new = max(m, max(tile))
-    l_new = l * exp(m - m_new) + sum(exp(tile - m_new))
-"""
+"""Exercise ch05-online-update: one step of the running (max, sum) recurrence, in plain Python/torch, which the
+learner derives from chapter 5's worked example. The check compares the pair after every tile with the row's
+running (max, sum) computed from the definition, and names the classic mistakes."""
 from __future__ import annotations
 
 import math
