@@ -45,6 +45,9 @@ MISTAKES = [
      "the sign is flipped: every dx is the negative of the reference"),
     (lambda y, dy: dy - (dy * y).sum(-1, keepdim=True),
      "the factor y is missing: dx is not scaled by each output's own probability"),
+    (lambda y, dy: dy * y * (1 - y),
+     "only the diagonal of the Jacobian was used (how each input moves its own output): every other output "
+     "depends on that input too, through the shared denominator, and its share of the gradient is missing"),
 ]
 
 
