@@ -47,7 +47,7 @@ def test_online_walk_is_the_seed_example():
 def test_split_row_combines_to_the_whole_row():
     row = [1.0, 2.0, 3.0, 0.0, 5.0, -1.0]
     total = sum(math.exp(v - 5.0) for v in row)
-    assert any(f"L = Σ l·e^(m−M) = {total:.3f}" in t for t in texts(pictures.split_row(row, 3)))
+    assert any(f"L = {total:.3f}" in t for t in texts(pictures.split_row(row, 3)))
 
 
 def test_dataflow_bytes_are_what_three_pass_really_moves():

@@ -221,7 +221,8 @@ def online_walk(row, tile: int, highlight: int | None = None) -> Figure:
 
 
 def split_row(row, chunks: int) -> Figure:
-    """One row over ``chunks`` programs: each reduces its chunk to (m_c, l_c); the pairs combine to (M, L)."""
+    """One row over ``chunks`` programs: each reduces its chunk to (m_c, l_c); the pairs combine to the row's
+    (M, L), drawn as values (the merge itself is exercise ch05-combine)."""
     n = len(row)
     size = -(-n // chunks)
     parts = [[float(v) for v in row[i:i + size]] for i in range(0, n, size)]
@@ -229,8 +230,8 @@ def split_row(row, chunks: int) -> Figure:
     for p in parts:
         m = max(p)
         pairs.append((m, sum(math.exp(v - m) for v in p)))
-    big_m = max(m for m, _ in pairs)
-    big_l = sum(l * math.exp(m - big_m) for m, l in pairs)
+    big_m = max(float(v) for v in row)
+    big_l = sum(math.exp(float(v) - big_m) for v in row)  # from the definition: the merge is ch05-combine
     fig = Figure(figsize=(1.4 + 1.15 * n, 3.3))
     ax = fig.add_axes([0, 0, 1, 1])
     x0 = 0
@@ -242,7 +243,8 @@ def split_row(row, chunks: int) -> Figure:
         _arrow(ax, (x0 + len(p) / 2, 2.2), (x0 + len(p) / 2, 1.87))
         _arrow(ax, (x0 + len(p) / 2, 1.15), (n / 2, 0.78))
         x0 += len(p)
-    _box(ax, n / 2 - 2.2, 0.05, 4.4, 0.7, f"M = max m = {fmt(big_m)},  L = Σ l·e^(m−M) = {big_l:.3f}", GREEN)
+    # the merged pair's values only: how to merge is chapter 5's exercise ch05-combine
+    _box(ax, n / 2 - 2.2, 0.05, 4.4, 0.7, f"the whole row: M = {fmt(big_m)},  L = {big_l:.3f}", GREEN)
     ax.set_title(f"split row: {len(parts)} programs share one row of {n}", fontsize=FONT + 1, loc="left")
     ax.set_xlim(-0.3, n + 0.3)
     ax.set_ylim(-0.1, 3.4)

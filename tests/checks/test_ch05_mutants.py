@@ -53,12 +53,13 @@ def _online_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.c
             shift = tl.where(m_new == -float("inf"), 0.0, m_new)
             l = l * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
             m = m_new
-            if BUG == "provisional":  # writes a provisional output in walk 1, overwritten in walk 2
+            if BUG == "provisional" or BUG == "one-walk":  # a provisional output in walk 1
                 tl.store(y_row + cols, (tl.exp(x - shift) / l).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
-        tl.store(y_row + cols, (tl.exp(x - m) / l).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+    if BUG != "one-walk":  # walk 2 overwrites every provisional output
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+            tl.store(y_row + cols, (tl.exp(x - m) / l).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
 
 
 def _online(bug=""):
@@ -87,6 +88,17 @@ def test_online_provisional_writes(capsys):
                                ["wrote every output 2 times"], capsys)
 
 
+def test_online_one_walk_names_outputs_written_too_early(capsys):
+    """One walk that stores each tile with the (m, l) known so far: one read and one write, right on rows of one
+    tile, wrong wherever a later tile changes the max or the sum. The check names that, not the fix."""
+    ok, out = check_output(ch05.check_online_softmax, _online("one-walk"), capsys)
+    assert not ok
+    assert "PASS  random 2x31, BLOCK=32" in out and "PASS  is it online?" in out, out
+    fails = fail_lines(out)
+    assert any("max in the last tile" in line and "max and sum of the tiles read so far" in line
+               for line in fails), out
+
+
 @pytest.mark.parametrize("bug,words", [("pad-zero", ["pad with 0 instead of -inf",
                                                     "padding lanes took part in the max"]),
                                        ("row-stride", ["row stride"])])
@@ -94,6 +106,21 @@ def test_online_named_pitfalls(bug, words, capsys):
     ok, out = check_output(ch05.check_online_softmax, _online(bug), capsys)
     assert not ok
     assert any(any(w in line for w in words) for line in fail_lines(out)), out
+
+
+# ================================================================= ch05-online-update: the derived rate, inverted
+
+def update_inverted_rate(m, l, tile):
+    """The exchange rate turned upside down: the old l multiplied by exp(m_new - m) when the max grows."""
+    m_new = max(m, float(tile.max()))
+    if m_new == NEG_INF:
+        return m_new, l
+    rate = 0.0 if m == NEG_INF else math.exp(m_new - m)
+    return m_new, l * rate + float(torch.exp(tile - m_new).sum())
+
+
+def test_online_update_inverted_rate(capsys):
+    assert_fails_saying(ch05.check_online_update, update_inverted_rate, ["converted the wrong way"], capsys)
 
 
 # ============================================================================================ ch05-combine

@@ -56,7 +56,7 @@ def test_ch08_solution(capsys):
 
 
 @pytest.mark.parametrize("bug,words", [
-    ("no-sum", ["- sum(dy * y) term is missing"]),
+    ("no-sum", ["flows through the shared denominator is missing"]),
     ("sum-dy", ["the plain sum(dy)"]),
     ("sign", ["sign is flipped"]),
     ("no-y", ["factor y is missing"]),

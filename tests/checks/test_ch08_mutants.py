@@ -35,6 +35,9 @@ def _backward_kernel(y_ptr, dy_ptr, dx_ptr, y_row_stride, dy_row_stride, dx_row_
         y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
     dot = tl.sum(dy * y, axis=0)
+    if BUG == "diagonal":  # only dy_j/dx_j = y_j - y_j**2 of the Jacobian
+        dot = 0.0 * dot
+        dy = dy * (1.0 - y)
     if BUG == "load-twice":  # y loaded again for dx
         y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
     dx = y * (dy - dot)
@@ -67,6 +70,7 @@ def test_backward_loads_twice_fails_traffic(capsys):
 
 
 @pytest.mark.parametrize("bug,words", [("pad-inf", ["padding lanes loaded -inf"]),
-                                       ("one-stride", ["own row stride"])])
+                                       ("one-stride", ["own row stride"]),
+                                       ("diagonal", ["only the diagonal of the Jacobian"])])
 def test_backward_named_pitfalls(bug, words, capsys):
     assert_fails_saying(ch08.check_softmax_backward, _backward(bug), words, capsys)

@@ -515,7 +515,7 @@ SLOW_PITFALLS = {
     "06_half_precision_and_attention.ipynb": ("ch06-masked", "y = e / tl.where(total == 0.0, 1.0, total)",
                                               "y = e / total", "fully masked row"),
     "07_performance.ipynb": ("ch07-bandwidth", "return 2 * M * N *", "return M * N *", "also written"),
-    "08_backward.ipynb": ("ch08-backward", "dx = y * (dy - dot)", "dx = y * dy", "sum(dy * y) term is missing"),
+    "08_backward.ipynb": ("ch08-backward", "dx = y * (dy - dot)", "dx = y * dy", "shared denominator is missing"),
 }
 
 

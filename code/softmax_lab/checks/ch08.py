@@ -1,9 +1,12 @@
-"""Checks for chapter 8, the backward pass: ``dx = y * (dy - sum(dy * y))`` per row.
+"""Checks for chapter 8, the backward pass: the gradient ``dx`` of a row's softmax, from its output ``y`` and the
+upstream gradient ``dy`` (the learner derives the formula; the reference is ``reference.softmax_backward_ref``).
 
 ``check_softmax_backward(softmax_backward)`` runs a learner's launcher ``softmax_backward(y, dy, out)`` on the
 boundary shapes, half precision, strided views and rows where the answer is known exactly, and names the usual
-mistakes: the missing ``- sum(dy * y)`` term, ``sum(dy)`` instead of ``sum(dy * y)``, a flipped sign, and
-forgetting the factor ``y``. Two properties the chapter teaches are checked on the learner's kernel too:
+mistakes of the derivation (each recognised by the values it gives, and described by what it got wrong, never
+by the right formula): the coupling through the shared denominator left out, every upstream gradient weighed
+alike, a flipped sign, and each output's own probability left out. Two properties the chapter teaches are
+checked on the learner's kernel too:
 
 * **accumulate in fp32**: half-precision rows designed so that an fp16 dot product visibly breaks the tolerance
   (``dy = 1000 + small noise``: adding a constant to ``dy`` cannot change ``dx``, but near 1000 fp16 values are
@@ -32,8 +35,9 @@ __all__ = ["check_softmax_backward"]
 # (what the mistake computes, in float64; what to tell the learner)
 MISTAKES = [
     (lambda y, dy: y * dy,
-     "the - sum(dy * y) term is missing: every input moves every output through the shared denominator, and "
-     "this dx ignores that coupling"),
+     "dx = y * dy treats each output as if it depended on its own input only: the part of the gradient that "
+     "flows through the shared denominator is missing (every input moves every output), so a row of dx does not "
+     "sum to 0"),
     (lambda y, dy: y * (dy - dy.sum(-1, keepdim=True)),
      "the subtracted term is the plain sum(dy): it weighs every upstream gradient alike, as if each output had "
      "the same probability"),
@@ -41,15 +45,18 @@ MISTAKES = [
      "the sign is flipped: every dx is the negative of the reference"),
     (lambda y, dy: dy - (dy * y).sum(-1, keepdim=True),
      "the factor y is missing: dx is not scaled by each output's own probability"),
+    (lambda y, dy: dy * y * (1 - y),
+     "only the diagonal of the Jacobian was used (how each input moves its own output): every other output "
+     "depends on that input too, through the shared denominator, and its share of the gradient is missing"),
 ]
 
 
-HALF_DOT = ("the dot product sum(dy * y) was accumulated in half precision: with dy near 1000, fp16 values are "
-            "0.5 apart there (bf16: 4), so the rounded dot is off by up to 0.25, and so is every dy - dot")
+HALF_DOT = ("the row's reduction was accumulated in half precision: with dy near 1000, fp16 values are 0.5 apart "
+            "there (bf16: 4), so the rounded sum is off by up to 0.25, and every dx with it")
 HALF_MATH = ("the arithmetic ran in half precision: bf16 keeps 8 bits and fp16 11, so the products and the dot "
              "product of a row lose most of theirs, and dx drifts or overflows")
 PADDING = ("the padding lanes loaded -inf, as in the forward: -inf * 0 = NaN and -inf * -inf = inf poison the "
-           "dot product sum(dy * y)")
+           "row's reduction")
 
 
 def backward_problem(fn, y: torch.Tensor, dy: torch.Tensor, pitfall: str = "") -> str:
@@ -88,8 +95,8 @@ def _softmax_of(x: torch.Tensor) -> torch.Tensor:
     return softmax_ref(x).to(x.dtype)
 
 
-MASK_HINT = ("a row shorter than its power-of-two block: the padding lanes must add nothing to sum(dy * y), and "
-             "nothing may be stored past the row")
+MASK_HINT = ("a row shorter than its power-of-two block: the padding lanes must add nothing to the row's "
+             "reduction, and nothing may be stored past the row")
 
 # The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), y, dy, dtype, the
 # row steps of y and dy (None: contiguous), the pitfall a FAIL names). y: "softmax" (of random scores), "one-hot",
@@ -104,7 +111,7 @@ BACKWARD_CASES = [
      "adding a constant to dy changed dx"),
     *[(f"{dt} 2x100 (half precision in and out)", (2, 100), "softmax", "random", dt, None,
        HALF_MATH) for dt in ("float16", "bfloat16")],
-    *[(f"{dt} 2x100, dy = 1000 + noise: the dot product must be accumulated in fp32", (2, 100), "peaked", "offset",
+    *[(f"{dt} 2x100, dy = 1000 + noise: the row's sum must be accumulated in fp32", (2, 100), "peaked", "offset",
        dt, None, HALF_DOT) for dt in ("float16", "bfloat16")],
     ("strided views y[:, :150], dy[:, :150]", (3, 150), "softmax", "random", "float32", (160, 170),
      "rows are not contiguous: each tensor has its own row stride"),
@@ -167,7 +174,7 @@ def traffic_problem(fn, y: torch.Tensor, dy: torch.Tensor) -> str:
     for name, k in reads.items():
         if k > n:
             return (f"{name[:-4]} was read {k / n:.3g} times per element: load each row of y and dy once and keep "
-                    "them in registers (the dot product and dx use the same values) - 2 reads + 1 write in all")
+                    "them in registers (the row's reduction and dx use the same values) - 2 reads + 1 write in all")
     if c.loads > 2 * n:
         return f"{c.loads / n:.3g} reads per element: the backward needs exactly two, one of y and one of dy"
     if c.loads < 2 * n:
@@ -188,7 +195,7 @@ def lane_input():
 
 
 def check_softmax_backward(softmax_backward) -> Verdict:
-    """Exercise ch08-backward: ``softmax_backward(y, dy, out)`` returns dx = y * (dy - sum(dy * y))."""
+    """Exercise ch08-backward: ``softmax_backward(y, dy, out)`` returns dx, the gradient of the softmax's input."""
     report = Report("ch08-backward", drawing=lane_map_of(lane_launch(softmax_backward), lane_input,
                                                             padding=None))  # dy, y padded with 0 is right here
     for name, y, dy, pitfall in _cases():

@@ -1,8 +1,6 @@
-"""Exercise ch05-online-update: one step of the recurrence, in plain Python/torch::
-
-    m_new = max(m, max(tile))
-    l_new = l * exp(m - m_new) + sum(exp(tile - m_new))
-"""
+"""Exercise ch05-online-update: one step of the running (max, sum) recurrence, in plain Python/torch, which the
+learner derives from chapter 5's worked example. The check compares the pair after every tile with the row's
+running (max, sum) computed from the definition, and names the classic mistakes."""
 from __future__ import annotations
 
 import math
@@ -17,6 +15,8 @@ from ._online import INF_TILE, NEG_INF, RESCALE, _close
 
 
 BAD_MAX = "m is not the largest value seen so far"
+INVERTED = ("l was converted the wrong way when the max grew: the old terms were made larger, yet counted against "
+            "a larger max every one of them must shrink, so l comes out too large")
 
 
 def run_online_update(online_update, row, tile: int):
@@ -57,6 +57,20 @@ def _no_rescale_steps(row, tile: int):
     return steps
 
 
+def _inverted_steps(row, tile: int):
+    """What the rate turned upside down gives: the old l multiplied by exp(m_new - m) when the max grows."""
+    x = [float(v) for v in row]
+    m, l, steps = NEG_INF, 0.0, []
+    for start in range(0, len(x), tile):
+        t = x[start:start + tile]
+        m_new = max(m, max(t))
+        if m_new != NEG_INF:
+            l = (l * math.exp(m_new - m) if m != NEG_INF else 0.0) + sum(math.exp(v - m_new) for v in t)
+        m = m_new
+        steps.append((m, l))
+    return steps
+
+
 def _update_problem(online_update, row, tile: int, pitfall: str = "") -> str:
     with quiet():
         got = run_online_update(online_update, row, tile)
@@ -80,6 +94,8 @@ def _steps_problem(got, row, tile: int, pitfall: str = "") -> str:
             bug = _no_rescale_steps(row, tile)
             if _close(l, bug[k - 1][1]):
                 return f"{where}: l = {l:.4f}, expected {l_ok:.4f} - {RESCALE}"
+            if _close(l, _inverted_steps(row, tile)[k - 1][1]):
+                return f"{where}: l = {l:.4f}, expected {l_ok:.4f} - {INVERTED}"
             return f"{where}: l = {l:.4f}, expected {l_ok:.4f}" + (f" - {pitfall}" if pitfall else "")
     return ""
 
