@@ -180,6 +180,11 @@ def _kib(n_bytes: float) -> str:
     return f"{n_bytes / 1024:.1f}".rstrip("0").rstrip(".") + " KiB"
 
 
+def _returned(got):
+    """The learner's value; the grader's sandbox hands a None back as the string '<NoneType>'."""
+    return None if isinstance(got, str) and got == "<NoneType>" else got
+
+
 def _slice_bytes(n_cols: int, element_size: int, parts: int) -> int:
     return -(-n_cols // parts) * element_size  # the longest slice: the row need not split evenly
 
@@ -187,6 +192,7 @@ def _slice_bytes(n_cols: int, element_size: int, parts: int) -> int:
 def cluster_problem(got, n_cols: int, element_size: int, per_sm: int, max_parts: int) -> str:
     """'' when ``got`` is the smallest cluster for this row, else the mistake it looks like and what it causes."""
     want = cluster_rule(n_cols, element_size, per_sm, max_parts)
+    got = _returned(got)
     if got is not None and (isinstance(got, bool) or not isinstance(got, (int, np.integer))):
         return f"cluster_size returned {got!r}: a number of programs is an int (or None when no cluster can)"
     got = None if got is None else int(got)
@@ -254,6 +260,7 @@ def run_problem(got, n_cols: int, element_size: int, measured: dict) -> str:
     """'' when ``got`` (the learner's cluster for a recorded row) ran within CLOSE_TO_BEST points of the fastest
     setting measured, else what it ran at."""
     best = max(measured.values())
+    got = _returned(got)
     if got is not None and (isinstance(got, bool) or not isinstance(got, (int, np.integer))):
         return f"my_cluster returned {got!r}: a number of programs is an int (or None when no cluster can)"
     if got is None:
@@ -261,6 +268,9 @@ def run_problem(got, n_cols: int, element_size: int, measured: dict) -> str:
     got = int(got)
     longest = -(-n_cols // got) * element_size
     per_sm = SHARED_PER_SM // longest
+    if longest > SHARED_PER_PROGRAM:
+        return (f"a cluster of {got} gives each program {_kib(longest)} of the row, more than one program may hold "
+                "(227 KiB): that launch cannot run")
     what = f"a cluster of {got} ({_kib(longest)} a program, {per_sm} an SM by shared memory)"
     if got not in measured:
         return (f"{what} was not measured for this row: the sweep's settings ran at up to {best:.0f}% of copy")
@@ -286,6 +296,7 @@ def supported_targets() -> list[tuple[int, int]]:
 def fresh_run_problem(got, n_cols: int, element_size: int) -> str:
     """A fresh row for ``my_cluster``: its answer must be the cluster of a target the recorded runs support."""
     ok = _accepted(n_cols, element_size)
+    got = _returned(got)
     if got in ok and not isinstance(got, bool):
         return ""
     return (f"a cluster of {got}: the rule that held on the recorded rows (one programs-a-SM target, one biggest "
