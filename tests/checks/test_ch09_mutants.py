@@ -144,9 +144,10 @@ SHUFFLE_MUTANTS = {
     "half a warp": ([("    offset = 16\n", "    offset = 8\n")], ["started at offset 8"]),
     "last step missing": ([("    while offset > 0:\n", "    while offset > 1:\n")], ["offset 1) is missing"]),
     "shuffled up": ([("cuda.shfl_xor_sync(", "cuda.shfl_up_sync(")], ["shfl_up_sync"]),
-    "shuffled, never combined into v": ([("        v = max(v, cuda.shfl_xor_sync(", "        w = max(v, cuda.shfl_xor_sync("),
-                                         ("        v += cuda.shfl_xor_sync(", "        w = v + cuda.shfl_xor_sync(")],
-                                        ["every lane got back the very value it passed in"]),
+    "shuffled, never combined into v": (
+        [("        v = max(v, cuda.shfl_xor_sync(", "        w = max(v, cuda.shfl_xor_sync("),
+         ("        v += cuda.shfl_xor_sync(", "        w = v + cuda.shfl_xor_sync(")],
+        ["every lane got back the very value it passed in"]),
 }
 
 
@@ -190,8 +191,8 @@ SECTOR_MUTANTS = {
 
 PREDICTION_MUTANTS = {  # name -> (edit of the solution's prediction, words the FAIL line must hold)
     "chunks called coalesced": (('"chunks": (32, 8)', '"chunks": (8, 8)'), ["chunks", "too few"]),
-    "the view's offset ignored": (('"one block per row on big[:, 1:]": (5, 2)', '"one block per row on big[:, 1:]": (4, 1)'),
-                                  ["big[:, 1:]", "too few"]),
+    "the view's offset ignored": (('"one block per row on big[:, 1:]": (5, 2)',
+                                   '"one block per row on big[:, 1:]": (4, 1)'), ["big[:, 1:]", "too few"]),
     "lines counted as sectors": (('"one thread per row": (32, 32)', '"one thread per row": (32, 8)'),
                                  ["one thread per row", "lines is too few"]),
 }

@@ -133,7 +133,7 @@ CLUSTER_MUTANTS = {  # name -> (edits, the case that must fail, words its FAIL l
                                      "exactly fits"),
     "no cap on the cluster": ([("while parts <= max_parts:", "while parts <= 1024:")],
                               "262,144 fp32, two programs per SM, portable clusters (8)", "more than max_parts = 8"),
-    "the SM held to one program's limit": ([(FITS, FITS.replace("per_sm * slice_bytes <= 228", "per_sm * slice_bytes <= 227"))],
+    "the SM held to one program's limit": ([(FITS, FITS.replace("<= 228 * 1024", "<= 227 * 1024"))],
                                            "29,120 fp32 (113.75 KiB), two programs per SM", "share the SM's"),
     "one program an SM": ([(CHOICE, CHOICE.replace("per_sm=2", "per_sm=1"))],
                           "recorded on the H200: 1024x65536 float32", "12 points below the fastest"),
@@ -178,7 +178,8 @@ def test_the_cluster_judge_runs_fresh_rows_and_refuses_a_lookup_table(tmp_path):
     # the recorded rows' fastest clusters learned by heart, one program an SM elsewhere: passes the notebook check,
     # fails the judge's fresh rows
     best = {n: max(m, key=m.get) for _, n, _, _, m in ch10.CLUSTER_RUNS}
-    table = exercise_source(CS).replace(CHOICE, f"return {best!r}.get(n_cols) or cluster_size(n_cols, element_size, 1, 16)")
+    by_heart = f"return {best!r}.get(n_cols) or cluster_size(n_cols, element_size, 1, 16)"
+    table = exercise_source(CS).replace(CHOICE, by_heart)
     bad = judge.run("", {CS: table}, Limits(cell_timeout=60), seed=5)[CS]
     assert not bad.ok and "not one rule for every row" in bad.text(CS), bad.text(CS)
     wrong = exercise_source(CS).replace(SLICE, "slice_bytes = -(-n_cols // parts)")
