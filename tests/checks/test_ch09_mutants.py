@@ -123,6 +123,13 @@ def test_reader_barrier_accepts_only_added_barriers(exercise_module, capsys):
 
     from softmax_lab.cuda_layer import kernels as K
 
+    # a barrier after every reduction and walk: race-free, but more barriers than the one hazard needs
+    sprinkled = mutate("ch09-reader-barrier", [(after_sum, after_sum + "    cuda.syncthreads()\n"),
+                                               ("    row_max = block_max(shared, m)\n",
+                                                "    cuda.syncthreads()\n    row_max = block_max(shared, m)\n")])
+    many = loaded(exercise_module, "ch09-reader-barrier", sprinkled).fixed_kernel
+    out = fails_naming(ch09.check_reader_barrier, [many], "ch09-reader-barrier", ["you added 3 barriers"], capsys)
+    assert "PASS  race check" in out
     library = inspect.getsource(K.block_softmax_kernel.py_func).replace("block_softmax_kernel", "fixed_kernel")
     whole = loaded(exercise_module, "ch09-reader-barrier", library).fixed_kernel
     out = fails_naming(ch09.check_reader_barrier, [whole], "ch09-reader-barrier", ["is not the racy kernel's line"],
@@ -137,6 +144,10 @@ SHUFFLE_MUTANTS = {
     "half a warp": ([("    offset = 16\n", "    offset = 8\n")], ["started at offset 8"]),
     "last step missing": ([("    while offset > 0:\n", "    while offset > 1:\n")], ["offset 1) is missing"]),
     "shuffled up": ([("cuda.shfl_xor_sync(", "cuda.shfl_up_sync(")], ["shfl_up_sync"]),
+    "shuffled, never combined into v": (
+        [("        v = max(v, cuda.shfl_xor_sync(", "        w = max(v, cuda.shfl_xor_sync("),
+         ("        v += cuda.shfl_xor_sync(", "        w = v + cuda.shfl_xor_sync(")],
+        ["every lane got back the very value it passed in"]),
 }
 
 
@@ -155,7 +166,9 @@ def test_shuffle_tail_solution_and_blank(exercise_module, capsys):
 def test_shuffle_mutant_is_named(exercise_module, capsys, mutant):
     edits, words = SHUFFLE_MUTANTS[mutant]
     m = loaded(exercise_module, "ch09-shuffle-tail", mutate("ch09-shuffle-tail", edits))
-    fails_naming(ch09.check_shuffle_tail, _shuffle(m), "ch09-shuffle-tail", words, capsys)
+    out = fails_naming(ch09.check_shuffle_tail, _shuffle(m), "ch09-shuffle-tail", words, capsys)
+    if mutant != "shuffled up":  # a function that combines nothing is not told about shfl_up_sync
+        assert "shfl_up" not in out, out
 
 
 def test_shuffle_tail_kernel_without_its_reader_barrier_races(exercise_module, capsys):
@@ -176,17 +189,38 @@ SECTOR_MUTANTS = {
 }
 
 
+PREDICTION_MUTANTS = {  # name -> (edit of the solution's prediction, words the FAIL line must hold)
+    "chunks called coalesced": (('"chunks": (32, 8)', '"chunks": (8, 8)'), ["chunks", "too few"]),
+    "the view's offset ignored": (('"one block per row on big[:, 1:]": (5, 2)',
+                                   '"one block per row on big[:, 1:]": (4, 1)'), ["big[:, 1:]", "too few"]),
+    "lines counted as sectors": (('"one thread per row": (32, 32)', '"one thread per row": (32, 8)'),
+                                 ["one thread per row", "lines is too few"]),
+}
+
+
 def test_sectors_solution_and_mutants(exercise_module, capsys):
     from softmax_lab import cuda_layer as cl
 
-    passes(ch09.check_sectors, [exercise_module("ch09-sectors").sectors_and_lines], "ch09-sectors", capsys)
+    solved = exercise_module("ch09-sectors")
+    passes(ch09.check_sectors, [solved.sectors_and_lines, solved.predicted_loads], "ch09-sectors", capsys)
+    blank = exercise_module("ch09-sectors", learner=True)
+    fails_naming(ch09.check_sectors, [blank.sectors_and_lines, blank.predicted_loads], "ch09-sectors",
+                 ["not implemented yet"], capsys)
     cases = list(ch09.sectors._sector_cases())
     first_byte = exercise_module("m", source=SECTOR_MUTANTS["first byte only"][0]).sectors_and_lines
     old = [c for c in cases if "straddle" not in c[0]]
     assert all(first_byte(a, b) == cl.count_sectors(a, b) for _, a, b in old)  # the old cases pass it
     for source, words in SECTOR_MUTANTS.values():
-        fails_naming(ch09.check_sectors, [exercise_module("m", source=source).sectors_and_lines], "ch09-sectors",
-                     words, capsys)
+        fails_naming(ch09.check_sectors, [exercise_module("m", source=source).sectors_and_lines,
+                                          solved.predicted_loads], "ch09-sectors", words, capsys)
+
+
+@pytest.mark.parametrize("mutant", list(PREDICTION_MUTANTS))
+def test_sectors_wrong_prediction_is_named(exercise_module, capsys, mutant):
+    edit, words = PREDICTION_MUTANTS[mutant]
+    m = exercise_module("ch09-sectors", source=mutate("ch09-sectors", [edit]))
+    out = fails_naming(ch09.check_sectors, [m.sectors_and_lines, m.predicted_loads], "ch09-sectors", words, capsys)
+    assert out.count("FAIL  your prediction") == 1, out
 
 
 # ========================================================================== the grader's judges, same mutants
@@ -217,6 +251,15 @@ def test_judges_fail_the_mutants_naming_them():
     judges_fail_naming({"ch09-block-tree": (mutate("ch09-block-tree", TREE_MUTANTS["tree stops before stride 1"][0]),
                                             ["one thread's value in every 2"])})
     judges_fail_naming({"ch09-block-tree": (ch09.reader_barrier.HELPERS, ["serial loop"])})
+    judges_fail_naming({
+        "ch09-shuffle-tail": (mutate("ch09-shuffle-tail", SHUFFLE_MUTANTS["shuffled, never combined into v"][0]),
+                              ["every lane got back the very value it passed in"]),
+        "ch09-sectors": (mutate("ch09-sectors", [PREDICTION_MUTANTS["chunks called coalesced"][0]]),
+                         ["your prediction: chunks", "too few"]),
+        "ch09-reader-barrier": (mutate("ch09-reader-barrier", [
+            ("    row_sum = block_sum(shared, total)\n",
+             "    cuda.syncthreads()\n    row_sum = block_sum(shared, total)\n")]), ["you added 2 barriers"]),
+    })
 
 
 def test_judges_refuse_the_package_and_code_outside_the_kernel_api():

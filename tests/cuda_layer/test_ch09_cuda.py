@@ -431,14 +431,18 @@ def test_shuffle_width_mistakes_are_named(wmax, wsum, words, capsys, tail_kernel
     fails_naming(ch09.check_shuffle_tail, [wmax, wsum, tail_kernel], "ch09-shuffle-tail", words, capsys)
 
 
+def _right_predictions():
+    return ch09.sectors.predicted_truth()
+
+
 def test_sectors_check(capsys):
-    passes(ch09.check_sectors, [cl.count_sectors], "ch09-sectors", capsys)
-    fails_naming(ch09.check_sectors, [lambda a, b: (len(a), len({x // 128 for x in a}))], "ch09-sectors",
-                 ["one per lane"], capsys)
-    fails_naming(ch09.check_sectors, [lambda a, b: (-(-len(a) * b // 32), -(-len(a) * b // 128))], "ch09-sectors",
-                 ["divided the bytes"], capsys)
-    fails_naming(ch09.check_sectors, [lambda a, b: cl.count_sectors(a, b)[::-1]], "ch09-sectors", ["swapped"],
-                 capsys)
+    passes(ch09.check_sectors, [cl.count_sectors, _right_predictions], "ch09-sectors", capsys)
+    fails_naming(ch09.check_sectors, [lambda a, b: (len(a), len({x // 128 for x in a})), _right_predictions],
+                 "ch09-sectors", ["one per lane"], capsys)
+    fails_naming(ch09.check_sectors, [lambda a, b: (-(-len(a) * b // 32), -(-len(a) * b // 128)), _right_predictions],
+                 "ch09-sectors", ["divided the bytes"], capsys)
+    fails_naming(ch09.check_sectors, [lambda a, b: cl.count_sectors(a, b)[::-1], _right_predictions], "ch09-sectors",
+                 ["swapped"], capsys)
 
 
 def test_the_simulator_additions_stand_alone():

@@ -4,10 +4,11 @@ on a CPU. Each module holds the exercise's case table, its notebook check and th
 
 * ``check_block_tree(block_max, block_sum)``: device functions that reduce one value per thread as a tree in
   shared memory and give every thread the result (probed thread by thread).
-* ``check_reader_barrier(kernel)``: the notebook's racy kernel with ``cuda.syncthreads()`` lines added, and only
-  those, run on the course's own block reductions (so it does not depend on ch09-block-tree).
+* ``check_reader_barrier(kernel)``: the notebook's racy kernel with one ``cuda.syncthreads()`` line added, and
+  nothing else, run on the course's own block reductions (so it does not depend on ch09-block-tree).
 * ``check_shuffle_tail(warp_max, warp_sum, tail_kernel)``: warp-shuffle reductions and the kernel using them.
-* ``check_sectors(sectors_and_lines)``: 32-byte sectors and 128-byte lines of one warp load.
+* ``check_sectors(sectors_and_lines, predicted_loads)``: the predicted sectors and lines of four mappings' first
+  warp loads, then 32-byte sectors and 128-byte lines of any warp load, counted.
 * ``check_profile(dram_bound, traffic_ratio, reread_from_l2, waits_on_memory)``: readings of Nsight Compute
   reports recorded on the H200 (``softmax_lab.profiles``) and of made-up ones (plain Python, no numba).
 

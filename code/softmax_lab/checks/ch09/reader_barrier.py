@@ -97,7 +97,8 @@ RACY_BODY = body_lines(RACY_KERNEL)
 
 
 def only_barriers_problem(mine: list[str] | None) -> str:
-    """'' when ``mine`` is the racy kernel's body with cuda.syncthreads() lines added (or moved)."""
+    """'' when ``mine`` is the racy kernel's body with one cuda.syncthreads() line added: the race has one
+    hazard, and one barrier removes it (where it sits is for the race recorder to judge)."""
     if mine is None:
         return ONLY_BARRIERS.format(what="no kernel body was found")
     code, want = [ln for ln in mine if ln != BARRIER], [ln for ln in RACY_BODY if ln != BARRIER]
@@ -109,8 +110,13 @@ def only_barriers_problem(mine: list[str] | None) -> str:
         return ONLY_BARRIERS.format(what=f"it has {len(code) - len(want)} code line(s) more than the racy kernel")
     if len(code) < len(want):
         return ONLY_BARRIERS.format(what=f"the racy kernel's line {len(code) + 1} is missing")
-    if mine.count(BARRIER) <= RACY_BODY.count(BARRIER):
+    added = mine.count(BARRIER) - RACY_BODY.count(BARRIER)
+    if added <= 0:
         return ONLY_BARRIERS.format(what="no cuda.syncthreads() was added")
+    if added > 1:
+        return (f"you added {added} barriers where the race needs fewer: every cuda.syncthreads() makes every thread "
+                f"of the block wait for the slowest, so {added - 1} of them cost each row a wait and protect nothing "
+                "the race report names")
     return ""
 
 
@@ -145,13 +151,13 @@ def _check_values(kind: str, rows: int, cols: int, step: int | None, seed: int) 
 
 def check_reader_barrier(kernel) -> Verdict:
     """Exercise ch09-reader-barrier: the notebook's ``racy_kernel`` with its reader barrier back: its body plus
-    ``cuda.syncthreads()`` lines, nothing else changed (when the kernel's source can be read), race-free in the
+    one ``cuda.syncthreads()`` line, nothing else changed (when the kernel's source can be read), race-free in the
     simulator and correct, run on the course's own block reductions."""
     report = Report("ch09-reader-barrier")
     if _not_implemented(kernel):
         report.add("your kernel", NOT_IMPLEMENTED)
         return Verdict(report.show())
-    report.run("the racy kernel's body with cuda.syncthreads() added, nothing else changed",
+    report.run("the racy kernel's body with one barrier added, nothing else changed",
                lambda: _source_problem(kernel))
     fixed = with_course_helpers(kernel)
     races = [(rows, cols, threads) for _, rows, cols, threads, _, race, _ in READER_CASES if race]

@@ -1,4 +1,5 @@
-"""Exercise ch09-sectors: the 32-byte sectors and 128-byte lines one warp's addresses touch (coalescing)."""
+"""Exercise ch09-sectors: the 32-byte sectors and 128-byte lines one warp's addresses touch (coalescing), predicted
+for four mappings before the notebook counts them, then counted by the learner's own function."""
 from __future__ import annotations
 
 import torch
@@ -53,6 +54,60 @@ def _record_cases():
            [4 + 8 * lane for lane in range(32)], 8)
 
 
+# ch09-sectors' predictions, made before the cell after the check counts every load of the same launch: 32 rows of
+# 256 float32, 32 threads. The mapping (the key of the learner's dict) -> the kernel whose first warp load is counted.
+PREDICTIONS = ["one thread per row", "chunks", "one block per row", "one block per row on big[:, 1:]"]
+_PREDICTED: dict = {}
+
+
+def predicted_truth() -> dict:
+    """{mapping: (sectors, lines)} of the first warp load of each mapping of ``PREDICTIONS``, recorded from the
+    course's kernels (once per process)."""
+    with _RECORDING:
+        if not _PREDICTED:
+            cl = _cl()
+            k = cl.kernels
+            x = torch.zeros(32, 256)
+            big = torch.zeros(1, 257)
+            loads = {
+                "one thread per row": cl.warp_loads(k.row_serial_kernel, 1, 32, (x, torch.zeros_like(x), 32, 256)),
+                "chunks": cl.warp_loads(k.chunked_row_max_kernel, 1, 32, (x[:1], torch.zeros(1), 256)),
+                "one block per row": cl.warp_loads(k.block_softmax_kernel, 1, 32, (x[:1], torch.zeros(1, 256), 256),
+                                                   shared_bytes=128),
+                "one block per row on big[:, 1:]": cl.warp_loads(k.block_softmax_kernel, 1, 32,
+                                                                 (big[:, 1:], torch.zeros(1, 256), 256),
+                                                                 shared_bytes=128),
+            }
+            _PREDICTED.update({name: cl.count_sectors(loads[name].warp_load(0, 0, 0).active, 4)
+                               for name in PREDICTIONS})
+    return dict(_PREDICTED)
+
+
+def prediction_problem(got, name: str, want: tuple) -> str:
+    """'' when the learner's prediction dict ``got`` holds ``want`` for mapping ``name``, else what is off."""
+    if not isinstance(got, dict):
+        return (f"predicted_loads() returned {type(got).__name__}: a prediction is a dict {{mapping: (sectors, "
+                "lines)}} with the four mappings' names as keys")
+    if name not in got:
+        return f"no prediction for {name!r} (the keys are the mappings' names, as written above the exercise)"
+    try:
+        sectors, lines = (int(v) for v in got[name])
+    except (TypeError, ValueError):
+        return f"a prediction is a pair (sectors, lines) of whole numbers, got {str(got[name])[:40]}"
+    if (sectors, lines) == want:
+        return ""
+    if (lines, sectors) == want:
+        return "sectors and lines are swapped"
+    if sectors != want[0]:
+        if sectors < want[0]:
+            return (f"{sectors} sectors is too few: the bytes the 32 lanes read are spread over more 32-byte "
+                    "sectors than that (write down where each lane's first read starts and ends)")
+        return (f"{sectors} sectors is too many: some lanes you counted apart read bytes of the same 32-byte "
+                "sector, which the warp load fetches once")
+    return (f"{lines} lines is too {'few' if lines < want[1] else 'many'} (a line is 128 bytes: where do the "
+            "32 reads start and end?)")
+
+
 def _sectors_problem(fn, addresses, access_bytes: int) -> str:
     return sectors_verdict(fn(list(addresses), access_bytes), addresses, access_bytes)
 
@@ -84,21 +139,37 @@ def sectors_verdict(got, addresses, access_bytes: int) -> str:
     return f"lines: {got[1]} is {'too many' if got[1] > want[1] else 'too few'} (a line is 128 bytes)"
 
 
-def check_sectors(sectors_and_lines) -> Verdict:
-    """Exercise ch09-sectors: ``sectors_and_lines(byte_addresses, access_bytes) -> (sectors, lines)``."""
-    report = Report("ch09-sectors")
+def _blank(fn, *args) -> bool:
     try:
-        sectors_and_lines([0], 4)
+        fn(*args)
     except NotImplementedError:
-        report.add("sectors_and_lines", NOT_IMPLEMENTED)
-        return Verdict(report.show())
+        return True
     except Exception:
         pass
+    return False
+
+
+def check_sectors(sectors_and_lines, predicted_loads) -> Verdict:
+    """Exercise ch09-sectors: ``predicted_loads() -> {mapping: (sectors, lines)}``, the prediction for the first
+    warp load of each mapping of ``PREDICTIONS``, and ``sectors_and_lines(byte_addresses, access_bytes) ->
+    (sectors, lines)``."""
+    report = Report("ch09-sectors")
+    if _blank(predicted_loads) or _blank(sectors_and_lines, [0], 4):
+        report.add("predicted_loads and sectors_and_lines", NOT_IMPLEMENTED)
+        return Verdict(report.show())
     try:
         cases = list(_sector_cases())
+        truth = predicted_truth()
     except Exception as err:
         report.add("recording the kernels' addresses", explain_exception(err))
         return Verdict(report.show())
+    try:
+        guess = predicted_loads()
+    except Exception as err:
+        guess = err
+    for name in PREDICTIONS:
+        report.run(f"your prediction: {name}", lambda n=name: (
+            explain_exception(guess) if isinstance(guess, Exception) else prediction_problem(guess, n, truth[n])))
     for name, addresses, nbytes in cases:
         report.run(name, lambda a=addresses, b=nbytes: _sectors_problem(sectors_and_lines, a, b))
     return Verdict(report.show())
@@ -119,8 +190,11 @@ def _expect(addresses, access_bytes):
 
 def _judge_calls(rng: np.random.Generator) -> list:
     cases = list(_sector_cases()) + [fresh_load(rng) for _ in range(JUDGE_FRESH)]
-    return [PCall(name, "sectors_and_lines", [[int(a) for a in addresses], int(nbytes)], _expect(addresses, nbytes))
-            for name, addresses, nbytes in cases]
+    truth = predicted_truth()
+    return ([PCall(f"your prediction: {name}", "predicted_loads", [],
+                   lambda value, n=name: prediction_problem(value, n, truth[n])) for name in PREDICTIONS]
+            + [PCall(name, "sectors_and_lines", [[int(a) for a in addresses], int(nbytes)], _expect(addresses, nbytes))
+               for name, addresses, nbytes in cases])
 
 
 JUDGES = {"ch09-sectors": PythonJudge(_judge_calls)}

@@ -119,6 +119,9 @@ def warp_problem(got: np.ndarray, vals: np.ndarray, fn_name: str) -> str:
         return f"{fn_name}: lane 0 got NaN"
     if math.isclose(float(got[0]), float(want), rel_tol=1e-5, abs_tol=1e-5) or got[0] == want:
         return ""
+    if np.array_equal(np.asarray(got, np.float64), np.asarray(vals, np.float32).astype(np.float64)):
+        return (f"{fn_name}: every lane got back the very value it passed in, so no lane's value reached another: "
+                "nothing a shuffle handed over was combined into what the function returns")
     return _shuffle_mistake(float(got[0]), vals, op, fn_name)
 
 
