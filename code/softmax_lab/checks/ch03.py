@@ -58,28 +58,33 @@ def loads_problem(value, rows: int, cols: int, block: int, want: int | None = No
     if value == want:
         return ""
     tiles = -(-cols // block)
-    shapes = {
-        rows * cols * (2 * tiles * block + 1):
-            "you counted the masked lanes of the last tile as loads: a lane whose mask is false reads nothing "
-            "from memory",
-        rows * cols * (2 * tiles * block):
-            "you counted the masked lanes of the last tile as loads (a lane whose mask is false reads nothing), "
-            "and left out each program's load of its own element",
-        rows * cols * 2 * cols: "you left out each program's load of its own element",
-        rows * cols * (cols + 1): "you counted one walk over the row per program, but each program walks it twice "
-                                  "(the max first, then the sum)",
-        cols * (2 * cols + 1): "you counted the programs of one row only: the grid has a program for every element "
-                               "of every row",
-        rows * (2 * cols + 1): "you counted each row's walks once per row, but no program shares what it read: every "
-                               "program of the row walks the whole row itself",
-        3 * rows * cols: "that is a kernel whose programs share the row's max and sum; here no program shares "
-                         "anything: every program of the row walks the whole row itself",
-    }
-    if value in shapes and value != want:
-        return shapes[value]
+    padded = [  # only where the last tile has masked lanes
+        (rows * cols * (2 * tiles * block + 1),
+         "you counted the masked lanes of the last tile as loads: a lane whose mask is false reads nothing from "
+         "memory"),
+        (rows * cols * (2 * tiles * block),
+         "you counted the masked lanes of the last tile as loads (a lane whose mask is false reads nothing), and "
+         "left out each program's load of its own element"),
+    ] if tiles * block != cols else []
+    shapes = padded + [  # (a wrong formula's count, its mistake): named only when no other one gives that count
+        (rows * cols * 2 * cols, "you left out each program's load of its own element"),
+        (rows * cols * (cols + 1),
+         "you counted one walk over the row per program, but each program walks it twice (the max first, then the "
+         "sum)"),
+        (cols * (2 * cols + 1),
+         "you counted the programs of one row only: the grid has a program for every element of every row"),
+        (rows * (2 * cols + 1),
+         "you counted each row's walks once per row, but no program shares what it read: every program of the row "
+         "walks the whole row itself"),
+        (3 * rows * cols,
+         "that is a kernel whose programs share the row's max and sum; here no program shares anything: every "
+         "program of the row walks the whole row itself"),
+    ]
+    named = {why for count, why in shapes if count == value}
+    if len(named) == 1:
+        return named.pop()
     if value > want:
-        return ("your count is too high: it holds loads the kernel never makes (a lane whose mask is false loads "
-                "nothing)")
+        return "your count is too high: it holds loads the kernel never makes"
     return "your count is too low: each program's walks and its own element are not all in it"
 
 
