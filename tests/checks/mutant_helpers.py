@@ -2,7 +2,7 @@
 import triton
 
 from check_helpers import check_output, exercise_source, load, run_check
-from softmax_lab.checks import ch00, ch01, ch02, ch03, ch04
+from softmax_lab.checks import ch00, ch01, ch02, ch04
 from softmax_lab.checks._pitfalls import softmax_problem
 
 
@@ -42,7 +42,6 @@ OLD_CASES = {
     "ch00-double": [f"vector of {n}" for n in ch00.SIZES],
     "ch01-stable-row": [name for name, _ in ch01.ROW_CASES],
     "ch02-masked-load-store": [name for name, _ in ch02.MASK_CASES],
-    "ch03-naive-normalize": [name for name, _ in ch03.NAIVE_CASES],
     "ch04-fused": [name for name, _, _ in ch04.FUSED_CASES],
 }
 

@@ -16,12 +16,27 @@ from softmax_lab.checks import ch02
 # (exercise, mutant, (old, new) edits of the solution, the case that must fail, words its line must hold)
 MISSED_BEFORE = [
     ("ch02-masked-load-store", "torch.softmax inside the launcher",
-     [("    softmax_rows_kernel[(n_rows,)](out, x, n_cols, BLOCK=triton.next_power_of_2(n_cols))",
-       "    out.copy_(torch.softmax(x, dim=-1))")], ch02.TRAFFIC_CASE, "never launched softmax_rows_kernel"),
+     [("    softmax_rows_kernel[(n_rows,)](out, mean, x, n_cols, BLOCK=triton.next_power_of_2(n_cols))",
+       "    out.copy_(torch.softmax(x, dim=-1))\n    mean.copy_(x.mean(dim=-1))")], ch02.TRAFFIC_CASE,
+     "never launched softmax_rows_kernel"),
 ]
 
 # Its newer exercises: (exercise, mutant, edits, failing case, words)
 NEW_EXERCISES = [
+    ("ch02-masked-load-store", "the mean sums the -inf padding", [("scores = tl.where(mask, x, 0.0)", "scores = x")],
+     "3 columns in a block of 4 [[1, 2, 3]]", "the mean is -inf"),
+    ("ch02-masked-load-store", "the mask multiplied in (-inf * 0)",
+     [("scores = tl.where(mask, x, 0.0)", "scores = x * mask")], "3 columns in a block of 4 [[1, 2, 3]]",
+     "the mean is NaN"),
+    ("ch02-masked-load-store", "the mean divided by BLOCK",
+     [("tl.sum(scores, axis=0) / n_cols)", "tl.sum(scores, axis=0) / BLOCK)")],
+     "3 columns in a block of 4 [[1, 2, 3]]", "divided by the block's BLOCK lanes"),
+    ("ch02-masked-load-store", "the mean never stored",
+     [("    tl.store(mean_ptr + row, tl.sum(scores, axis=0) / n_cols)\n", "")],
+     "random 2x31", "never stored"),
+    ("ch02-masked-load-store", "a second load for the mean",
+     [("scores = tl.where(mask, x, 0.0)", "scores = tl.load(in_ptr + row * n_cols + cols, mask=mask, other=0.0)")],
+     ch02.TRAFFIC_CASE, "loaded 30"),
     ("ch02-padding-self-test", "only the seed's [0, 0, 0, 0]",
      [("        [[0.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]],",
        "        [[0.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]],"),

@@ -506,8 +506,8 @@ PITFALLS = {
 
 # The other chapters' seed pitfalls, graded in the every-chapter test.
 SLOW_PITFALLS = {
-    "03_naive_kernel.ipynb": ("ch03-naive-normalize", "y = tl.exp(mine - row_max) / total",
-                              "y = tl.exp(mine) / total", "shifted only the denominator"),
+    "03_naive_kernel.ipynb": ("ch03-naive-normalize", "return rows * cols * (2 * cols + 1)",
+                              "return rows * cols * 2 * cols", "left out each program's load"),
     "04_three_kernels_to_one.ipynb": ("ch04-fused", "row * in_row_stride + cols", "row * n_cols + cols",
                                       "row stride"),
     "05_online_softmax.ipynb": ("ch05-online-kernel", 'shift = tl.where(m_new == -float("inf"), 0.0, m_new)',

@@ -3,10 +3,13 @@
 ``check_stable_row(softmax_row)`` runs the learner's launcher ``softmax_row(x, out)`` on 1-D rows: the
 [2, 1, 0] example, the [1000, 1001, 1002] trace, an all-negative row, identical values and random rows of
 several lengths. A wrong answer is explained (overflow, only the denominator shifted, not normalized, ...).
+``check_shift_trace`` and ``check_count_nonfinite`` grade predictions (numbers written before the cells that
+compute them run) against what float32 computes.
 """
 from __future__ import annotations
 
-import numpy as np
+import math
+
 import torch
 
 from ..device import DEVICE
@@ -15,7 +18,7 @@ from .common import Report
 from .judging import KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case
 
 __all__ = ["check_stable_row", "ROW_TABLE", "ROW_CASES", "check_shift_trace", "SHIFT_TABLE", "check_count_nonfinite",
-           "COUNT_TABLE", "STEPS"]
+           "COUNT_TABLE", "COUNT_ROWS", "STEPS"]
 
 # Each exercise has one case table, read by the notebook check and by the grader's judge alike.
 
@@ -140,30 +143,24 @@ def check_shift_trace(predicted_trace, steps_that_change) -> Verdict:
     return Verdict(report.show())
 
 
-# --------------------------------------------------------------- x, x + 1000, x - 1000: count what is not finite
+# --------------------------------------------------- x, x + 1000, x - 1000: predict what is not finite, then run
 
-# ch01-count-nonfinite: (name, kind, the check's row). The judge keeps the "fixed" rows and draws the others fresh
-# from its seed, alike in kind: "wide" (one value past float32's exp range, 0, one far below), "one" (a single
-# value), "random" (a random row).
+# ch01-count-nonfinite: (name, the row's key in COUNT_ROWS). The learner predicts the counts as numbers for these
+# rows (the exercise's own: nothing to draw); the check and the judge compare them with what float32 computes.
+COUNT_ROWS = {
+    "chapter": [2.0, 1.0, 0.0, -1.5],
+    "wide": [0.0, 100.0, -100.0],
+    "near 1000": [950.0, 1000.0],
+    "with inf": [math.inf, 0.0],
+}
 COUNT_TABLE = [
-    ("the chapter's row [2, 1, 0, -1.5]", "fixed", [2.0, 1.0, 0.0, -1.5]),
-    ("a wide row [0, 100, -100]", "wide", [0.0, 100.0, -100.0]),
-    ("one value [5]", "one", [5.0]),
-    ("random row of 16", "random", random_rows((16,), 4).tolist()),
+    ("your counts for the chapter's row [2, 1, 0, -1.5]", "chapter"),
+    ("your counts for a wide row [0, 100, -100]", "wide"),
+    ("your counts for a row near 1000 [950, 1000]", "near 1000"),
+    ("your counts for a row holding inf [inf, 0]", "with inf"),
 ]
-COUNT_ROWS = [(name, row) for name, _, row in COUNT_TABLE]  # the check's
-
-
-def fresh_count_row(kind: str, row: list[float], rng: np.random.Generator) -> list[float]:
-    """The judge's row for one case of COUNT_TABLE, from the grader's seed."""
-    if kind == "wide":
-        return [float(rng.uniform(89, 300)), 0.0, float(-rng.uniform(10, 300))]
-    if kind == "one":
-        return [float(rng.normal(0, 3))]
-    if kind == "random":
-        return [float(v) for v in rng.normal(0, 3, int(rng.integers(2, 20)))]
-    return list(row)
 SHIFTS = ("x", "x + 1000", "x - 1000")
+FORMULAS = ("textbook", "stable")
 
 
 def nonfinite_counts(values, dtype=torch.float32) -> list[list[int]]:
@@ -179,37 +176,47 @@ def nonfinite_counts(values, dtype=torch.float32) -> list[list[int]]:
     return out
 
 
-def counts_problem(got, values) -> str:
-    """'' when ``got`` holds the right counts for the row ``values``; else which row and formula is wrong."""
+def _whole(v) -> bool:
+    return _number(v) and math.isfinite(v) and float(v) == int(v)
+
+
+def counts_problem(got, key: str) -> str:
+    """'' when ``got`` is float32's counts for COUNT_ROWS[key]; else which predictions are wrong, and how."""
+    values = COUNT_ROWS[key]
     want = nonfinite_counts(values)
     if not isinstance(got, (list, tuple)) or len(got) != 3 or not all(
-            isinstance(p, (list, tuple)) and len(p) == 2 and all(_number(v) and float(v) == int(v) for v in p)
-            for p in got):
-        return "return three pairs of counts [textbook, stable], for x, x + 1000 and x - 1000"
+            isinstance(p, (list, tuple)) and len(p) == 2 and all(_whole(v) for v in p) for p in got):
+        return "return three pairs of whole numbers [textbook count, stable count], for x, x + 1000 and x - 1000"
     got = [[int(a), int(b)] for a, b in got]
     if got == want:
         return ""
     if got == nonfinite_counts(values, torch.float64):
         return ("these are float64's counts, not float32's: float64's exp overflows only past 709.8, float32's "
                 "already past 88.72")
-    parts = []
-    stable = [name for name, g, w in zip(SHIFTS, got, want) if g[1] != w[1]]
-    textbook = [name for name, g, w in zip(SHIFTS, got, want) if g[0] != w[0]]
-    if stable:
-        parts.append(f"your stable count is wrong for {', '.join(stable)} (after subtracting the row max no "
-                     "exponential overflows and the largest is exactly 1: does your stable version subtract it?)")
-    if textbook:
-        parts.append(f"your textbook count is wrong for {', '.join(textbook)} (float32's exp is inf past 88.72 and "
-                     "0 below about -104; then inf/inf and 0/0 are NaN)")
-    return "; ".join(parts) + " (inf and NaN both count as not finite)"
+    n = len(values)
+    wrong = []
+    for shift, g, w in zip(SHIFTS, got, want):
+        for formula, a, b in zip(FORMULAS, g, w):
+            if a != b:
+                how = "more than the row has outputs" if a > n else ("too many" if a > b else "too few")
+                wrong.append(f"{formula} on {shift} ({how})")
+    why = []
+    textbook_wrong = any(g[0] != w[0] for g, w in zip(got, want))
+    stable_wrong = any(g[1] != w[1] for g, w in zip(got, want))
+    if textbook_wrong:
+        why.append("the textbook formula divides every exp by one shared sum: each output follows from what that "
+                   "sum is (inf, 0 or an ordinary number) and from its own exp")
+    if stable_wrong:
+        why.append("the stable formula exponentiates x - max, never x itself: look at what the shift leaves "
+                   "of each entry")
+    return f"wrong prediction(s): {', '.join(wrong)}; " + "; ".join(why)
 
 
-def check_count_nonfinite(count_nonfinite) -> Verdict:
-    """Print PASS/FAIL per row and a summary line; True when all pass."""
+def check_count_nonfinite(predicted_counts) -> Verdict:
+    """Print PASS/FAIL per row of COUNT_TABLE and a summary line; True when all pass."""
     report = Report("ch01-count-nonfinite")
-    for name, values in COUNT_ROWS:
-        x = torch.tensor(values, dtype=torch.float32)
-        report.run(name, lambda x=x, v=values: counts_problem(count_nonfinite(x.clone()), v))
+    for name, key in COUNT_TABLE:
+        report.run(name, lambda k=key: counts_problem(predicted_counts(k), k))
     return Verdict(report.show())
 
 
@@ -221,13 +228,9 @@ def _shift_calls(rng):
 
 
 def _count_calls(rng):
-    """COUNT_TABLE's cases, the rows that are not "fixed" drawn fresh from the grader's seed."""
-    calls = []
-    for name, kind, row in COUNT_TABLE:
-        r = torch.tensor(fresh_count_row(kind, row, rng), dtype=torch.float32).tolist()  # what float32 holds
-        calls.append(PCall(name, "count_nonfinite", [{"tensor": r, "tensor_dtype": "float32"}],
-                           lambda value, r=r: counts_problem(value, r)))
-    return calls
+    """COUNT_TABLE's calls (the rows are the exercise's own: nothing to draw)."""
+    return [PCall(name, "predicted_counts", [key], lambda value, k=key: counts_problem(value, k))
+            for name, key in COUNT_TABLE]
 
 
 def _judges():

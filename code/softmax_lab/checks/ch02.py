@@ -1,9 +1,11 @@
-"""Checks for chapter 2 (masks and padding): the masked load and store of a one-row-per-program kernel.
+"""Checks for chapter 2 (masks and padding): a one-row-per-program kernel that loads each row once and stores its
+softmax and its mean score.
 
-``check_masked_rows(softmax_rows)`` runs the learner's launcher ``softmax_rows(x, out)`` (2-D, contiguous) on
+``check_masked_rows(softmax_rows)`` runs the learner's launcher ``softmax_rows(x, out, mean)`` (2-D, contiguous) on
 row lengths around powers of two, the all-negative row in a block of 4, and large values. Outputs are
 poisoned and followed by a guard zone, so a missing store mask or a load that runs into the next row is
-caught and named.
+caught and named. The padding lanes feed three reductions (the max, the sum of exponentials and the sum of the
+scores), and no one padding value is the identity of all three: a mean that took the padding in is named.
 """
 from __future__ import annotations
 
@@ -15,10 +17,10 @@ import triton
 import triton.language as tl
 
 from ..testing import BOUNDARY_SHAPES
-from ._pitfalls import Verdict, case_values, random_rows, softmax_problem, traffic_problem
-from .common import Report, _returned, lane_map_of
+from ._pitfalls import Verdict, case_values, quiet, random_rows, softmax_problem, traffic_problem
+from .common import GUARD, GUARD_LEN, Report, _returned, guarded, lane_map_of
 from ..device import DEVICE as _DEVICE
-from .judging import KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case
+from .judging import Buf, KernelJudge, PCall, PythonJudge, cast, fresh_values, np2, softmax_case, view_of
 
 __all__ = ["check_masked_rows", "MASK_CASES", "check_padding_self_test"]
 
@@ -36,12 +38,15 @@ JUDGE_FRESH = 2  # fresh shapes in every grader run, besides all the named ones
 MASK_CASES = [(name, case_values(kind, shape, seed)) for name, shape, kind, seed in MASK_TABLE]  # the check's
 
 
-TRAFFIC_CASE = "your own Triton kernel loads each element once and stores each once (counted by memcount)"
+TRAFFIC_CASE = ("your own Triton kernel loads each element once and stores each output once, and one mean "
+                "per row (counted by memcount)")
 
 
 def lane_launch(softmax_rows):
-    """How the lane map (shown after a FAIL) runs the learner's launcher on one input."""
-    return lambda x: _returned(softmax_rows(x, out := torch.empty_like(x)), out)
+    """How the lane map (shown after a FAIL) runs the learner's launcher on one input (the means go to a scratch
+    tensor: the map draws the rows of x and of the output)."""
+    return lambda x: _returned(softmax_rows(x, out := torch.empty_like(x), torch.empty(x.shape[0], device=x.device)),
+                               out)
 
 
 def lane_input():
@@ -49,15 +54,59 @@ def lane_input():
     return torch.randn(4, 10, generator=torch.Generator().manual_seed(0)).to(_DEVICE)
 
 
+MEAN_NEVER = "the row means were never stored (still the poison the check wrote)"
+MEAN_NEG_INF = ("the mean is -inf: the padding lanes' -inf went into the sum of the scores, and one -inf makes "
+                "the whole sum -inf")
+MEAN_NAN = ("the mean is NaN: the padding lanes' -inf met something that made it NaN in the sum of the scores "
+            "(-inf times 0 and -inf + inf are both NaN)")
+MEAN_BLOCK = ("the mean is the row's sum divided by the block's BLOCK lanes, not by the row's n_cols elements: rows "
+              "shorter than their block come out too small in magnitude")
+MEAN_PAST = "the kernel wrote past the last row's mean: mean has one element per row"
+
+
+def mean_problem(mean: torch.Tensor, guard: torch.Tensor, values: torch.Tensor) -> str:
+    """'' when ``mean`` holds each row's mean score (float64 reference), else the mistake in words."""
+    if bool((guard != GUARD).any()):
+        return MEAN_PAST
+    got = mean.detach().to(torch.float64).cpu()
+    x64 = values.reshape(got.numel(), -1).to(torch.float64)
+    want = x64.mean(dim=1)
+    if torch.allclose(got, want, rtol=1e-5, atol=1e-5):
+        return ""
+    if bool((got == GUARD).any()):
+        return MEAN_NEVER
+    if bool(torch.isneginf(got).any()):
+        return MEAN_NEG_INF
+    if bool(torch.isnan(got).any()):
+        return MEAN_NAN
+    if torch.allclose(got, x64.sum(dim=1) / triton.next_power_of_2(x64.shape[1]), rtol=1e-5, atol=1e-5):
+        return MEAN_BLOCK
+    bad = ~torch.isclose(got, want, rtol=1e-5, atol=1e-5)
+    return f"{int(bad.sum())} of {got.numel()} row means differ from the float64 mean of the row's scores"
+
+
+def case_problem(softmax_rows, values: torch.Tensor) -> str:
+    """One case: the softmax first (its pitfalls are named by softmax_problem), then the row means."""
+    rows = values.shape[0] if values.dim() == 2 else 1
+    flat = guarded(rows, device=_DEVICE)
+    mean, guard = flat[:rows], flat[rows:]
+    problem = softmax_problem(lambda x, out: softmax_rows(x, out, mean), values, triton.next_power_of_2)
+    if problem:
+        return problem
+    with quiet():
+        return mean_problem(mean, guard, values)
+
+
 def check_masked_rows(softmax_rows) -> Verdict:
     """Print PASS/FAIL per case and a summary line; True when all pass."""
     report = Report("ch02-masked-load-store", drawing=lane_map_of(lane_launch(softmax_rows), lane_input))
     for name, values in MASK_CASES:
-        report.run(name, lambda v=values: softmax_problem(softmax_rows, v, triton.next_power_of_2))
+        report.run(name, lambda v=values: case_problem(softmax_rows, v))
     x = random_rows((3, 5), 31).to(_DEVICE)
     report.run(TRAFFIC_CASE, lambda: traffic_problem(
-        softmax_rows, x, 15, 15, "load each element once and store each once: the padding lanes are masked, "
-        "so they are neither loaded from memory nor stored", kernel="softmax_rows_kernel"))
+        lambda x, out: softmax_rows(x, out, torch.empty(x.shape[0], device=x.device)), x, 15, 15 + 3,
+        "load each element once, store each output once and one mean per row: the padding lanes are masked, so "
+        "they are neither loaded from memory nor stored", kernel="softmax_rows_kernel"))
     return Verdict(report.show())
 
 
@@ -157,8 +206,16 @@ def _judge_cases(rng):
     """The grader's launches: every named case with values from its seed, and JUDGE_FRESH fresh shapes."""
     fresh = [(f"random {R}x{C}", (R, C), "random", 0)
              for R, C in ((int(rng.integers(1, 4)), int(rng.integers(3, 300))) for _ in range(JUDGE_FRESH))]
-    return [softmax_case(rng, name, fresh_values(rng, kind, (R, C)), ["out", "x", "n"], np2(C), (R,))
-            for name, (R, C), kind, _ in MASK_TABLE + fresh]
+    cases = []
+    for name, (R, C), kind, _ in MASK_TABLE + fresh:
+        case = softmax_case(rng, name, fresh_values(rng, kind, (R, C)), ["out", "x", "n"], np2(C), (R,))
+        x = case.buffers["x"]
+        ref = view_of(x, cast(x.storage, x.dtype)).mean(axis=1)  # the mean of the values the kernel reads
+        case.buffers["mean"] = Buf(np.concatenate([np.full(R, np.nan), np.full(GUARD_LEN, GUARD)]), output=True,
+                                   shape=(R,), ref=ref)
+        case.args.insert(1, ("buf", "mean"))
+        cases.append(case)
+    return cases
 
 
 def _self_test_calls(rng):

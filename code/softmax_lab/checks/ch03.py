@@ -1,63 +1,119 @@
-"""Checks for chapter 3 (the naive kernel): the stable normalization each program writes.
+"""Checks for chapter 3 (the naive kernel): predict its loads before the chapter counts them.
 
-``check_naive(naive_softmax)`` runs the learner's launcher ``naive_softmax(x, out)`` on small shapes (the
-naive kernel launches one program per element, so the interpreter is slow past a few hundred) and the
-classic rows. Typical slips it names: exp(x) in the numerator (output scaled by e^max), no division.
+``check_naive(naive_loads)`` asks the learner's formula ``naive_loads(rows, cols, block)`` for the elements the naive
+kernel (one program per output, its row walked twice in tiles of ``block`` lanes) loads from memory, and compares it
+with memcount's count of that kernel on small inputs (the library's ``naive_softmax``: the same walks as the
+notebook's kernel) and with the exact count on big ones, which no interpreter could run. A wrong formula is named by
+what it leaves out or counts twice (its own element, the masked lanes of the last tile, one walk per row ...).
 """
 from __future__ import annotations
 
-from ..device import DEVICE
-from ._pitfalls import Verdict, case_values, random_rows, softmax_problem, traffic_problem
+import numbers
+
+import torch
+
+from ._pitfalls import Verdict, random_rows
 from .common import Report
-from .judging import KernelJudge, fresh_values, np2, softmax_case
+from .judging import PCall, PythonJudge, np2
 
-__all__ = ["check_naive", "NAIVE_CASES"]
+__all__ = ["check_naive", "NAIVE_TABLE", "naive_load_count"]
 
-# The cases, read by the notebook check and by the grader's judge alike: (name, (rows, columns), values (see
-# _pitfalls.case_values), the check's seed). The check draws the values from the fixed seeds; the judge from the
-# grader's seed, plus JUDGE_FRESH fresh shapes.
+# ch03-naive-normalize's cases, read by the notebook check and by the grader's judge alike: (name, rows, cols,
+# block, counted). The check counts the "counted" ones with memcount; the others, and the judge's JUDGE_FRESH fresh
+# shapes, get naive_load_count (which the counted cases check against memcount, tests/checks/test_ch03.py).
 NAIVE_TABLE = [
-    ("random 1x1", (1, 1), "random", 40),
-    ("random 2x31", (2, 31), "random", 41),
-    ("random 3x32", (3, 32), "random", 42),
-    ("random 4x33", (4, 33), "random", 43),
-    ("all-negative row [-1002, -1001, -1000]", (1, 3), "[-1002, -1001, -1000]", 0),
-    ("large values [1000, 1001, 1002]", (1, 3), "[1000, 1001, 1002]", 0),
-    ("identical values 2x7", (2, 7), "sevens", 0),
+    ("1 x 1, one tile of 1 (counted by memcount)", 1, 1, 1, True),
+    ("2 x 5, one tile of 8 (counted by memcount)", 2, 5, 8, True),
+    ("3 x 7, tiles of 4 (counted by memcount)", 3, 7, 4, True),
+    ("1 x 16, tiles of 4 (counted by memcount)", 1, 16, 4, True),
+    ("100 x 1000, one tile of 1024", 100, 1000, 1024, False),
+    ("4096 x 1024, one tile of 1024 (the H200 benchmark's shape)", 4096, 1024, 1024, False),
+    ("1024 x 4096, tiles of 1024", 1024, 4096, 1024, False),
 ]
-JUDGE_FRESH = 2  # fresh shapes in every grader run, besides all the named ones
-NAIVE_CASES = [(name, case_values(kind, shape, seed)) for name, shape, kind, seed in NAIVE_TABLE]  # the check's
+JUDGE_FRESH = 3  # fresh shapes in every grader run, besides all the named ones
 
 
-TRAFFIC_CASE = ("your own Triton kernel: 2N² + N loads per row of N, one store per program (counted by memcount, "
-                "2x5)")
+def naive_load_count(rows: int, cols: int) -> int:
+    """The elements the naive kernel loads: what memcount counts (lanes whose mask is true)."""
+    return rows * cols * (2 * cols + 1)
 
 
-def check_naive(naive_softmax) -> Verdict:
-    """Print PASS/FAIL per case and a summary line; True when all pass."""
+def counted_loads(rows: int, cols: int, block: int) -> int:
+    """memcount's count of the library's naive kernel on a rows x cols input, walking its rows in tiles of block."""
+    from ..kernels import naive_softmax
+    from ..memcount import count_calls
+
+    x = random_rows((rows, cols), 50).to(torch.float32)
+    _, c = count_calls(lambda t: naive_softmax(t, BLOCK=block), x)
+    return c.loads
+
+
+def loads_problem(value, rows: int, cols: int, block: int, want: int | None = None) -> str:
+    """'' when ``value`` is the naive kernel's load count for (rows, cols, block), else the mistake in words."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, float)) or (
+            isinstance(value, float) and not value.is_integer()):
+        return f"return a whole number of loaded elements (got {type(value).__name__} {value!r:.40})"
+    value = int(value)
+    want = naive_load_count(rows, cols) if want is None else want
+    if value == want:
+        return ""
+    tiles = -(-cols // block)
+    padded = [  # only where the last tile has masked lanes
+        (rows * cols * (2 * tiles * block + 1),
+         "you counted the masked lanes of the last tile as loads: a lane whose mask is false reads nothing from "
+         "memory"),
+        (rows * cols * (2 * tiles * block),
+         "you counted the masked lanes of the last tile as loads (a lane whose mask is false reads nothing), and "
+         "left out each program's load of its own element"),
+    ] if tiles * block != cols else []
+    shapes = padded + [  # (a wrong formula's count, its mistake): named only when no other one gives that count
+        (rows * cols * 2 * cols, "you left out each program's load of its own element"),
+        (rows * cols * (cols + 1),
+         "you counted one walk over the row per program, but each program walks it twice (the max first, then the "
+         "sum)"),
+        (cols * (2 * cols + 1),
+         "you counted the programs of one row only: the grid has a program for every element of every row"),
+        (rows * (2 * cols + 1),
+         "you counted each row's walks once per row, but no program shares what it read: every program of the row "
+         "walks the whole row itself"),
+        (3 * rows * cols,
+         "that is a kernel whose programs share the row's max and sum; here no program shares anything: every "
+         "program of the row walks the whole row itself"),
+    ]
+    named = {why for count, why in shapes if count == value}
+    if len(named) == 1:
+        return named.pop()
+    if value > want:
+        return "your count is too high: it holds loads the kernel never makes"
+    return "your count is too low: each program's walks and its own element are not all in it"
+
+
+def check_naive(naive_loads) -> Verdict:
+    """Print PASS/FAIL per case of NAIVE_TABLE and a summary line; True when all pass."""
     report = Report("ch03-naive-normalize")
-    for name, values in NAIVE_CASES:
-        report.run(name, lambda v=values: softmax_problem(naive_softmax, v))
-    x = random_rows((2, 5), 44).to(DEVICE)
-    report.run(TRAFFIC_CASE, lambda: traffic_problem(
-        naive_softmax, x, 2 * (2 * 5 * 5 + 5), 10, "walk the row twice and load its own element once (the "
-        "values loaded are already in `mine`, `row_max` and `total`), then store one value",
-        kernel="my_naive_kernel"))
+    for name, rows, cols, block, counted in NAIVE_TABLE:
+        def problem(r=rows, c=cols, b=block, counted=counted):
+            value = naive_loads(r, c, b)  # the learner's formula first: a blank one says "not implemented"
+            return loads_problem(value, r, c, b, counted_loads(r, c, b) if counted else None)
+        report.run(name, problem)
     return Verdict(report.show())
 
 
-# ------------------------------------------------------------------------------- what the grader launches
+# ------------------------------------------------------------------------------- what the grader asks
 
-def _judge_cases(rng):
-    """The grader's launches: every named case with values from its seed, and JUDGE_FRESH fresh shapes."""
-    fresh = [(f"random {R}x{C}", (R, C), "random", 0)
-             for R, C in ((int(rng.integers(1, 4)), int(rng.integers(3, 40))) for _ in range(JUDGE_FRESH))]
-    return [softmax_case(rng, name, fresh_values(rng, kind, (R, C)), ["out", "x", "n"], min(np2(C), 1024), (R * C,))
-            for name, (R, C), kind, _ in NAIVE_TABLE + fresh]
+def _calls(rng):
+    """NAIVE_TABLE's shapes, and JUDGE_FRESH fresh ones (some walked in several tiles) from the grader's seed."""
+    fresh = []
+    for _ in range(JUDGE_FRESH):
+        rows, cols = int(rng.integers(1, 5000)), int(rng.integers(2, 9000))
+        block = min(np2(cols), 1 << int(rng.integers(2, 11)))
+        fresh.append((f"{rows} x {cols}, tiles of {block} (fresh)", rows, cols, block, False))
+    return [PCall(name, "naive_loads", [r, c, b], lambda value, r=r, c=c, b=b: loads_problem(value, r, c, b))
+            for name, r, c, b, _ in NAIVE_TABLE + fresh]
 
 
 def _judges():
-    return {"ch03-naive-normalize": KernelJudge("my_naive_kernel", _judge_cases)}
+    return {"ch03-naive-normalize": PythonJudge(_calls)}
 
 
 JUDGES = _judges()
