@@ -5,7 +5,7 @@ The kernels here are small stand-ins for what a learner writes in the notebook (
 introduced into it); the notebook's own exercise cells are checked too. Sizes stay tiny: these run on the CPU
 interpreter in CI.
 """
-import softmax_lab  # noqa: F401 - before triton: picks the device (the interpreter on a CPU)
+import softmax_lab  # before triton: picks the device (the interpreter on a CPU)
 import pytest
 import torch
 import triton
