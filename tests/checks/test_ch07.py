@@ -5,7 +5,7 @@ The kernels here are small stand-ins for what a learner writes in the notebook (
 introduced into it); the notebook's own exercise cells are checked too. Sizes stay tiny: these run on the CPU
 interpreter in CI.
 """
-import softmax_lab  # noqa: F401 - before triton: picks the device (the interpreter on a CPU)
+import softmax_lab  # before triton: picks the device (the interpreter on a CPU)
 import pytest
 import torch
 import triton
@@ -13,6 +13,7 @@ import triton
 from check_helpers import (assert_blank, assert_names, assert_passes, blank,
                            notebook_exercise_blank_says_not_implemented, notebook_exercise_solution_passes)
 from softmax_lab.checks import ch07
+from softmax_lab.device import DEVICE
 
 
 def _bytes(M, N, dtype, reads_only=False, itemsize=None):
@@ -25,15 +26,48 @@ def _gbps(M, N, dtype, ms, gib=False, seconds=False):
     return _bytes(M, N, dtype) / seconds_taken / (2 ** 30 if gib else 1e9)
 
 
+def _reads():
+    return {"row_serial": 3, "three_pass": 2, "fused": 1, "split_row": 2}
+
+
+def test_reads_per_element_table_is_what_memcount_counts():
+    """The prediction's answers are memcount's counts of the course's kernels (the notebook's table), not typed."""
+    from softmax_lab.kernels import fused_softmax, row_serial_softmax, split_row_softmax, three_pass_softmax
+    from softmax_lab.memcount import count_calls
+
+    x = softmax_lab.testing.randn((8, 100), device=DEVICE, seed=7)
+    runs = {"row_serial": (row_serial_softmax, {}), "three_pass": (three_pass_softmax, {}),
+            "fused": (fused_softmax, {}), "split_row": (split_row_softmax, dict(chunks=2, BLOCK=32))}
+    for name, (fn, knobs) in runs.items():
+        _, c = count_calls(fn, x, **knobs)
+        assert c.loads_of.get("in_ptr", 0) / x.numel() == ch07.READS_PER_ELEMENT[name], name
+
+
+@pytest.mark.parametrize("reads, words", [
+    (lambda: {"row_serial": 1, "three_pass": 3, "fused": 1, "split_row": 1},
+     ["row_serial", "you predicted 1", "three_pass", "split_row"]),
+    (lambda: {"fused": 1}, ["no prediction for row_serial"]),
+    (lambda: [3, 2, 1, 2], ["return a dict"]),
+])
+def test_ch07_reads_prediction_wrong(reads, words, capsys):
+    ok = ch07.check_bandwidth(_bytes, _gbps, reads)
+    out = capsys.readouterr().out
+    assert not ok
+    fails = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    assert len(fails) == 1, out
+    for w in words:
+        assert w in fails[0], out
+
+
 def test_ch07_bandwidth_blank(capsys):
-    ok = ch07.check_bandwidth(blank, blank)
+    ok = ch07.check_bandwidth(blank, blank, blank)
     out = capsys.readouterr().out
     assert not ok and "not implemented yet" in out
     assert out.strip().splitlines()[-1].startswith("ch07-bandwidth: FAILED (0/")
 
 
 def test_ch07_bandwidth_solution(capsys):
-    assert ch07.check_bandwidth(_bytes, _gbps), capsys.readouterr().out
+    assert ch07.check_bandwidth(_bytes, _gbps, _reads), capsys.readouterr().out
 
 
 @pytest.mark.parametrize("bytes_fn,gbps_fn,words", [
@@ -42,11 +76,12 @@ def test_ch07_bandwidth_solution(capsys):
     (lambda M, N, dt: 3 * _bytes(M, N, dt) // 2, _gbps, ["three passes over the tensor"]),
     (lambda M, N, dt: _bytes(M, N, dt) + 4, _gbps, ["not the least traffic a softmax of"]),
     (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms) * 2 ** 20 / 1e6, ["do not work out"]),
-    (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms, gib=True), ["not 2^30 (GiB)"]),
-    (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms, seconds=True), ["milliseconds"]),
+    (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms, gib=True), ["two meanings of 'GB'"]),
+    (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms, seconds=True), ["factor of 1000", "time's unit"]),
+    (lambda M, N, dt: float(_bytes(M, N, dt)), _gbps, ["a float", "whole number"]),
 ])
 def test_ch07_bandwidth_pitfalls(bytes_fn, gbps_fn, words, capsys):
-    ok = ch07.check_bandwidth(bytes_fn, gbps_fn)
+    ok = ch07.check_bandwidth(bytes_fn, gbps_fn, _reads)
     out = capsys.readouterr().out
     assert not ok
     fails = [line for line in out.splitlines() if line.startswith("FAIL ")]
@@ -117,7 +152,8 @@ def test_ch07_rows_pitfalls(fn, words, capsys):
 
 # (notebook, exercise id, check function, names the check is called with)
 NOTEBOOK_EXERCISES = [
-    ("07_performance.ipynb", "ch07-bandwidth", ch07.check_bandwidth, ["bytes_moved", "achieved_gbps"]),
+    ("07_performance.ipynb", "ch07-bandwidth", ch07.check_bandwidth,
+     ["bytes_moved", "achieved_gbps", "reads_per_element"]),
     ("07_performance.ipynb", "ch07-rows", ch07.check_choose_rows, ["choose_rows"]),
 ]
 
@@ -142,7 +178,7 @@ GIVEAWAYS = {
     "ch07-multirow": ["[:, None]", "axis=1", "cdiv", "tl.where"],
     "ch07-persistent": ["p + P", "grid-stride", "num_programs(0))", "step"],
     "ch07-warps": ["32 * num_warps", "65536 //", "65536 / (", "min(255", "max(1"],
-    "ch07-occupancy": ["whichever", "smallest", "minimum", "min(", "//"],
+    "ch07-occupancy": ["whichever", "smallest", "minimum", "min(", "//", "which of those counts wins"],
     "ch07-row-vector": ["widest", "% vec", "stride(0) %", "every row stride", "element_size"],
 }
 

@@ -56,6 +56,28 @@ def multirow_twice_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows
     tl.store(out_ptr + rows[:, None] * out_row_stride + cols[None, :], y, mask=mask)
 
 
+@triton.jit
+def multirow_rows_unmasked_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                                  ROWS: tl.constexpr, BLOCK: tl.constexpr):  # the load masks columns only
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    live = rows[:, None] < n_rows
+    x = tl.load(in_ptr + rows[:, None] * in_row_stride + cols[None, :], mask=cols[None, :] < n_cols,
+                other=float("-inf"))
+    x = tl.where(live, x.to(tl.float32), 0.0)
+    num = tl.exp(x - tl.max(x, axis=1)[:, None])
+    y = num / tl.sum(num, axis=1)[:, None]
+    tl.store(out_ptr + rows[:, None] * out_row_stride + cols[None, :], y.to(out_ptr.dtype.element_ty),
+             mask=live & (cols[None, :] < n_cols))
+
+
+def multirow_rows_unmasked(x, out, ROWS, num_warps=4):
+    n_rows, n_cols = x.shape
+    multirow_rows_unmasked_kernel[(triton.cdiv(n_rows, ROWS),)](out, x, x.stride(0), out.stride(0), n_rows, n_cols,
+                                                                ROWS=ROWS, BLOCK=triton.next_power_of_2(n_cols))
+    return out
+
+
 def multirow(x, out, ROWS, num_warps=4):
     n_rows, n_cols = x.shape
     multirow_kernel[(triton.cdiv(n_rows, ROWS),)](out, x, x.stride(0), out.stride(0), n_rows, n_cols, ROWS=ROWS,
@@ -111,6 +133,13 @@ def test_multirow_mutants_pass_values_only_and_fail_the_property(mutant, words, 
     fails_naming(ch07.check_multirow, [mutant], "ch07-multirow", words, capsys)
 
 
+def test_multirow_unmasked_padding_rows_are_out_of_bounds_reads(capsys):
+    """A load that masks the columns only reads past the tensor for the last program's padding rows: named as
+    reads outside the input, not as scratch traffic."""
+    fails_naming(ch07.check_multirow, [multirow_rows_unmasked], "ch07-multirow",
+                 ["not the input's elements", "padding"], capsys)
+
+
 def test_multirow_floor_grid_is_named(capsys):
     fails_naming(ch07.check_multirow, [multirow_floor_grid], "ch07-multirow",
                  ["never written", "the grid was rounded down"], capsys)
@@ -163,6 +192,65 @@ def persistent_chunks(x, out, n_programs, num_warps=4, num_stages=2):
                                                          BLOCK=triton.next_power_of_2(n_cols), NUM_STAGES=num_stages,
                                                          num_warps=num_warps)
     return out
+
+
+@triton.jit
+def persistent_chunks_floor_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                                   BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """Runs of n_rows // P rows: the leftover rows at the end belong to no program."""
+    per = n_rows // tl.num_programs(0)
+    start = tl.program_id(0).to(tl.int64) * per
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    for row in tl.range(start, start + per, 1, num_stages=NUM_STAGES):
+        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        num = tl.exp(x - tl.max(x, axis=0))
+        tl.store(out_ptr + row * out_row_stride + cols, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty),
+                 mask=mask)
+
+
+def persistent_chunks_floor(x, out, n_programs, num_warps=4, num_stages=2):
+    n_rows, n_cols = x.shape
+    persistent_chunks_floor_kernel[(min(n_programs, n_rows),)](out, x, x.stride(0), out.stride(0), n_rows, n_cols,
+                                                               BLOCK=triton.next_power_of_2(n_cols),
+                                                               NUM_STAGES=num_stages, num_warps=num_warps)
+    return out
+
+
+def test_persistent_leftover_rows_are_named_unwritten(capsys):
+    """Runs of n_rows // P rows leave the last rows to no program: the check says they were never written (not a
+    missing max or a wrong stride)."""
+    out = fails_naming(ch07.check_persistent, [persistent_chunks_floor], "ch07-persistent",
+                       ["output rows were never written", "no program took those rows"], capsys)
+    assert "row max" not in out and "stepped by" not in out, out
+
+
+@triton.jit
+def persistent_loop_to_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                              BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """Correct on a GPU; in the interpreter the loop variable is a Python int, which has no .to()."""
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=NUM_STAGES):
+        r = row.to(tl.int64)
+        x = tl.load(in_ptr + r * in_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        num = tl.exp(x - tl.max(x, axis=0))
+        tl.store(out_ptr + r * out_row_stride + cols, (num / tl.sum(num, axis=0)).to(out_ptr.dtype.element_ty),
+                 mask=mask)
+
+
+def persistent_loop_to(x, out, n_programs, num_warps=4, num_stages=2):
+    n_rows, n_cols = x.shape
+    persistent_loop_to_kernel[(min(n_programs, n_rows),)](out, x, x.stride(0), out.stride(0), n_rows, n_cols,
+                                                          BLOCK=triton.next_power_of_2(n_cols),
+                                                          NUM_STAGES=num_stages, num_warps=num_warps)
+    return out
+
+
+@pytest.mark.skipif(softmax_lab.ON_GPU, reason="the interpreter's Python-int loop variable: CPU only")
+def test_persistent_loop_variable_to_is_explained_on_the_cpu(capsys):
+    fails_naming(ch07.check_persistent, [persistent_loop_to], "ch07-persistent",
+                 ["has no attribute 'to'", "loop variable of tl.range is a plain Python int"], capsys)
 
 
 def test_persistent_check_takes_any_sharing_of_rows(capsys):
@@ -246,7 +334,7 @@ def test_warps_solution_and_mutants(capsys):
                  ["a warp is 32 threads"], capsys)
     fails_naming(ch07.check_warps, [values_per_thread, one_knob_sweeps,
                                     lambda b, w: values_per_thread(b, w) + 24 > 255], "ch07-warps",
-                 ["H200", "at most", "= 64 registers"], capsys)
+                 ["H200", "with 32 warps", "not the limit that binds"], capsys)
     fails_naming(ch07.check_warps, [values_per_thread, one_knob_sweeps,  # the SM's share only, no 255 per thread
                                     lambda b, w: values_per_thread(b, w) + 24 > 65536 // (32 * w)], "ch07-warps",
                  ["BLOCK = 8192, num_warps = 1", "a thread may use at most 255"], capsys)
@@ -277,13 +365,13 @@ def test_row_vector_solution_and_mutants(capsys):
     first = lambda n, *t: (16 // t[0].element_size()
                            if n % (16 // t[0].element_size()) == 0 and t[0].stride(0) % (16 // t[0].element_size()) == 0
                            else 1)
-    fails_naming(ch07.check_row_vector, [first], "ch07-row-vector", ["output's row stride (1001)", "widest dtype"],
+    fails_naming(ch07.check_row_vector, [first], "ch07-row-vector", ["output's row stride (1001)", "4-byte elements"],
                  capsys)
     narrowest = lambda n, *t: (16 // min(x.element_size() for x in t)  # the narrowest dtype decides: too wide
                                if all(v % (16 // min(x.element_size() for x in t)) == 0
                                       for v in [n] + [x.stride(0) for x in t]) else 1)
     fails_naming(ch07.check_row_vector, [narrowest], "ch07-row-vector",
-                 ["VEC = 8, expected 4", "widest dtype", "32 bytes, not one 16-byte access"], capsys)
+                 ["VEC = 8, expected 4", "4-byte elements", "32 bytes, more than one 16-byte access"], capsys)
     sixteen = lambda n, *t: row_vector(n, *t) if n % 16 == 0 and all(x.stride(0) % 16 == 0 for x in t) else 1
     for wrong in (sixteen, lambda n, *t: 1):
         fails_naming(ch07.check_row_vector, [wrong], "ch07-row-vector", ["VEC = 1, expected 4", "16 bytes at a time"],
@@ -291,6 +379,8 @@ def test_row_vector_solution_and_mutants(capsys):
 
 
 def programs_per_sm(n_regs, num_warps, shared_bytes=0):
+    if shared_bytes > 227 * 1024:
+        return 0
     t = 32 * num_warps
     fits = [65536 // (n_regs * t), 2048 // t, 32] + ([228 * 1024 // shared_bytes] if shared_bytes else [])
     return min(fits)
@@ -301,15 +391,23 @@ def test_occupancy_solution_and_mutants(capsys):
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * w), 32)], "ch07-occupancy",
                  ["registers are per thread"], capsys)
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * 32 * w), 32)], "ch07-occupancy",
-                 ["threads decide"], capsys)
+                 ["threads run out first"], capsys)
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * 32 * w), 2048 // (32 * w), 32)],
-                 "ch07-occupancy", ["shared memory decide"], capsys)
+                 "ch07-occupancy", ["shared memory runs out first"], capsys)
     no_slots = lambda r, w, s=0: min([65536 // (r * 32 * w), 2048 // (32 * w)]  # forgets the 32 resident programs
                                      + ([228 * 1024 // s] if s else []))
-    fails_naming(ch07.check_occupancy, [no_slots], "ch07-occupancy", ["16 registers, 1 warp", "block limit decide"],
-                 capsys)
+    fails_naming(ch07.check_occupancy, [no_slots], "ch07-occupancy",
+                 ["16 registers, 1 warp", "slots for resident programs run out"], capsys)
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: programs_per_sm(r, w, s) + 0.5], "ch07-occupancy",
                  ["a part of a program does not run"], capsys)
+    no_program_limit = lambda r, w, s=0: min([65536 // (r * 32 * w), 2048 // (32 * w), 32]
+                                             + ([228 * 1024 // s] if s else []))
+    fails_naming(ch07.check_occupancy, [no_program_limit], "ch07-occupancy",
+                 ["233000 bytes of shared memory", "cannot launch at all"], capsys)
+    decimal_kib = lambda r, w, s=0: (0 if s > 227 * 1024 else min([65536 // (r * 32 * w), 2048 // (32 * w), 32]
+                                                                  + ([228000 // s] if s else [])))
+    fails_naming(ch07.check_occupancy, [decimal_kib], "ch07-occupancy",
+                 ["58368 bytes of shared memory", "1,024 bytes"], capsys)
 
 
 # ================================================================================== the targets (d)
@@ -372,7 +470,7 @@ def test_new_exercise_cells(exercise, check, args, exercise_module, capsys):
 # ============================================== chapter 7's cells after a check, for an untouched learner: one line
 
 @pytest.mark.parametrize("exercise, needle, names", [
-    ("ch07-bandwidth", "bytes_moved(*attention)", ["bytes_moved", "achieved_gbps"]),
+    ("ch07-bandwidth", "bytes_moved(*attention)", ["bytes_moved", "achieved_gbps", "reads_per_element"]),
     ("ch07-warps", "warps_sweep, block_sweep = one_knob_sweeps(n_cols)",
      ["values_per_thread", "one_knob_sweeps", "predict_spill"]),
 ])

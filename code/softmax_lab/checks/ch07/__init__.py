@@ -14,7 +14,7 @@
 Notebooks import the checks from ``softmax_lab.checks`` (or from here); the names below stay importable.
 """
 from ._hardware import BLOCKS_PER_SM, REG_OVERHEAD, REGS_PER_SM, SHARED_PER_SM, THREADS_PER_SM, WARPS
-from .bandwidth import BANDWIDTH_CASES, check_bandwidth
+from .bandwidth import BANDWIDTH_CASES, READS_PER_ELEMENT, check_bandwidth
 from .multirow import MULTIROW_CASES, check_multirow
 from .occupancy import OCCUPANCY_CASES, check_occupancy, occupancy_rule
 from .persistent import PERSISTENT_CASES, check_persistent
@@ -27,6 +27,7 @@ __all__ = ["check_bandwidth", "check_choose_rows", "check_multirow", "check_pers
            "check_occupancy", "check_row_vector", "check_targets",
            # the cases, rules and H200 limits, importable from here as before the chapter became a package
            "BLOCKS_PER_SM", "REG_OVERHEAD", "REGS_PER_SM", "SHARED_PER_SM", "THREADS_PER_SM", "WARPS",
-           "BANDWIDTH_CASES", "MULTIROW_CASES", "OCCUPANCY_CASES", "occupancy_rule", "PERSISTENT_CASES",
+           "BANDWIDTH_CASES", "READS_PER_ELEMENT", "MULTIROW_CASES", "OCCUPANCY_CASES", "occupancy_rule",
+           "PERSISTENT_CASES",
            "VECTOR_CASES", "vector_rule", "MAX_TILE", "PROGRAMS_PER_SM", "ROWS_CASES", "rows_rule", "TARGETS",
            "H200_REGISTERS", "spill_rule", "values_rule"]

@@ -6,4 +6,5 @@ MAX_REGS_PER_THREAD = 255
 THREADS_PER_SM = 2048
 BLOCKS_PER_SM = 32
 SHARED_PER_SM = 228 * 1024
+SHARED_PER_PROGRAM = 227 * 1024  # the most shared memory one program may use
 REG_OVERHEAD = 24        # the chapter's rough model: registers = values per thread + about 24

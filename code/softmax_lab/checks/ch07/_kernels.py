@@ -69,6 +69,13 @@ def _kernel_problem(launch, values: torch.Tensor, in_step: int | None = None, ou
                     if moved is not None and torch.allclose(moved.double(), ref, atol=1e-5, rtol=1e-4):
                         return STRIDE_OUT.format(where=f"{step} elements apart", what=what)
             return GAP_WRITE
+        if bool(got.isnan().all(dim=1).any()):  # NaN rows: never stored, or stored as NaN? Run again to tell.
+            out.fill_(7.0)
+            launch(x, out)
+            unwritten = int((out.cpu() == 7.0).all(dim=1).sum())
+            if unwritten:
+                return (f"{unwritten} of {rows} output rows were never written (they kept what the output held "
+                        "before the launch): no program took those rows")
         host_in = flat_in.cpu()
         xc = host_in[: rows * in_step].view(rows, in_step)[:, :n]
         return explain(got, xc, triton.next_power_of_2(n), flat=host_in, row_step=in_step)
@@ -107,6 +114,10 @@ def _traffic_problem(c, numel: int) -> str:
                 "later step (the max, the exponentials or the sum), where one read per element is the minimum")
     if (reads == 0).any():
         return f"{int((reads == 0).sum())} of {numel} input elements were never read"
+    stray_loads = c.loads - int(reads.sum())
+    if extra and stray_loads == extra:
+        return (f"{extra} loads touched memory that is not the input's elements (past its last row or column): "
+                "lanes of padding the load's mask let through read another buffer's memory, or none at all")
     if extra:
         return (f"{extra} loads or stores of other buffers: scratch memory traffic, which the softmax itself "
                 "never needs")

@@ -1,6 +1,7 @@
-"""Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype) = 2 * M * N * bytes_per_element`` and
-``achieved_gbps(M, N, dtype, ms)``, that over the time in GB/s (10^9 bytes per second); the seeds' figures are the
-cases."""
+"""Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype) = 2 * M * N * bytes_per_element``,
+``achieved_gbps(M, N, dtype, ms)``, that over the time in GB/s (10^9 bytes per second), the seeds' figures as the
+cases; and ``reads_per_element()``, the learner's prediction of how often the earlier chapters' kernels read each
+input element, graded before memcount's table shows it."""
 from __future__ import annotations
 
 import math
@@ -25,6 +26,16 @@ BANDWIDTH_CASES = [
 ]
 
 
+# The prediction, graded before the chapter's memcount table shows it: how many times each of the earlier chapters'
+# kernels loads every input element (8 x 100 fp32; split_row in 2 chunks). tests/checks/test_ch07.py counts them
+# again with memcount, so the table cannot drift from the kernels.
+READS_PER_ELEMENT = {"row_serial": 3, "three_pass": 2, "fused": 1, "split_row": 2}
+KERNEL_DESIGN = {"row_serial": "one thread walks the row once per step of the softmax (chapter 4)",
+                 "three_pass": "three kernels, one per step (chapter 4)",
+                 "fused": "one program holds the row in registers (chapter 4)",
+                 "split_row": "programs share one row and combine partial (max, sum) pairs (chapter 5)"}
+
+
 def fresh_cases(rng: np.random.Generator) -> list[tuple]:
     """One random (what, M, N, dtype, ms) per dtype, from the grader's seed."""
     cases = []
@@ -44,6 +55,8 @@ def _bytes_problem(bytes_moved, M, N, dtype) -> str:
     if got is None:
         return "bytes_moved returned None"
     if got == want:
+        if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
+            return f"bytes_moved returned {got!r}, a {type(got).__name__}: a count of bytes is a whole number (an int)"
         return ""
     ratio = got / want
     if math.isclose(ratio, 0.5):
@@ -74,16 +87,34 @@ def _gbps_problem(achieved_gbps, M, N, dtype, ms) -> str:
         return ""
     ratio = got / want
     if math.isclose(ratio, 1e9 / 2 ** 30, rel_tol=1e-6):
-        return f"got {got:.4g}, expected {want:.4g} GB/s: GB/s means 10^9 bytes per second, not 2^30 (GiB)"
+        return (f"got {got:.4g}, expected {want:.4g} GB/s: off by a factor of {1 / ratio:.4f}, the gap between two "
+                "meanings of 'GB'; yours is not the one a data sheet quotes, so the figure cannot be set beside it")
     if math.isclose(ratio, 1e3, rel_tol=1e-6) or math.isclose(ratio, 1e-3, rel_tol=1e-6):
-        return f"got {got:.4g}, expected {want:.4g} GB/s: the time is in milliseconds (1 ms = 1e-3 s)"
+        return (f"got {got:.4g}, expected {want:.4g} GB/s: off by a factor of 1000 - the time's unit does not match "
+                "the 'per second' of the rate")
     if math.isclose(ratio, 0.5, rel_tol=1e-6):
         return f"got {got:.4g}, expected {want:.4g} GB/s: count the bytes written as well as the bytes read"
     return f"got {got:.4g}, expected {want:.4g} GB/s: the units of bytes, time and GB do not work out"
 
 
-def check_bandwidth(bytes_moved, achieved_gbps) -> Verdict:
-    """Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype)`` and ``achieved_gbps(M, N, dtype, ms)``."""
+def _reads_problem(reads_per_element) -> str:
+    got = reads_per_element()
+    if not isinstance(got, dict):
+        return f"reads_per_element returned {got!r}: return a dict, kernel name -> reads of each input element"
+    missing = [k for k in READS_PER_ELEMENT if k not in got]
+    if missing:
+        return f"no prediction for {', '.join(missing)}"
+    wrong = [f"{k} ({KERNEL_DESIGN[k]}): you predicted {got[k]!r}" for k, want in READS_PER_ELEMENT.items()
+             if got[k] != want]
+    if wrong:
+        return ("memcount's table below counts otherwise for " + "; ".join(wrong) +
+                ". Recall how each kernel walks a row before you look")
+    return ""
+
+
+def check_bandwidth(bytes_moved, achieved_gbps, reads_per_element) -> Verdict:
+    """Exercise ch07-bandwidth: ``bytes_moved(M, N, dtype)``, ``achieved_gbps(M, N, dtype, ms)`` and the
+    prediction ``reads_per_element()``."""
     report = Report("ch07-bandwidth")
     seen = set()
     for what, M, N, dtype, _ms in BANDWIDTH_CASES:
@@ -94,7 +125,17 @@ def check_bandwidth(bytes_moved, achieved_gbps) -> Verdict:
     for what, M, N, dtype, ms in BANDWIDTH_CASES:
         report.run(f"GB/s: {what}, {ms:g} ms",
                    lambda M=M, N=N, dt=dtype, ms=ms: _gbps_problem(achieved_gbps, M, N, dt, ms))
+    report.run("predicted reads of each input element: row_serial, three_pass, fused, split_row",
+               lambda: _reads_problem(reads_per_element))
     return Verdict(report.show())
+
+
+def _expect_int(want: int):
+    def problem(value) -> str:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"got {value!r}: a count of bytes is an int"
+        return expect_equal(want)(value)
+    return problem
 
 
 def _bandwidth_calls(rng):
@@ -103,10 +144,18 @@ def _bandwidth_calls(rng):
     for _, M, N, dtype, ms in BANDWIDTH_CASES + fresh_cases(rng):
         name, want = str(dtype).removeprefix("torch."), _bytes_rule(M, N, dtype)
         calls.append(PCall(f"bytes_moved({M}, {N}, {name})", "bytes_moved", [M, N, {"dtype": name}],
-                           expect_equal(want)))
+                           _expect_int(want)))
         calls.append(PCall(f"achieved_gbps({M}, {N}, {name}, {ms:g})", "achieved_gbps",
                            [M, N, {"dtype": name}, ms], expect_equal(want / (ms * 1e-3) / 1e9)))
+    calls.append(PCall("reads_per_element()", "reads_per_element", [], _expect_reads))
     return calls
+
+
+def _expect_reads(value) -> str:
+    if not isinstance(value, dict):
+        return f"got {value!r}: expected a dict, kernel name -> reads of each input element"
+    wrong = [k for k, want in READS_PER_ELEMENT.items() if value.get(k) != want]
+    return f"wrong prediction for {', '.join(wrong)}" if wrong else ""
 
 
 JUDGES = {"ch07-bandwidth": PythonJudge(_bandwidth_calls)}

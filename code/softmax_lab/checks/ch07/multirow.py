@@ -64,8 +64,8 @@ def check_multirow(my_multirow_softmax) -> Verdict:
         x = random_rows((9, 16), 731).to(DEVICE)
         for rows in (1, 2, 4, 8, 16):
             c, _ = _counted(my_multirow_softmax, x, ROWS=rows)
-            problem = _programs_problem(c, triton.cdiv(9, rows), f"cdiv(9, {rows}): one program per {rows} rows"
-                                        + (", the last one partly padding" if 9 % rows else ""))
+            problem = _programs_problem(c, triton.cdiv(9, rows), f"every one of the 9 rows needs a program, {rows} "
+                                        "rows to a program" + (", the last one partly padding" if 9 % rows else ""))
             if problem:
                 if c.programs == 9 and rows > 1:
                     problem += " - one program per row, whatever ROWS asked for"
@@ -75,7 +75,7 @@ def check_multirow(my_multirow_softmax) -> Verdict:
         return ""
 
     report.run("memcount 6x40, ROWS = 4: each element read once and written once, nothing else", traffic)
-    report.run("memcount 9x16, ROWS = 1, 2, 4, 8, 16: cdiv(n_rows, ROWS) programs in one launch", programs)
+    report.run("memcount 9x16, ROWS = 1, 2, 4, 8, 16: the programs of one launch", programs)
     return Verdict(report.show())
 
 

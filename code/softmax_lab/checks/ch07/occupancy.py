@@ -7,11 +7,13 @@ import numpy as np
 from .._pitfalls import Verdict
 from ..common import Report
 from ..judging import PCall, PythonJudge, expect_equal
-from ._hardware import BLOCKS_PER_SM, REGS_PER_SM, SHARED_PER_SM, THREADS_PER_SM, WARPS
+from ._hardware import BLOCKS_PER_SM, REGS_PER_SM, SHARED_PER_PROGRAM, SHARED_PER_SM, THREADS_PER_SM, WARPS
 from ._kernels import _not_written
 
 
 def occupancy_rule(n_regs: int, num_warps: int, shared_bytes: int = 0) -> int:
+    if shared_bytes > SHARED_PER_PROGRAM:  # the kernel cannot launch at all
+        return 0
     threads = 32 * num_warps
     fits = [REGS_PER_SM // (n_regs * threads), THREADS_PER_SM // threads, BLOCKS_PER_SM]
     if shared_bytes:
@@ -21,15 +23,17 @@ def occupancy_rule(n_regs: int, num_warps: int, shared_bytes: int = 0) -> int:
 
 # The cases, read by the notebook check and by the grader's judge alike: (n_regs, num_warps, shared bytes) where
 # each limit decides in turn, and fresh ones in the judge.
+# (16, 4, 58368): 57 KiB a program, where 228 KiB counted as 228,000 bytes gives 3; (32, 4, 233000): more than one
+# program may use, so none runs.
 OCCUPANCY_CASES = [(22, 4, 0), (64, 32, 0), (16, 1, 0), (40, 8, 0), (22, 4, 65536), (128, 4, 0), (255, 8, 0),
-                   (32, 2, 1024), (24, 4, 100000)]
+                   (32, 2, 1024), (24, 4, 100000), (16, 4, 58368), (32, 4, 233000)]
 JUDGE_FRESH = 6  # fresh cases in every grader run, besides all the named ones
 
 
 def fresh_case(rng: np.random.Generator) -> tuple[int, int, int]:
     """One random (n_regs, num_warps, shared bytes), from the grader's seed."""
     r, w = int(rng.integers(16, 256)), int(rng.choice(WARPS))
-    return r, w, int(rng.choice([0, 0, int(rng.integers(256, 120000))]))
+    return r, w, int(rng.choice([0, 0, int(rng.integers(256, 120000)), int(rng.integers(228000, 240000))]))
 
 
 def _occupancy_problem(programs_per_sm, n_regs, warps, shared) -> str:
@@ -46,12 +50,16 @@ def _occupancy_problem(programs_per_sm, n_regs, warps, shared) -> str:
         return f"got {got!r}: a number of programs is a whole number (an int), and a part of a program does not run"
     if got == REGS_PER_SM // (n_regs * warps) or got == min(REGS_PER_SM // (n_regs * warps), BLOCKS_PER_SM):
         return f"got {got}: registers are per thread, and a program has 32 * num_warps threads"
+    if shared > SHARED_PER_PROGRAM:
+        return (f"got {got}, expected {want}: {shared:,} bytes is more shared memory than one program may have, so "
+                "this kernel cannot launch at all")
+    if shared and got == 228000 // shared and want == SHARED_PER_SM // shared:
+        return (f"got {got}, expected {want}: a KiB of shared memory is 1,024 bytes, so the SM's 228 KiB hold more "
+                f"programs of {shared:,} bytes than you counted")
     limit = min(by, key=by.get)
-    return (f"got {got}, expected {want}: here the {limit} decide" +
-            {"threads": f" ({THREADS_PER_SM} threads per SM / {threads} per program)",
-             "block limit": f" (at most {BLOCKS_PER_SM} programs per SM, however small)",
-             "shared memory": f" ({SHARED_PER_SM} bytes per SM / {shared} per program)",
-             "registers": f" ({REGS_PER_SM} registers / ({n_regs} x {threads} threads))"}[limit])
+    ran_out = {"threads": "the SM's threads run out", "block limit": "the SM's slots for resident programs run out",
+               "shared memory": "the SM's shared memory runs out", "registers": "the SM's registers run out"}[limit]
+    return f"got {got}, expected {want}: here {ran_out} first, and your count did not stop there"
 
 
 def check_occupancy(programs_per_sm) -> Verdict:

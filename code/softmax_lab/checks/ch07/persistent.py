@@ -37,6 +37,22 @@ def fresh_case(rng: np.random.Generator) -> tuple:
     return f"{R}x{C}, {progs} program(s){', strided' if s_in else ''}", (R, C), progs, s_in, s_out, "random"
 
 
+def _loop_int_note(fn):
+    """``fn`` with a note on an error the CPU's interpreter alone raises: the loop variable of ``tl.range`` is a
+    Python int there, so ``.to(tl.int64)`` on it fails (a GPU compiles it to a tensor, where it works)."""
+    def run() -> str:
+        try:
+            return fn()
+        except Exception as err:
+            text, cause = f"{err}", err.__cause__ or err.__context__
+            if "has no attribute 'to'" not in text + f"{cause}":
+                raise
+            return ("your code raised AttributeError: 'int' object has no attribute 'to' - in the CPU's interpreter "
+                    "the loop variable of tl.range is a plain Python int, which has no conversion methods: give the "
+                    "64-bit type to a value the loop starts from, before the loop")
+    return run
+
+
 def check_persistent(my_persistent_softmax) -> Verdict:
     """Exercise ch07-persistent: ``my_persistent_softmax(x, out, n_programs)`` launches
     ``min(n_programs, n_rows)`` programs of the learner's ``my_persistent_kernel``, each looping over rows."""
@@ -47,8 +63,8 @@ def check_persistent(my_persistent_softmax) -> Verdict:
     seeds = iter(range(740, 800))
     for i, (name, shape, progs, s_in, s_out, kind) in enumerate(PERSISTENT_CASES):
         values = case_values(kind, shape, next(seeds) if kind in ("random", "below -1000") else 0)
-        report.run(name, lambda v=values, p=progs, a=s_in, b=s_out, i=i: _kernel_problem(
-            lambda x, out: my_persistent_softmax(x, out, n_programs=p), v, a, b, seed=750 + i))
+        report.run(name, _loop_int_note(lambda v=values, p=progs, a=s_in, b=s_out, i=i: _kernel_problem(
+            lambda x, out: my_persistent_softmax(x, out, n_programs=p), v, a, b, seed=750 + i)))
 
     def grid() -> str:
         for n_rows in (3, 8, 21):
@@ -70,8 +86,9 @@ def check_persistent(my_persistent_softmax) -> Verdict:
                         "so their rows overlap")
         return problem
 
-    report.run("memcount 3, 8 and 21 rows, 3 programs asked for: the grid does not grow with the rows", grid)
-    report.run("memcount 10x24, 3 programs: every row read once and written exactly once", once)
+    report.run("memcount 3, 8 and 21 rows, 3 programs asked for: the grid does not grow with the rows",
+               _loop_int_note(grid))
+    report.run("memcount 10x24, 3 programs: every row read once and written exactly once", _loop_int_note(once))
     return Verdict(report.show())
 
 

@@ -94,8 +94,8 @@ def _vector_problem(row_vector, n_cols, tensors) -> str:
         return (f"VEC = {got}, expected {want}: every row here is whole 16-byte vectors, so the kernel may take "
                 f"its ints in {want}-element pieces and move 16 bytes at a time")
     widest = max(t.element_size() for t in tensors)
-    return (f"VEC = {got}, expected {want}: {got} elements of the widest dtype here ({widest} bytes an element) "
-            f"are {got * widest} bytes, not one 16-byte access")
+    return (f"VEC = {got}, expected {want}: one of these tensors has {widest}-byte elements, and {got} of them "
+            f"are {got * widest} bytes, more than one 16-byte access holds")
 
 
 def _fresh_vectors(row_vector) -> str:

@@ -82,8 +82,8 @@ def _spill_problem(predict_spill, block, warps, record=None) -> str:
     if not want and got:
         return f"predicted a spill, but {need} registers fit under the cap of {cap} per thread"
     if cap < MAX_REGS_PER_THREAD:
-        return (f"predicted no spill: a program of {32 * warps} threads that must fit one SM can give each at most "
-                f"{REGS_PER_SM} / {32 * warps} = {cap} registers (less than 255), and it needs about {need}")
+        return (f"predicted no spill, but it spills: with {warps} warps a thread cannot get even {need} registers, "
+                "though that is under 255 - the per-thread maximum is not the limit that binds here")
     return f"predicted no spill, but about {need} registers are needed and a thread may use at most 255"
 
 
