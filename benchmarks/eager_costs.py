@@ -24,6 +24,57 @@ FORWARD = [(1, 128, F32), (32, 1024, F32), (4096, 1024, F32), (3, 500000, F32), 
 BACKWARD = [(4096, 1024, F32), (1, 128, F32), (512, 151936, F32), (2048, 50257, BF16), (16, 1048576, F32)]
 
 
+def ctypes_launch(x, y):
+    """The plan's kernel for x launched through ``cuLaunchKernel`` from ctypes, with a parameter array built once
+    and the two addresses written into it per call: what a launcher of our own would cost, against Triton's
+    generated C launcher (which also checks the context and parses ~20 Python arguments per call). A probe,
+    not a code path: ``run(y_ptr, x_ptr)``, or None where it does not apply (clusters, scratch)."""
+    import ctypes
+
+    from softmax_lab import dispatch
+
+    name, knobs = dispatch._runnable(x)
+    if name not in dispatch.PLANNED:
+        return None
+    kernel, grid, args, options = dispatch.PLANNED[name](y, x, **knobs)
+    compiled = kernel.warmup(*args, grid=grid, **options)
+    compiled._init_handles()
+    meta = compiled.metadata
+    if getattr(meta, "num_ctas", 1) != 1 or meta.global_scratch_size or getattr(meta, "profile_scratch_size", 0):
+        return None
+    values = dict(zip(kernel.arg_names, args), **options)
+    types = {"i1": ctypes.c_int8, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u32": ctypes.c_uint32,
+             "u64": ctypes.c_uint64, "fp32": ctypes.c_float}
+    cells = []
+    for arg, ty in compiled.src.signature.items():
+        if ty == "constexpr":
+            continue
+        value = values[arg]
+        if ty[0] == "*":
+            cells.append(ctypes.c_uint64(value.data_ptr()))
+        else:
+            cells.append(types[ty](value))
+    cells += [ctypes.c_uint64(0), ctypes.c_uint64(0)]  # global and profile scratch: none
+    params = (ctypes.c_void_p * len(cells))(*[ctypes.addressof(c) for c in cells])
+    cuda = ctypes.CDLL("libcuda.so.1")
+    launch = cuda.cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    launch.restype = ctypes.c_int
+    function, threads, shared = compiled.function, 32 * meta.num_warps, meta.shared
+    g0, g1, g2 = (*grid, 1, 1)[:3]
+    out_cell, in_cell = cells[0], cells[1]
+    stream = torch._C._cuda_getCurrentRawStream
+    device = torch.cuda.current_device()
+
+    def run(y_ptr, x_ptr):
+        out_cell.value, in_cell.value = y_ptr, x_ptr
+        err = launch(function, g0, g1, g2, threads, 1, 1, shared, stream(device), params, None)
+        if err:
+            raise RuntimeError(f"cuLaunchKernel: error {err}")
+
+    return run
+
+
 def steps(x):
     """µs per call of each step of the fast path, alone (no GPU work but the launch)."""
     from softmax_lab.dispatch import plan_2d
@@ -31,6 +82,12 @@ def steps(x):
     y = torch.empty_like(x)
     run = plan_2d(x)
     ptr = x.data_ptr()
+    own = ctypes_launch(x, y)
+    if own:  # the same bits as the plan's launch
+        y2 = torch.empty_like(x)
+        own(y2.data_ptr(), ptr)
+        run(y.data_ptr(), ptr)
+        assert torch.equal(y, y2), "ctypes launch differs"
     device = torch.cuda.current_device()
     pieces = {
         "guard (types, layout)": lambda: (type(x) is torch.Tensor and type(-1) is int and x.layout is torch.strided),
@@ -40,6 +97,7 @@ def steps(x):
         "torch.empty_like": lambda: torch.empty_like(x),
         "current raw stream": lambda: torch._C._cuda_getCurrentRawStream(device),
         "launch (plan's run)": lambda: run(y.data_ptr(), ptr),
+        "launch (ctypes cuLaunchKernel)": (lambda: own(y.data_ptr(), ptr)) if own else (lambda: None),
         "whole call (softmax_lab.softmax)": lambda: softmax_lab.softmax(x),
         "torch.softmax": lambda: torch.softmax(x, -1),
     }

@@ -1,6 +1,6 @@
 """Eager plans for every kernel the dispatcher runs, the cooperative ones and the backward pass included.
 
-The cooperative kernels set their counters back to 0 as they finish (``cooperative.take_ticket``, ``count_out``),
+The cooperative kernels set their counters back to 0 as they finish (``cooperative.take_ticket``, ``count_in``),
 so a stream's scratch (``_launch.scratch``) serves every launch on it and a plan launches them with no allocation
 and no zeroing. Tested here: the counters are 0 after every kind of launch (the CPU interpreter's two-launch path
 too), and on a GPU each plan gives the launcher's bits on repeated calls, alternating shapes, strided and
@@ -32,7 +32,7 @@ def _launch_twice_or_once(kernel, args, grid, one, **knobs):
 
 @pytest.mark.parametrize("one", [False, True] if softmax_lab.ON_GPU else [False])
 def test_cooperative_kernels_leave_their_counters_at_zero(one):
-    # 3 rows of 4 chunks: the ticket and each row's counter go up to 4 (in) and 8 (out), then back to 0.
+    # 3 rows of 4 chunks: the ticket and each row's counter go up to 4, then back to 0.
     n_rows, n_cols, block = 3, 61, 16
     x = randn((n_rows, n_cols), device=DEV)
     y = torch.empty_like(x)

@@ -251,7 +251,7 @@ _SCRATCH: dict = {}
 def scratch(device: torch.device, n_floats: int, n_counts: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(floats, counts)``: room for ``n_floats`` float32 values and ``n_counts`` int32 counters that are 0, for
     one launch of a cooperative kernel that finishes in one launch. The kernels set their counters back to 0
-    as they finish (``cooperative.count_out``) and launches on one stream run one after another, so each
+    as they finish (``cooperative.count_in``) and launches on one stream run one after another, so each
     stream keeps one pair of buffers (grown when too small) instead of a ``torch.zeros`` (an allocation and a
     fill kernel) per call. Streams never share them. On the CPU, and while a CUDA graph is captured (its
     replays may run on any stream), new memory each call."""

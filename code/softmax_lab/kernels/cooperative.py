@@ -54,35 +54,31 @@ def take_ticket(count_ptr, ONE_LAUNCH: tl.constexpr):
 
 
 @triton.jit
-def count_in(arrived_ptr, PUBLISH: tl.constexpr):
-    """Count this program in on its row's counter (after its pair is stored); returns the count it saw."""
+def count_in(arrived_ptr, n_chunks, PUBLISH: tl.constexpr):
+    """Count this program in on its row's counter (after its pair is stored); returns the count it saw. The last
+    of the row's programs in sets the counter back to 0: its partners then read 0 or ``n_chunks``, and both mean
+    "all are in". So a finished launch leaves its counters at 0, and the next launch on the stream reuses them
+    (``_launch.scratch``) instead of zeroing new ones each call."""
     if PUBLISH:
         tl.debug_barrier()  # every thread's stores are done before the counter says so
-        return tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
+        seen = tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
+        if seen == n_chunks:
+            tl.atomic_xchg(arrived_ptr, 0, sem="acq_rel")  # (after the others' releases, so it passes them on)
+        return seen
     return tl.atomic_add(arrived_ptr, 0, sem="acquire")
 
 
 @triton.jit
 def wait_for_partners(arrived_ptr, seen, n_chunks):
-    while seen < n_chunks:
+    while (seen > 0) & (seen < n_chunks):  # 0: the last partner in has set the counter back (see count_in)
         seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")  # acquire: then their pairs are visible
 
 
 @triton.jit
 def count_in_and_wait(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
-    seen = count_in(arrived_ptr, PUBLISH)
+    seen = count_in(arrived_ptr, n_chunks, PUBLISH)
     if FINISH:
         wait_for_partners(arrived_ptr, seen, n_chunks)
-
-
-@triton.jit
-def count_out(arrived_ptr, n_chunks):
-    """After the row's pairs are read: count out on the row's counter. The last of the row's programs out
-    (each counted in once and out once: 2 * n_chunks) sets it back to 0; every partner has passed its wait by
-    then. So a finished launch leaves its counters zeroed and the next one on the stream reuses them
-    (``_launch.scratch``) instead of zeroing new ones each call."""
-    if tl.atomic_add(arrived_ptr, 1, sem="relaxed") == 2 * n_chunks - 1:
-        tl.atomic_xchg(arrived_ptr, 0, sem="relaxed")
 
 
 @triton.jit
@@ -136,7 +132,6 @@ def cooperative_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stri
     count_in_and_wait(count_ptr + 1 + row, n_chunks, PUBLISH, FINISH)
     if FINISH:
         row_max, inv_total = row_state(pair_ptr, row, n_chunks, CHUNKS)
-        count_out(count_ptr + 1 + row, n_chunks)
         # 4. Normalise and write once: the streamed tiles read again, the last one from registers.
         for i in range(TILES - 1):
             tile = first + i * BLOCK + offs
@@ -169,7 +164,6 @@ def cooperative_backward_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, count_ptr, y_row
     if FINISH:
         c = tl.arange(0, CHUNKS)
         dot = tl.sum(tl.load(dot_ptr + row * n_chunks + c, mask=c < n_chunks, other=0.0, volatile=True), axis=0)
-        count_out(count_ptr + 1 + row, n_chunks)
         tl.store(dx_ptr + row * dx_row_stride + cols, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
 
 

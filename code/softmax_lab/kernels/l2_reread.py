@@ -29,7 +29,7 @@ import triton.language as tl
 from .tuning import COOPERATIVE_WARPS, L2_REREAD_BYTES, L2_REREAD_PROGRAMS_PER_SM, STREAM_BLOCK, pick
 from ._launch import cdiv, next_power_of_2, num_sms, prepare, scratch
 from .combine import online_combine, safe_shift
-from .cooperative import count_in, count_out, resident_programs, row_state, wait_for_partners
+from .cooperative import count_in, resident_programs, row_state, wait_for_partners
 from .fast_exp import fast_exp
 
 
@@ -51,7 +51,7 @@ def publish_chunk_state(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks,
     pair = pair_ptr + 2 * (row * n_chunks + chunk)
     tl.store(pair, m)
     tl.store(pair + 1, l)
-    count_in(count_ptr + 1 + row, True)
+    count_in(count_ptr + 1 + row, n_chunks, True)
 
 
 @triton.jit
@@ -72,7 +72,6 @@ def l2_reread_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride
             arrived = count_ptr + 1 + row
             wait_for_partners(arrived, tl.atomic_add(arrived, 0, sem="acquire"), n_chunks)
             row_max, inv_total = row_state(pair_ptr, row, n_chunks, CHUNKS)
-            count_out(arrived, n_chunks)  # the last out sets the row's counter back to 0
             first = (t % n_chunks) * (TILES * BLOCK)
             for i in range(TILES):
                 cols = first + i * BLOCK + tl.arange(0, BLOCK)

@@ -27,7 +27,7 @@ import triton.language as tl
 
 from ._launch import cdiv, default_num_warps, next_power_of_2, prepare, row_vector, scratch
 from .combine import safe_shift
-from .cooperative import (_launch, count_in_and_wait, count_out, default_block, default_warps, fits, row_state,
+from .cooperative import (_launch, count_in_and_wait, default_block, default_warps, fits, row_state,
                           take_ticket)
 from .fast_exp import fast_exp
 from .tuning import BACKWARD_TILE, BACKWARD_TILE_COLS, COOPERATIVE_BACKWARD_BYTES, UNALIGNED_BACKWARD
@@ -139,7 +139,6 @@ def unaligned_cooperative_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_first,
     count_in_and_wait(count_ptr + 1 + row, n_chunks, PUBLISH, FINISH)
     if FINISH:
         row_max, inv_total = row_state(pair_ptr, row, n_chunks, CHUNKS)
-        count_out(count_ptr + 1 + row, n_chunks)
         scale = tl.exp(m_t - row_max) * inv_total
         y = (e * scale).to(out_ptr.dtype.element_ty)
         out_start = out_first + row * out_row_stride
@@ -206,7 +205,6 @@ def unaligned_cooperative_backward_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, count_
     if FINISH:
         c = tl.arange(0, CHUNKS)
         dot = tl.sum(tl.load(dot_ptr + row * n_chunks + c, mask=c < n_chunks, other=0.0, volatile=True), axis=0)
-        count_out(count_ptr + 1 + row, n_chunks)
         tl.store(dx_ptr + dx_base + p, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=body(p, head, end, VEC))
         tl.store(dx_ptr + dx_base + q, (y_q * (dy_q - dot)).to(dx_ptr.dtype.element_ty), mask=ok)
 
