@@ -54,16 +54,19 @@ def take_ticket(count_ptr, ONE_LAUNCH: tl.constexpr):
 
 
 @triton.jit
-def count_in(arrived_ptr, n_chunks, PUBLISH: tl.constexpr):
+def count_in(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, RESET: tl.constexpr = True):
     """Count this program in on its row's counter (after its pair is stored); returns the count it saw. The last
     of the row's programs in sets the counter back to 0: its partners then read 0 or ``n_chunks``, and both mean
     "all are in". So a finished launch leaves its counters at 0, and the next launch on the stream reuses them
-    (``_launch.scratch``) instead of zeroing new ones each call."""
+    (``_launch.scratch``) instead of zeroing new ones each call. (``RESET=False``: counters left as they are,
+    for ``pipelined.py``, which zeroes new ones each call: with the reset, its two-launch path gave wrong rows
+    on the H200 for rows of one chunk, not understood; docs/performance.md.)"""
     if PUBLISH:
         tl.debug_barrier()  # every thread's stores are done before the counter says so
         seen = tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
-        if seen == n_chunks:
-            tl.atomic_xchg(arrived_ptr, 0, sem="acq_rel")  # (after the others' releases, so it passes them on)
+        if RESET:
+            if seen == n_chunks:
+                tl.atomic_xchg(arrived_ptr, 0, sem="acq_rel")  # (after the others' releases: passes them on)
         return seen
     return tl.atomic_add(arrived_ptr, 0, sem="acquire")
 
