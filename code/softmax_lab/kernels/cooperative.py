@@ -59,8 +59,7 @@ def count_in(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, RESET: tl.constexpr =
     of the row's programs in sets the counter back to 0: its partners then read 0 or ``n_chunks``, and both mean
     "all are in". So a finished launch leaves its counters at 0, and the next launch on the stream reuses them
     (``_launch.scratch``) instead of zeroing new ones each call. (``RESET=False``: counters left as they are,
-    for ``pipelined.py``, which zeroes new ones each call: with the reset, its two-launch path gave wrong rows
-    on the H200 for rows of one chunk, not understood; docs/performance.md.)"""
+    for ``pipelined.py``, which zeroes new ones each call.)"""
     if PUBLISH:
         tl.debug_barrier()  # every thread's stores are done before the counter says so
         seen = tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
