@@ -278,6 +278,7 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
     Python-launched loop, ``_time_eager``). With ``check``, every implementation's result is compared with a
     float64 softmax before and after it is timed (``checked``: "ok" or what was wrong)."""
     from softmax_lab.op import softmax
+    from softmax_lab.op import softmax_backward as softmax_lab_backward
     from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, cooperative_backward
 
     others, _ = peers(with_compile, with_peers) if (with_peers or with_compile) else ({}, {})
@@ -332,7 +333,8 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
             # a copy of the same bytes: read 2 tensors, write 1
             add("copy", lambda i: torch.add(ys[i], dys[i], out=outs[i]), correct=False)
             add("torch.softmax", lambda i: torch._softmax_backward_data(dys[i], ys[i], -1, dtype))
-            add("softmax_lab.softmax", lambda i: softmax_backward(ys[i], dys[i], out=outs[i]))
+            # the operator's backward, which allocates dx like torch's and the peers' calls (its eager plan)
+            add("softmax_lab.softmax", lambda i: softmax_lab_backward(ys[i], dys[i]))
             for name, (_, f) in others.items():
                 if f is not None:
                     add(name, lambda i, f=f: f(ys[i], dys[i]))

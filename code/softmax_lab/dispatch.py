@@ -42,16 +42,16 @@ from __future__ import annotations
 import torch
 
 from .device import ON_GPU
-from .kernels import (clustered, cooperative, fused, l2_reread, multirow, pipelined, resident, staged, unaligned,
-                      unaligned_resident)
-from .kernels._launch import device_limits, part_vector, relauncher
+from .kernels import (backward, clustered, cooperative, fused, l2_reread, multirow, pipelined, resident, staged,
+                      unaligned, unaligned_resident)
+from .kernels._launch import device_limits, part_vector, relauncher, scratch_pointers
 # The policy this module applies (MULTIROW_TILE: also read here by chapter 7's checks).
 from .kernels.tuning import (FORWARD, GLUON_CAPABILITY, GLUON_FALLBACK, GLUON_KERNELS, MULTIROW_TILE,
                              UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK, element_size, pick)
 
 __all__ = ["FORWARD", "GLUON_CAPABILITY", "GLUON_FALLBACK", "GLUON_KERNELS", "LAUNCHERS", "MULTIROW_TILE", "PLANNED",
            "REFUSALS", "UNALIGNED_BACKWARD", "UNALIGNED_FORWARD", "choose", "choose_unaligned", "element_size", "pick",
-           "plan_2d", "softmax_2d"]
+           "plan_2d", "plan_backward_2d", "softmax_2d"]
 
 # Every kernel the dispatcher may run, by the name the rule lists use.
 LAUNCHERS = {"multirow": multirow.multirow_softmax, "fused": fused.fused_softmax,
@@ -67,6 +67,10 @@ REFUSALS = {"resident": resident.refusal, "clustered": clustered.refusal}
 PLANNED = {"multirow": multirow.launch_setup, "fused": fused.launch_setup, "resident": resident.launch_setup,
            "clustered": clustered.launch_setup, "unaligned": unaligned.launch_setup,
            "unaligned_resident": unaligned_resident.launch_setup}
+# The cooperative kernels: ``launch_setup(y, x, **knobs)`` gives (kernel, grid, args, options, sizes, one), args[2:4]
+# their scratch (``kernels._launch.scratch``: per stream, counters the kernels set back to 0 as they finish).
+COOPERATIVE = {"cooperative": cooperative.launch_setup, "unaligned_cooperative": unaligned.cooperative_launch_setup,
+               "l2_reread": l2_reread.launch_setup}
 # The kernels whose launch_setup passes window pointers (rounded down to 16 bytes): a plan shifts each call's too.
 WINDOWED = ("unaligned", "unaligned_resident")
 
@@ -130,11 +134,46 @@ def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     return name, dict(knobs)
 
 
+def plan_cooperative(setup, tensors):
+    """``run(*addresses)`` for a cooperative kernel's launch ``setup`` (``(kernel, grid, args, options, sizes,
+    one)`` of a ``launch_setup``) made for ``tensors`` (forward: y, x; backward: dx, y, dy): the compiled kernel
+    launched on new tensors like them, given as addresses, and this stream's scratch (``kernels._launch.scratch``:
+    no allocation, no zeroing per call). None when one launch does not fit (its programs could not all wait at
+    once) or nothing compiles (the CPU interpreter)."""
+    kernel, grid, args, options, (n_floats, n_counts), one = setup
+    if not one:
+        return None
+    options = {k: v for k, v in options.items() if k != "n_chunks"}
+    n = len(tensors)
+    run = relauncher(kernel, grid, args, per_call=n + 2, PUBLISH=True, FINISH=True, **options)
+    if run is None:
+        return None
+    # The setup's pointers are the tensors', or those of the windows before them: each call's shift alike.
+    backs = [t.data_ptr() - a.data_ptr() for t, a in zip(tensors, args)]
+    device = tensors[0].device
+    if n == 2:
+        back_y, back_x = backs
+
+        def run_forward(out_ptr, in_ptr):
+            floats, counts, _buffers = scratch_pointers(device, n_floats, n_counts)
+            run(out_ptr - back_y, in_ptr - back_x, floats, counts)
+
+        return run_forward
+    back_dx, back_y, back_dy = backs
+
+    def run_backward(dx_ptr, y_ptr, dy_ptr):
+        floats, counts, _buffers = scratch_pointers(device, n_floats, n_counts)
+        run(dx_ptr - back_dx, y_ptr - back_y, dy_ptr - back_dy, floats, counts)
+
+    return run_backward
+
+
 def plan_2d(x2: torch.Tensor):
     """``run(y2.data_ptr(), x2.data_ptr())`` for inputs like ``x2`` (2-D, contiguous rows, same shape, strides,
     dtype, device and 16-byte alignment): the chosen kernel, compiled, launched with no checks and no
     choices; ``y2`` is a contiguous output of the same shape. None when the kernel cannot be relaunched that
-    way (the CPU interpreter compiles nothing; cooperative kernels need fresh counters every call). Rows that
+    way (the CPU interpreter compiles nothing; a cooperative kernel whose row's programs do not all fit the GPU
+    at once takes two launches and new counters). Rows that
     are not whole 16-byte vectors are planned on the register kernels: whether a Gluon kernel may take them
     depends on the memory after x, which the plan's key does not hold."""
     if x2.device.type != "cuda" or x2.numel() == 0:
@@ -143,9 +182,11 @@ def plan_2d(x2: torch.Tensor):
     name, knobs = _runnable(x2)
     if name in GLUON_KERNELS and n_cols % (16 // x2.element_size()):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
-    if name not in PLANNED:
+    if name not in PLANNED and name not in COOPERATIVE:
         return None
     y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
+    if name in COOPERATIVE:
+        return plan_cooperative(COOPERATIVE[name](y2, x2, **knobs), (y2, x2))
     kernel, grid, args, options = PLANNED[name](y2, x2, **knobs)
     if name in WINDOWED:  # its pointers are the windows' (rounded down to 16 bytes): shift each call's too
         run = relauncher(kernel, grid, args, **options)
@@ -163,3 +204,24 @@ def plan_2d(x2: torch.Tensor):
         run(out_ptr, in_ptr, partials.data_ptr())
 
     return run_clustered
+
+
+def plan_backward_2d(y2: torch.Tensor, dy2: torch.Tensor):
+    """``run(dx.data_ptr(), y.data_ptr(), dy.data_ptr())`` for inputs like ``y2``, ``dy2`` (2-D, contiguous rows,
+    same shapes, strides, dtype, device and 16-byte alignment; ``dx`` a new contiguous tensor): the kernel that
+    ``softmax_backward`` launches with no knobs (``kernels.backward.launch_setup``), compiled, launched with no
+    checks; ``plan_2d`` for the backward pass. None where that needs two launches, or on the CPU."""
+    if y2.device.type != "cuda" or y2.numel() == 0:
+        return None
+    dx2 = torch.empty(y2.shape, dtype=y2.dtype, device=y2.device)
+    setup = backward.launch_setup(dx2, y2, dy2)
+    if setup[4] is not None:
+        return plan_cooperative(setup, (dx2, y2, dy2))
+    kernel, grid, args, options, _, _ = setup
+    run = relauncher(kernel, grid, args, per_call=3, **options)
+    if run is None:
+        return None
+    back_dx, back_y, back_dy = [t.data_ptr() - a.data_ptr() for t, a in zip((dx2, y2, dy2), args)]
+    if back_dx == back_y == back_dy == 0:
+        return run
+    return lambda dx_ptr, y_ptr, dy_ptr: run(dx_ptr - back_dx, y_ptr - back_y, dy_ptr - back_dy)

@@ -32,7 +32,7 @@ import torch.autograd.forward_ad as forward_ad
 from torch import Tensor
 
 from .device import ON_GPU
-from .dispatch import choose, plan_2d, softmax_2d
+from .dispatch import choose, plan_2d, plan_backward_2d, softmax_2d
 from .kernels import double
 from .kernels._launch import check_mask, check_tensor
 from .kernels.backward import softmax_backward as backward_2d
@@ -76,6 +76,21 @@ def _softmax_impl(x: Tensor, dim: int) -> Tensor:
 def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     y, dy = y.resolve_neg(), dy.resolve_neg()
     dim = normalize_dim(dim, y.dim())
+    if y.layout is not torch.strided or dy.layout is not torch.strided:
+        return _backward_rows(y, dy, dim)
+    y_ptr, dy_ptr = y.data_ptr(), dy.data_ptr()
+    key = (y.shape, y.stride(), dy.shape, dy.stride(), y.dtype, dy.dtype, y.get_device(), y_ptr & 15, dy_ptr & 15,
+           dim)
+    plan = _BACKWARD_PLANS.get(key)
+    if plan is None:
+        with _PLANS_LOCK:
+            if len(_BACKWARD_PLANS) >= MAX_PLANS:
+                _BACKWARD_PLANS.clear()
+            plan = _BACKWARD_PLANS[key] = _backward_plan(y, dy, dim)
+    return plan(y, dy, y_ptr, dy_ptr)
+
+
+def _backward_rows(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     if y.dim() == 0:
         return _backward_impl(y.reshape(1), dy.reshape(1), 0).reshape(())
     if y.numel() == 0:
@@ -479,6 +494,35 @@ def _plan(x: Tensor, dim: int):
 
             return fast
     return lambda x, x_ptr: _softmax_rows(x, dim)
+
+
+_BACKWARD_PLANS: dict = {}
+
+
+def _backward_plan(y: Tensor, dy: Tensor, dim: int):
+    """``plan(y, dy, y.data_ptr(), dy.data_ptr())`` for backward calls like this one (checked dims): allocate dx
+    and launch the compiled kernel (``dispatch.plan_backward_2d``), where y and dy are float tensors alike with
+    contiguous rows along the last dim; else the usual path."""
+    def rows_of(t):
+        return t.is_contiguous() or (t.dim() == 2 and t.stride(1) == 1)
+
+    if (y.numel() and y.dtype in _PLANNED_DTYPES and dy.dtype == y.dtype and dy.shape == y.shape
+            and dim == y.dim() - 1 and rows_of(y) and rows_of(dy) and type(y) is Tensor and type(dy) is Tensor):
+        n = y.shape[-1]
+        run = plan_backward_2d(y.view(-1, n) if y.dim() != 2 else y, dy.view(-1, n) if dy.dim() != 2 else dy)
+        if run is not None:
+            shape, dtype, device = y.shape, y.dtype, y.device
+
+            def fast(y, dy, y_ptr, dy_ptr):
+                dx = torch.empty(shape, dtype=dtype, device=device)
+                run(dx.data_ptr(), y_ptr, dy_ptr)
+                return dx
+
+            return fast
+    return lambda y, dy, y_ptr, dy_ptr: _backward_rows(y, dy, dim)
+
+
+_PLANNED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, mask: Tensor | None = None) -> Tensor:

@@ -243,6 +243,37 @@ def vector_refusal(x: torch.Tensor, kernel: str) -> str:
     return ""
 
 
+# The cooperative kernels' scratch memory (their (m, l) pairs and counters), one pair of buffers per GPU and
+# stream: key (device index, raw stream).
+_SCRATCH: dict = {}
+
+
+def scratch(device: torch.device, n_floats: int, n_counts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(floats, counts)``: room for ``n_floats`` float32 values and ``n_counts`` int32 counters that are 0, for
+    one launch of a cooperative kernel that finishes in one launch. The kernels set their counters back to 0
+    as they finish (``cooperative.count_in``) and launches on one stream run one after another, so each
+    stream keeps one pair of buffers (grown when too small) instead of a ``torch.zeros`` (an allocation and a
+    fill kernel) per call. Streams never share them. On the CPU, and while a CUDA graph is captured (its
+    replays may run on any stream), new memory each call."""
+    if device.type != "cuda" or torch._C._cuda_isCurrentStreamCapturing():
+        return (torch.empty(n_floats, dtype=torch.float32, device=device),
+                torch.zeros(n_counts, dtype=torch.int32, device=device))
+    key = (device.index, torch._C._cuda_getCurrentRawStream(device.index))
+    got = _SCRATCH.get(key)
+    if got is None or got[0].numel() < n_floats or got[1].numel() < n_counts:
+        n_floats, n_counts = max(n_floats, got[0].numel() if got else 0), max(n_counts, got[1].numel() if got else 0)
+        got = _SCRATCH[key] = (torch.empty(n_floats, dtype=torch.float32, device=device),
+                               torch.zeros(n_counts, dtype=torch.int32, device=device))
+    return got
+
+
+def scratch_pointers(device: torch.device, n_floats: int, n_counts: int):
+    """``scratch``'s two buffers as ``(floats.data_ptr(), counts.data_ptr(), buffers)`` (a plan's launch takes
+    addresses; keep ``buffers`` until it has launched)."""
+    floats, counts = buffers = scratch(device, n_floats, n_counts)
+    return floats.data_ptr(), counts.data_ptr(), buffers
+
+
 _SMS: dict = {}
 
 

@@ -19,7 +19,9 @@ import triton.language as tl
 from .tuning import BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK
 from ._launch import (check_input, check_knobs, default_num_warps, output_for, rows_view, cdiv, next_power_of_2,
                       row_vector, split_in_chunks)
-from .cooperative import cooperative_backward
+from .cooperative import _launch, cooperative_backward
+from .cooperative import backward_setup as cooperative_backward_setup
+from .unaligned import backward_setup as unaligned_backward_setup
 from .unaligned import takes, unaligned_backward
 
 
@@ -75,6 +77,26 @@ def chunk_apply_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, y_row_stride, dy_row_stri
                  mask=mask, eviction_policy="evict_first")
 
 
+def launch_setup(dx, y, dy):
+    """``(kernel, grid, args, options, sizes, one)`` of the launch ``softmax_backward`` makes with no knobs, for
+    checked 2-D ``y``, ``dy``, ``dx`` with contiguous rows (the dispatcher's plans reuse it): ``args[0:3]`` are
+    dx, y, dy or the windows before them (``unaligned.py``); ``sizes`` None for a tile kernel (no scratch),
+    else as in ``cooperative.launch_setup``."""
+    if takes(y, dy, dx):  # rows off 16 bytes: unaligned.py, where y, dy and dx lie alike
+        got = unaligned_backward_setup(dx, y, dy)
+        if got is not None:
+            return got
+    n_rows, n_cols = y.shape
+    if n_cols > BACKWARD_TILE_COLS:
+        return cooperative_backward_setup(dx, y, dy)
+    BLOCK = next_power_of_2(n_cols)
+    ROWS = max(1, BACKWARD_TILE // BLOCK)
+    vec = row_vector(n_cols, y, dy, dx)
+    args = (dx, y, dy, *[t.stride(0) // vec for t in (y, dy, dx)], n_rows, n_cols // vec)
+    options = dict(ROWS=ROWS, BLOCK=BLOCK, VEC=vec, num_warps=default_num_warps(ROWS * BLOCK))
+    return softmax_backward_kernel, (cdiv(n_rows, ROWS),), args, options, None, True
+
+
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None = None, ROWS: int | None = None,
                      BLOCK: int | None = None, num_warps: int | None = None, chunks: int | None = None):
     """dx for softmax over the last dim of 2-D ``y`` (the forward output) and ``dy`` (its gradient).
@@ -91,6 +113,14 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
     dx = output_for(y, out, "out (dx)")
     n_rows, n_cols = y.shape
     if y.numel() == 0:
+        return dx
+    if ROWS is None and BLOCK is None and num_warps is None and chunks is None:  # what the dispatcher plans too
+        kernel, grid, args, options, sizes, _ = launch_setup(dx, y, dy)
+        if sizes is None:
+            kernel[grid](*args, **options)
+        else:
+            options = dict(options)
+            _launch(kernel, grid, args, options.pop("n_chunks"), None, y.device, 4, **options)
         return dx
     if ROWS is None and BLOCK is None and chunks is None and takes(y, dy, dx):  # rows off 16 bytes: unaligned.py
         if unaligned_backward(y, dy, dx, num_warps=num_warps) is not None:

@@ -35,37 +35,50 @@ import triton
 import triton.language as tl
 
 from .tuning import COOPERATIVE_BACKWARD_BYTES, COOPERATIVE_BYTES, COOPERATIVE_WARPS, pick
-from ._launch import cdiv, next_power_of_2, prepare, row_vector
+from ._launch import cdiv, next_power_of_2, prepare, row_vector, scratch
 from .combine import online_combine, online_reduce, safe_shift
 from .fast_exp import fast_exp
 
 
 @triton.jit
 def take_ticket(count_ptr, ONE_LAUNCH: tl.constexpr):
-    """Which piece of work this program does: a ticket in start order (one launch), else program_id."""
+    """Which piece of work this program does: a ticket in start order (one launch), else program_id.
+    The program with the last ticket sets the counter back to 0 (every other ticket is taken by then), so
+    the next launch finds it zeroed."""
     if ONE_LAUNCH:
-        return tl.atomic_add(count_ptr, 1, sem="relaxed")
+        t = tl.atomic_add(count_ptr, 1, sem="relaxed")
+        if t == tl.num_programs(0) - 1:
+            tl.atomic_xchg(count_ptr, 0, sem="relaxed")
+        return t
     return tl.program_id(0)
 
 
 @triton.jit
-def count_in(arrived_ptr, PUBLISH: tl.constexpr):
-    """Count this program in on its row's counter (after its pair is stored); returns the count it saw."""
+def count_in(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, RESET: tl.constexpr = True):
+    """Count this program in on its row's counter (after its pair is stored); returns the count it saw. The last
+    of the row's programs in sets the counter back to 0: its partners then read 0 or ``n_chunks``, and both mean
+    "all are in". So a finished launch leaves its counters at 0, and the next launch on the stream reuses them
+    (``_launch.scratch``) instead of zeroing new ones each call. (``RESET=False``: counters left as they are,
+    for ``pipelined.py``, which zeroes new ones each call.)"""
     if PUBLISH:
         tl.debug_barrier()  # every thread's stores are done before the counter says so
-        return tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
+        seen = tl.atomic_add(arrived_ptr, 1, sem="acq_rel") + 1  # release: our pair is visible first
+        if RESET:
+            if seen == n_chunks:
+                tl.atomic_xchg(arrived_ptr, 0, sem="acq_rel")  # (after the others' releases: passes them on)
+        return seen
     return tl.atomic_add(arrived_ptr, 0, sem="acquire")
 
 
 @triton.jit
 def wait_for_partners(arrived_ptr, seen, n_chunks):
-    while seen < n_chunks:
+    while (seen > 0) & (seen < n_chunks):  # 0: the last partner in has set the counter back (see count_in)
         seen = tl.atomic_add(arrived_ptr, 0, sem="acquire")  # acquire: then their pairs are visible
 
 
 @triton.jit
 def count_in_and_wait(arrived_ptr, n_chunks, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
-    seen = count_in(arrived_ptr, PUBLISH)
+    seen = count_in(arrived_ptr, n_chunks, PUBLISH)
     if FINISH:
         wait_for_partners(arrived_ptr, seen, n_chunks)
 
@@ -201,8 +214,10 @@ def default_warps(block: int) -> int:
     return pick(COOPERATIVE_WARPS, block)  # 32 elements per thread
 
 
-def _launch(kernel, grid, args, n_chunks, one_launch, device, **knobs):
-    """One launch when the GPU can hold a whole group (else two; always two in the CPU interpreter)."""
+def _launch(kernel, grid, args, n_chunks, one_launch, device, counts_at=3, **knobs):
+    """One launch when the GPU can hold a whole group (else two; always two in the CPU interpreter). ``args``
+    hold the counters (``_launch.scratch``) at ``counts_at``; two launches take new ones, zeroed: another
+    thread's launches on the stream could fall between them."""
     if one_launch is None:
         one_launch = device.type == "cuda" and n_chunks <= resident_programs(
             kernel, args, grid, device, PUBLISH=True, FINISH=True, **knobs)
@@ -216,8 +231,38 @@ def _launch(kernel, grid, args, n_chunks, one_launch, device, **knobs):
     if one_launch:
         kernel[grid](*args, PUBLISH=True, FINISH=True, **knobs)
     else:
+        counts = torch.zeros_like(args[counts_at])
+        args = (*args[:counts_at], counts, *args[counts_at + 1:])
         kernel[grid](*args, PUBLISH=True, FINISH=False, **knobs)
         kernel[grid](*args, PUBLISH=False, FINISH=True, **knobs)
+
+
+def fits(kernel, grid, args, n_chunks, device, **options) -> bool:
+    """Whether a row's ``n_chunks`` programs are all on the GPU at once, so that one launch may wait."""
+    return device.type == "cuda" and n_chunks <= resident_programs(kernel, args, grid, device, PUBLISH=True,
+                                                                   FINISH=True, **options)
+
+
+def launch_setup(y, x, BLOCK=None, num_warps=None, tiles=1, keep_16=False):
+    """``(kernel, grid, args, options, sizes, one)`` of ``cooperative_softmax``'s launch for checked x and y, as
+    the dispatcher's plans reuse it: ``args[2:4]`` are this stream's scratch (``sizes``: the floats and counters
+    the launch uses of it), ``options`` hold ``n_chunks`` (not a kernel argument), ``one``: one launch fits."""
+    n_rows, n_cols = x.shape
+    BLOCK = BLOCK or default_block(n_cols, x.element_size())
+    n_chunks = cdiv(n_cols, BLOCK * tiles)
+    if n_rows * n_chunks >= 2**31:
+        raise ValueError(f"cooperative_softmax takes fewer than 2**31 programs; {n_rows} rows of {n_chunks} "
+                         "chunks is more: use a larger BLOCK")
+    sizes = (2 * n_rows * n_chunks, 1 + n_rows)
+    pairs, counts = scratch(x.device, *sizes)  # counts: the ticket, then one per row
+    vec = row_vector(n_cols, x, y)  # rows of whole 16-byte vectors: the ints go in vectors (fused.py)
+    args = (y, x, pairs, counts, x.stride(0) // vec, y.stride(0) // vec, n_cols // vec, n_chunks)
+    options = dict(BLOCK=BLOCK, TILES=tiles, CHUNKS=next_power_of_2(n_chunks),
+                   KEEP_16=bool(keep_16) and x.element_size() == 2, VEC=vec,
+                   num_warps=num_warps or default_warps(BLOCK))
+    grid = (n_rows * n_chunks,)
+    one = fits(cooperative_softmax_kernel, grid, args, n_chunks, x.device, **options)
+    return cooperative_softmax_kernel, grid, args, dict(options, n_chunks=n_chunks), sizes, one
 
 
 def cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
@@ -230,35 +275,35 @@ def cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK:
     that the CPU interpreter always takes), ``keep_16`` (fp16/bf16 input: hold exp(x - m) in 16 bits while
     waiting, half the registers; it is rounded twice, within one 16-bit ulp)."""
     x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps, tiles=tiles)
-    n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
-    BLOCK = BLOCK or default_block(n_cols, x.element_size())
-    n_chunks = cdiv(n_cols, BLOCK * tiles)
-    if n_rows * n_chunks >= 2**31:
-        raise ValueError(f"cooperative_softmax takes fewer than 2**31 programs; {n_rows} rows of {n_chunks} "
-                         "chunks is more: use a larger BLOCK")
-    pairs = torch.empty(2 * n_rows * n_chunks, dtype=torch.float32, device=x.device)
-    counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)  # the ticket, then one per row
-    vec = row_vector(n_cols, x, y)  # rows of whole 16-byte vectors: the ints go in vectors (fused.py)
-    args = (y, x, pairs, counts, x.stride(0) // vec, y.stride(0) // vec, n_cols // vec, n_chunks)
-    _launch(cooperative_softmax_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, x.device, BLOCK=BLOCK,
-            TILES=tiles, CHUNKS=next_power_of_2(n_chunks), KEEP_16=bool(keep_16) and x.element_size() == 2,
-            VEC=vec, num_warps=num_warps or default_warps(BLOCK))
+    kernel, grid, args, options, _, _ = launch_setup(y, x, BLOCK, num_warps, tiles, keep_16)
+    options = dict(options)
+    _launch(kernel, grid, args, options.pop("n_chunks"), one_launch, x.device, **options)
     return y
+
+
+def backward_setup(dx, y, dy, BLOCK=None, num_warps=None):
+    """``launch_setup`` for ``cooperative_backward`` (``args[3:5]``: the scratch)."""
+    n_rows, n_cols = y.shape
+    BLOCK = BLOCK or default_block(n_cols, y.element_size(), COOPERATIVE_BACKWARD_BYTES)  # y and dy
+    n_chunks = cdiv(n_cols, BLOCK)
+    sizes = (n_rows * n_chunks, 1 + n_rows)
+    dot, counts = scratch(y.device, *sizes)
+    vec = row_vector(n_cols, y, dy, dx)
+    args = (dx, y, dy, dot, counts, *[t.stride(0) // vec for t in (y, dy, dx)], n_cols // vec, n_chunks)
+    options = dict(BLOCK=BLOCK, CHUNKS=next_power_of_2(n_chunks), VEC=vec,
+                   num_warps=num_warps or default_warps(BLOCK))
+    grid = (n_rows * n_chunks,)
+    one = fits(cooperative_backward_kernel, grid, args, n_chunks, y.device, **options)
+    return cooperative_backward_kernel, grid, args, dict(options, n_chunks=n_chunks), sizes, one
 
 
 def cooperative_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, BLOCK: int | None = None,
                          num_warps: int | None = None, one_launch: bool | None = None) -> torch.Tensor:
     """dx = y·(dy - Σ dy·y) with each row shared by cooperating programs (checked 2-D inputs with
     contiguous rows; ``softmax_backward`` calls this for long rows)."""
-    n_rows, n_cols = y.shape
-    BLOCK = BLOCK or default_block(n_cols, y.element_size(), COOPERATIVE_BACKWARD_BYTES)  # y and dy
-    n_chunks = cdiv(n_cols, BLOCK)
-    dot = torch.empty(n_rows * n_chunks, dtype=torch.float32, device=y.device)
-    counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=y.device)
-    vec = row_vector(n_cols, y, dy, dx)
-    args = (dx, y, dy, dot, counts, *[t.stride(0) // vec for t in (y, dy, dx)], n_cols // vec, n_chunks)
-    _launch(cooperative_backward_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, y.device, BLOCK=BLOCK,
-            CHUNKS=next_power_of_2(n_chunks), VEC=vec, num_warps=num_warps or default_warps(BLOCK))
+    kernel, grid, args, options, _, _ = backward_setup(dx, y, dy, BLOCK, num_warps)
+    options = dict(options)
+    _launch(kernel, grid, args, options.pop("n_chunks"), one_launch, y.device, 4, **options)
     return dx

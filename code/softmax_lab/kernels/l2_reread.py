@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from .tuning import COOPERATIVE_WARPS, L2_REREAD_BYTES, L2_REREAD_PROGRAMS_PER_SM, STREAM_BLOCK, pick
-from ._launch import cdiv, next_power_of_2, num_sms, prepare
+from ._launch import cdiv, next_power_of_2, num_sms, prepare, scratch
 from .combine import online_combine, safe_shift
 from .cooperative import count_in, resident_programs, row_state, wait_for_partners
 from .fast_exp import fast_exp
@@ -51,7 +51,7 @@ def publish_chunk_state(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks,
     pair = pair_ptr + 2 * (row * n_chunks + chunk)
     tl.store(pair, m)
     tl.store(pair + 1, l)
-    count_in(count_ptr + 1 + row, True)
+    count_in(count_ptr + 1 + row, n_chunks, True)
 
 
 @triton.jit
@@ -82,6 +82,32 @@ def l2_reread_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride
         t = t_next
 
 
+def launch_setup(y, x, BLOCK=None, num_warps=None, tiles=None, programs=None):
+    """``(kernel, grid, args, options, sizes, one)`` of ``l2_reread_softmax``'s launch for checked x and y, as in
+    ``cooperative.launch_setup`` (``args[2:4]``: this stream's scratch; ``one``: one launch fits)."""
+    n_rows, n_cols = x.shape
+    BLOCK = BLOCK or min(next_power_of_2(n_cols), STREAM_BLOCK)
+    num_warps = num_warps or pick(COOPERATIVE_WARPS, BLOCK)
+    on_gpu = x.device.type == "cuda"
+    want = programs or L2_REREAD_PROGRAMS_PER_SM * num_sms(x.device)
+    if tiles is None:  # as many tiles as the L2 budget allows, and enough that a row fits the programs
+        by_l2 = max(1, L2_REREAD_BYTES // (2 * want * BLOCK * x.element_size()))
+        tiles = max(1, min(by_l2, cdiv(n_cols, BLOCK)), cdiv(n_cols, BLOCK * want))
+    n_chunks = cdiv(n_cols, BLOCK * tiles)
+    n_items = n_rows * n_chunks
+    if n_items + want >= 2**31:  # item numbers (int32) go up to n_items + programs
+        raise ValueError(f"l2_reread_softmax takes fewer than 2**31 chunks; {n_rows} rows of {n_chunks} is more")
+    sizes = (2 * n_items, 1 + n_rows)
+    pairs, counts = scratch(x.device, *sizes)  # counts: [unused, then one per row]
+    args = (y, x, pairs, counts, x.stride(0), y.stride(0), n_cols, n_chunks, n_items)
+    knobs = dict(BLOCK=BLOCK, TILES=tiles, CHUNKS=next_power_of_2(n_chunks), num_warps=num_warps)
+    held = resident_programs(l2_reread_softmax_kernel, args, (1,), x.device, PUBLISH=True, FINISH=True,
+                             **knobs) if on_gpu else 0
+    grid = (min(n_items, want, held) if held else min(n_items, want),)
+    fits = on_gpu and held > 0 and want <= held and n_chunks <= grid[0]
+    return l2_reread_softmax_kernel, grid, args, dict(knobs, n_chunks=n_chunks), sizes, fits
+
+
 def l2_reread_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
                       num_warps: int | None = None, tiles: int | None = None, programs: int | None = None,
                       one_launch: bool | None = None) -> torch.Tensor:
@@ -96,36 +122,21 @@ def l2_reread_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: i
     n_rows, n_cols = x.shape
     if x.numel() == 0:
         return y
-    BLOCK = BLOCK or min(next_power_of_2(n_cols), STREAM_BLOCK)
-    num_warps = num_warps or pick(COOPERATIVE_WARPS, BLOCK)
     on_gpu = x.device.type == "cuda"
     if one_launch and not on_gpu:
         raise ValueError("one_launch=True needs a GPU: the CPU interpreter runs programs one after another, "
                          "so the first would wait for ever for its partners")
-    want = programs or L2_REREAD_PROGRAMS_PER_SM * num_sms(x.device)
-    if tiles is None:  # as many tiles as the L2 budget allows, and enough that a row fits the programs
-        by_l2 = max(1, L2_REREAD_BYTES // (2 * want * BLOCK * x.element_size()))
-        tiles = max(1, min(by_l2, cdiv(n_cols, BLOCK)), cdiv(n_cols, BLOCK * want))
-    n_chunks = cdiv(n_cols, BLOCK * tiles)
-    n_items = n_rows * n_chunks
-    if n_items + want >= 2**31:  # item numbers (int32) go up to n_items + programs
-        raise ValueError(f"l2_reread_softmax takes fewer than 2**31 chunks; {n_rows} rows of {n_chunks} is more")
-    pairs = torch.empty(2 * n_items, dtype=torch.float32, device=x.device)
-    counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)  # [unused, then one per row]
-    args = (y, x, pairs, counts, x.stride(0), y.stride(0), n_cols, n_chunks, n_items)
-    knobs = dict(BLOCK=BLOCK, TILES=tiles, CHUNKS=next_power_of_2(n_chunks), num_warps=num_warps)
-    held = resident_programs(l2_reread_softmax_kernel, args, (1,), x.device, PUBLISH=True, FINISH=True,
-                             **knobs) if on_gpu else 0
-    grid = (min(n_items, want, held) if held else min(n_items, want),)
-    fits = on_gpu and held > 0 and want <= held and n_chunks <= grid[0]
+    kernel, grid, args, knobs, _, fits = launch_setup(y, x, BLOCK, num_warps, tiles, programs)
+    n_chunks = knobs.pop("n_chunks")
     if one_launch and not fits:
-        raise ValueError(f"one_launch=True needs every program resident ({want} asked, {held} fit) and a row's "
-                         f"{n_chunks} chunks no more than the {grid[0]} programs: use fewer programs or more tiles")
+        raise ValueError(f"one_launch=True needs every program resident and a row's {n_chunks} chunks no more "
+                         f"than the {grid[0]} programs: use fewer programs or more tiles")
     if one_launch is None:
         one_launch = fits
     if one_launch:
         l2_reread_softmax_kernel[grid](*args, PUBLISH=True, FINISH=True, **knobs)
-    else:
+    else:  # new counters: another thread's launches on the stream could fall between the two
+        args = (*args[:3], torch.zeros_like(args[3]), *args[4:])
         l2_reread_softmax_kernel[grid](*args, PUBLISH=True, FINISH=False, **knobs)
         l2_reread_softmax_kernel[grid](*args, PUBLISH=False, FINISH=True, **knobs)
     return y

@@ -63,7 +63,7 @@ def reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks, 
             pair = pair_ptr + 2 * (row * n_chunks + t % n_chunks)
             tl.store(pair, m)
             tl.store(pair + 1, tl.sum(e, axis=0))
-        seen = count_in(count_ptr + 1 + row, PUBLISH)
+        seen = count_in(count_ptr + 1 + row, n_chunks, PUBLISH, False)
     if KEEP_16:
         e = e.to(in_ptr.dtype.element_ty)
     return m, e, seen

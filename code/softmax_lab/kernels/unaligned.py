@@ -25,9 +25,10 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import cdiv, default_num_warps, next_power_of_2, prepare, row_vector
+from ._launch import cdiv, default_num_warps, next_power_of_2, prepare, row_vector, scratch
 from .combine import safe_shift
-from .cooperative import _launch, count_in_and_wait, default_block, default_warps, row_state, take_ticket
+from .cooperative import (_launch, count_in_and_wait, default_block, default_warps, fits, row_state,
+                          take_ticket)
 from .fast_exp import fast_exp
 from .tuning import BACKWARD_TILE, BACKWARD_TILE_COLS, COOPERATIVE_BACKWARD_BYTES, UNALIGNED_BACKWARD
 
@@ -283,14 +284,9 @@ def unaligned_softmax(x: torch.Tensor, out: torch.Tensor | None = None, ROWS: in
     return y
 
 
-def unaligned_cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
-                                  num_warps: int | None = None, one_launch: bool | None = None) -> torch.Tensor:
-    """``cooperative_softmax`` for rows of any alignment and length: each row's window shared by
-    ``cdiv(n_cols + VEC - 1, BLOCK)`` programs. Knobs: ``BLOCK``, ``num_warps``, ``one_launch``."""
-    x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps)
+def cooperative_launch_setup(y, x, BLOCK=None, num_warps=None):
+    """``cooperative.launch_setup`` for ``unaligned_cooperative_softmax`` (args[0:2]: the window pointers)."""
     n_rows, n_cols = x.shape
-    if x.numel() == 0:
-        return y
     got = windows(x, y)
     if got is None:
         raise ValueError("unaligned_cooperative_softmax needs rows less than 2**31 elements apart")
@@ -301,20 +297,33 @@ def unaligned_cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = No
     if n_rows * n_chunks >= 2**31:
         raise ValueError(f"unaligned_cooperative_softmax takes fewer than 2**31 programs; {n_rows} rows of "
                          f"{n_chunks} chunks is more: use a larger BLOCK")
-    pairs = torch.empty(2 * n_rows * n_chunks, dtype=torch.float32, device=x.device)
-    counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)
+    sizes = (2 * n_rows * n_chunks, 1 + n_rows)
+    pairs, counts = scratch(x.device, *sizes)
     args = (y_base, x_base, pairs, counts, x_first, x.stride(0), y_first, y.stride(0), n_cols, n_chunks)
-    _launch(unaligned_cooperative_kernel, (n_rows * n_chunks,), args, n_chunks, one_launch, x.device, BLOCK=BLOCK,
-            CHUNKS=next_power_of_2(n_chunks), VEC=vec, SAME_HEADS=alike,
-            num_warps=num_warps or default_warps(BLOCK))
+    options = dict(BLOCK=BLOCK, CHUNKS=next_power_of_2(n_chunks), VEC=vec, SAME_HEADS=alike,
+                   num_warps=num_warps or default_warps(BLOCK))
+    grid = (n_rows * n_chunks,)
+    one = fits(unaligned_cooperative_kernel, grid, args, n_chunks, x.device, **options)
+    return unaligned_cooperative_kernel, grid, args, dict(options, n_chunks=n_chunks), sizes, one
+
+
+def unaligned_cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,
+                                  num_warps: int | None = None, one_launch: bool | None = None) -> torch.Tensor:
+    """``cooperative_softmax`` for rows of any alignment and length: each row's window shared by
+    ``cdiv(n_cols + VEC - 1, BLOCK)`` programs. Knobs: ``BLOCK``, ``num_warps``, ``one_launch``."""
+    x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps)
+    if x.numel() == 0:
+        return y
+    kernel, grid, args, options, _, _ = cooperative_launch_setup(y, x, BLOCK, num_warps)
+    options = dict(options)
+    _launch(kernel, grid, args, options.pop("n_chunks"), one_launch, x.device, **options)
     return y
 
 
-def unaligned_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, ROWS: int | None = None,
-                       BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor | None:
-    """dx = y·(dy - Σ dy·y) for checked 2-D y, dy, dx with contiguous rows that lie alike around 16-byte vectors
-    (``softmax_backward`` calls this); rows up to ``tuning.BACKWARD_TILE_COLS`` in [ROWS, BLOCK] tiles, longer
-    ones on cooperating programs. None when the three tensors' rows lie differently (the caller falls back)."""
+def backward_setup(dx, y, dy, ROWS=None, BLOCK=None, num_warps=None):
+    """``(kernel, grid, args, options, sizes, one)`` of ``unaligned_backward``'s launch (``args[0:3]``: the window
+    pointers of dx, y, dy; for the cooperative kernel as in ``cooperative.backward_setup``; for the tile,
+    ``sizes`` None and ``one`` True), or None when the three tensors' rows lie differently."""
     got = windows(y, dy, dx)
     if got is None or not got[2]:
         return None
@@ -329,16 +338,33 @@ def unaligned_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, ROWS
         if BLOCK <= tuned.get("short", 0):  # short 16-bit rows: fewer rows and warps per program (tuning.py)
             ROWS, num_warps = ROWS or tuned["ROWS"], num_warps or tuned["num_warps"]
         ROWS = ROWS or max(1, BACKWARD_TILE // BLOCK)
-        unaligned_backward_kernel[(cdiv(n_rows, ROWS),)](
-            dx_base, y_base, dy_base, first, *strides, n_rows, n_cols, ROWS=ROWS, BLOCK=BLOCK, VEC=vec,
-            num_warps=num_warps or default_num_warps(ROWS * BLOCK))
-        return dx
+        args = (dx_base, y_base, dy_base, first, *strides, n_rows, n_cols)
+        options = dict(ROWS=ROWS, BLOCK=BLOCK, VEC=vec, num_warps=num_warps or default_num_warps(ROWS * BLOCK))
+        return unaligned_backward_kernel, (cdiv(n_rows, ROWS),), args, options, None, True
     BLOCK = BLOCK or tuned.get("BLOCK") or default_block(width, y.element_size(), COOPERATIVE_BACKWARD_BYTES)
     num_warps = num_warps or tuned.get("cooperative_warps")
     n_chunks = cdiv(width, BLOCK)
-    dot = torch.empty(n_rows * n_chunks, dtype=torch.float32, device=y.device)
-    counts = torch.zeros(1 + n_rows, dtype=torch.int32, device=y.device)
+    sizes = (n_rows * n_chunks, 1 + n_rows)
+    dot, counts = scratch(y.device, *sizes)
     args = (dx_base, y_base, dy_base, dot, counts, first, *strides, n_cols, n_chunks)
-    _launch(unaligned_cooperative_backward_kernel, (n_rows * n_chunks,), args, n_chunks, None, y.device, BLOCK=BLOCK,
-            CHUNKS=next_power_of_2(n_chunks), VEC=vec, num_warps=num_warps or default_warps(BLOCK))
+    options = dict(BLOCK=BLOCK, CHUNKS=next_power_of_2(n_chunks), VEC=vec, num_warps=num_warps or default_warps(BLOCK))
+    grid = (n_rows * n_chunks,)
+    one = fits(unaligned_cooperative_backward_kernel, grid, args, n_chunks, y.device, **options)
+    return unaligned_cooperative_backward_kernel, grid, args, dict(options, n_chunks=n_chunks), sizes, one
+
+
+def unaligned_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, ROWS: int | None = None,
+                       BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor | None:
+    """dx = y·(dy - Σ dy·y) for checked 2-D y, dy, dx with contiguous rows that lie alike around 16-byte vectors
+    (``softmax_backward`` calls this); rows up to ``tuning.BACKWARD_TILE_COLS`` in [ROWS, BLOCK] tiles, longer
+    ones on cooperating programs. None when the three tensors' rows lie differently (the caller falls back)."""
+    got = backward_setup(dx, y, dy, ROWS, BLOCK, num_warps)
+    if got is None:
+        return None
+    kernel, grid, args, options, sizes, _ = got
+    if sizes is None:
+        kernel[grid](*args, **options)
+    else:
+        options = dict(options)
+        _launch(kernel, grid, args, options.pop("n_chunks"), None, y.device, 4, **options)
     return dx
