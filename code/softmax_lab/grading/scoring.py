@@ -3,8 +3,16 @@ the cap after a complete-answer hint, one gradebook row per exercise.
 
 The judge can only take points away from what nbval's run gave: a check that passed in the notebook proves
 nothing by itself.
+
+Seed 002's split (an exercise whose registry entry has ``parts``): its code points are a normal part and a boundary
+part. A passed exercise earns both. A failed one is judged anyway, and earns the normal part when every case of
+the grader's that is not a boundary case passed and no FAIL line of its notebook check is about one; the boundary
+part when every boundary case passed in the grader's run and no FAIL line of the check names one. The third part,
+the explanation, is a hand-graded item (``explain:<id>``), not in the exercise's row.
 """
 from __future__ import annotations
+
+import re
 
 from . import hints
 from .blanking import Runs
@@ -19,8 +27,10 @@ def judge_exercises(chapter: Chapter, runs: Runs, decided: dict, opts) -> tuple[
     from . import judge  # numpy: loaded only once a notebook is graded
 
     table = judge.judges(chapter.chapter) if opts.judge else {}
-    wanted = {ex.id: runs.graft.nb.cells[ex.cell].source for ex in chapter.exercises if ex.id in table
-              and (decided[ex.id][0] == "passed" or (opts.partial and decided[ex.id][0] == "failed"))}
+    source = {ex.id: runs.graft.nb.cells[ex.cell].source for ex in chapter.exercises}
+    wanted = {ex.id: source[ex.id] for ex in chapter.exercises if ex.id in table
+              and (decided[ex.id][0] == "passed"
+                   or ((opts.partial or ex.split) and decided[ex.id][0] == "failed" and not is_blank(ex, source[ex.id])))}
     seed = opts.seed if opts.seed is not None else judge.new_seed()
     return (judge.run(chapter.chapter, wanted, opts.limits, seed) if wanted else {}), seed
 
@@ -41,6 +51,13 @@ def score(name: str, chapter: Chapter, nb, runs: Runs, decided: dict, verdicts: 
     return rows
 
 
+def is_blank(ex, source: str) -> bool:
+    """The exercise cell is the learner version's, untouched (nothing to judge)."""
+    def plain(text: str) -> str:
+        return "\n".join(line.rstrip() for line in str(text).strip().splitlines())
+    return plain(source) == plain(ex.blank)
+
+
 def after_judge(ex, decision: tuple[str, str, dict | None], jv, partial: bool) -> tuple[str, str, float]:
     """(status, message, points before the hint cap) once the judge's verdict ``jv`` (or None) is taken in."""
     status, msg, ck_rec = decision
@@ -49,6 +66,10 @@ def after_judge(ex, decision: tuple[str, str, dict | None], jv, partial: bool) -
         msg = ("the notebook's check passed, but the grader's own launch of your code on fresh inputs did not "
                "(the grader calls your kernel/functions itself; the check cell's output alone earns nothing):\n"
                + jv.text(ex.id))
+        ck_rec = None  # the check passed: nothing of it failed
+    if getattr(ex, "split", False):
+        points, words = split_points(ex, status, jv, ck_rec if status == "failed" else None)
+        return status, f"{msg}\n{words}" if msg else words, points
     points = ex.points if status == "passed" else 0
     if status == "failed" and partial:
         frac, counted = partial_credit(jv, ck_rec, ex.id)
@@ -83,3 +104,48 @@ def partial_credit(jv, ck_rec: dict | None, ident: str) -> tuple[float, str]:
         return 0.0, ""
     frac, words = min(fractions)
     return max(0.0, min(frac, 0.99)), words
+
+
+# ------------------------------------------------------------------------------ seed 002's parts
+
+PARTS_LINE = "parts (seed 002's rubric): "  # how the row's message says which parts were earned
+
+
+def split_points(ex, status: str, jv, ck_rec: dict | None) -> tuple[float, str]:
+    """(points, the line that says which parts were earned) of an exercise with a normal and a boundary part.
+
+    ``passed``: both. ``failed``: each part whose cases all passed in the grader's own run (``jv``, which must have
+    run at least one case of the part) and that no FAIL line of the notebook check (``ck_rec``) is about. A FAIL line
+    is about the boundary cases when it names one of them, about the normal cases otherwise. Else nothing."""
+    normal = boundary = False
+    why_normal = why_boundary = ""
+    if status == "passed":
+        normal = boundary = True
+    elif status == "failed" and jv is not None:
+        names = set(ex.boundary_cases)
+        judged_b = [ok for case, ok in jv.cases if case in names]
+        judged_n = [ok for case, ok in jv.cases if case not in names]
+        fails = [ln for ln in ((ck_rec or {}).get("stdout") or "").splitlines() if ln.startswith("FAIL")]
+        b_fails = [ln for ln in fails if _names_a_case(ln, names)]
+        n_fails = [ln for ln in fails if not _names_a_case(ln, names)]
+        normal = bool(judged_n) and all(judged_n) and not n_fails
+        boundary = not names or (bool(judged_b) and all(judged_b) and not b_fails)
+        failed_b = [case for case, ok in jv.cases if case in names and not ok]
+        why_normal = "" if normal else (" (a case that is not a boundary case failed)" if judged_n else "")
+        why_boundary = "" if boundary else (f" (failed: {', '.join(failed_b[:3])}"
+                                            + (f" and {len(failed_b) - 3} more" if len(failed_b) > 3 else "") + ")"
+                                            if failed_b else " (a boundary case failed in the notebook's check)"
+                                            if b_fails else "")
+    points = (ex.normal if normal else 0) + (ex.boundary if boundary else 0)
+    parts = [f"normal inputs {ex.normal if normal else 0}/{ex.normal}{why_normal}"]
+    if ex.boundary:
+        parts.append(f"boundary inputs {ex.boundary if boundary else 0}/{ex.boundary}{why_boundary}")
+    words = PARTS_LINE + "; ".join(parts)
+    if ex.explain:
+        words += f"; the explanation ({ex.explain}) is graded by hand"
+    return points, words
+
+
+def _names_a_case(line: str, names: set[str]) -> bool:
+    """A check's FAIL line names one of ``names`` (as ``FAIL  name: ...`` or in ``FAIL ×k cases (a, b, ...): ...``)."""
+    return any(re.search(rf"(?:FAIL  |\(|, ){re.escape(n)}(?=[:,)])", line) for n in names)
