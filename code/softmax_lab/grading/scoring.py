@@ -5,14 +5,12 @@ The judge can only take points away from what nbval's run gave: a check that pas
 nothing by itself.
 
 Seed 002's split (an exercise whose registry entry has ``parts``): its code points are a normal part and a boundary
-part. A passed exercise earns both. A failed one is judged anyway, and earns the normal part when every case of
-the grader's that is not a boundary case passed and no FAIL line of its notebook check is about one; the boundary
-part when every boundary case passed in the grader's run and no FAIL line of the check names one. The third part,
-the explanation, is a hand-graded item (``explain:<id>``), not in the exercise's row.
+part. A passed exercise earns both. A failed one is judged anyway (unless its cell is the blank one), and earns
+each part whose cases all passed, in the grader's own run and in the notebook's check; the boundary cases are the
+ones the registry names, every other case is a normal one. The third part, the explanation, is a hand-graded item
+(``explain:<id>``), not in the exercise's row.
 """
 from __future__ import annotations
-
-import re
 
 from . import hints
 from .blanking import Runs
@@ -115,8 +113,9 @@ def split_points(ex, status: str, jv, ck_rec: dict | None) -> tuple[float, str]:
     """(points, the line that says which parts were earned) of an exercise with a normal and a boundary part.
 
     ``passed``: both. ``failed``: each part whose cases all passed in the grader's own run (``jv``, which must have
-    run at least one case of the part) and that no FAIL line of the notebook check (``ck_rec``) is about. A FAIL line
-    is about the boundary cases when it names one of them, about the normal cases otherwise. Else nothing."""
+    run at least one case of the part) and in the notebook's check (``ck_rec``: its ``PASS  <name>`` lines and its
+    verdict line's k/n; every failed case that is not a boundary case counts against the normal part, a property the
+    judge does not test included). Else nothing."""
     normal = boundary = False
     why_normal = why_boundary = ""
     if status == "passed":
@@ -125,17 +124,17 @@ def split_points(ex, status: str, jv, ck_rec: dict | None) -> tuple[float, str]:
         names = set(ex.boundary_cases)
         judged_b = [ok for case, ok in jv.cases if case in names]
         judged_n = [ok for case, ok in jv.cases if case not in names]
-        fails = [ln for ln in ((ck_rec or {}).get("stdout") or "").splitlines() if ln.startswith("FAIL")]
-        b_fails = [ln for ln in fails if _names_a_case(ln, names)]
-        n_fails = [ln for ln in fails if not _names_a_case(ln, names)]
-        normal = bool(judged_n) and all(judged_n) and not n_fails
-        boundary = not names or (bool(judged_b) and all(judged_b) and not b_fails)
+        check_b, check_n = _check_failures(ex, ck_rec)
+        normal = bool(judged_n) and all(judged_n) and check_n == 0
+        boundary = not names or (bool(judged_b) and all(judged_b) and check_b == 0)
         failed_b = [case for case, ok in jv.cases if case in names and not ok]
-        why_normal = "" if normal else (" (a case that is not a boundary case failed)" if judged_n else "")
-        why_boundary = "" if boundary else (f" (failed: {', '.join(failed_b[:3])}"
-                                            + (f" and {len(failed_b) - 3} more" if len(failed_b) > 3 else "") + ")"
-                                            if failed_b else " (a boundary case failed in the notebook's check)"
-                                            if b_fails else "")
+        if not normal and judged_n:
+            why_normal = " (a case that is not a boundary case failed)"
+        if not boundary and failed_b:
+            why_boundary = (f" (failed: {', '.join(failed_b[:3])}"
+                            + (f" and {len(failed_b) - 3} more" if len(failed_b) > 3 else "") + ")")
+        elif not boundary and check_b:
+            why_boundary = " (a boundary case failed in the notebook's check)"
     points = (ex.normal if normal else 0) + (ex.boundary if boundary else 0)
     parts = [f"normal inputs {ex.normal if normal else 0}/{ex.normal}{why_normal}"]
     if ex.boundary:
@@ -146,6 +145,17 @@ def split_points(ex, status: str, jv, ck_rec: dict | None) -> tuple[float, str]:
     return points, words
 
 
-def _names_a_case(line: str, names: set[str]) -> bool:
-    """A check's FAIL line names one of ``names`` (as ``FAIL  name: ...`` or in ``FAIL ×k cases (a, b, ...): ...``)."""
-    return any(re.search(rf"(?:FAIL  |\(|, ){re.escape(n)}(?=[:,)])", line) for n in names)
+def _check_failures(ex, ck_rec: dict | None) -> tuple[int, int]:
+    """(boundary cases, other cases) the notebook's check failed, from its output: the boundary names without a
+    ``PASS  <name>`` line, and the rest of the failures its verdict line counts (k/n, when it is the last line and
+    names this exercise). (0, 0) without a record (the check passed); both >0 when the output cannot be read."""
+    if ck_rec is None:
+        return 0, 0
+    lines = [ln.rstrip() for ln in (ck_rec.get("stdout") or "").splitlines() if ln.strip()]
+    m = SUMMARY.fullmatch(lines[-1].strip()) if lines else None
+    if not m or m.group("id") != ex.id or not 0 < int(m.group("n")) <= 10000:
+        return 1, 1
+    passed = {ln[len("PASS  "):].strip() for ln in lines if ln.startswith("PASS  ")}
+    failed_b = sum(1 for n in ex.boundary_cases if n not in passed)
+    failed = max(0, int(m.group("n")) - int(m.group("k")))
+    return failed_b, max(0, failed - failed_b)
