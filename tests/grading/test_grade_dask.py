@@ -168,27 +168,59 @@ def test_the_cluster_extra_is_locked_for_the_tests():
         assert req in extras["test"] and test_lock.get(name) == version, (req, test_lock.get(name))
 
 
-def test_a_scheduler_that_goes_away_mid_class_loses_no_row(dask_cluster, tmp_path):
-    """The module's last test: it closes the cluster's scheduler while the class is being graded."""
+@pytest.fixture
+def own_cluster(tmp_path_factory):
+    """A cluster of its own for the test that closes its scheduler: two fresh workers, not the module cluster's
+    nanny-restarted ones (on a loaded machine those took more than two minutes to come back), and the module's
+    cluster stays whole whatever order the tests run in."""
+    from softmax_lab.grading import cgroup
+
+    if cgroup.why_unavailable():
+        pytest.skip(f"no cgroups here: {cgroup.why_unavailable()}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                          preload=[_preload(tmp_path_factory.mktemp("preload"))], silence_logs=40) as lc:
+            wait_for_workers(lc, 2)
+            yield lc
+
+
+def wait_for_workers(cluster, n: int, patience: float = 900) -> None:
+    """Until ``n`` workers are connected to ``cluster``'s scheduler: the real condition, checked every few seconds
+    for as long as a loaded machine needs to start them (``patience`` is only a backstop against a hang)."""
+    from distributed.core import Status
+
+    deadline = time.monotonic() + patience
+    with Client(cluster.scheduler_address, set_as_default=False) as client:
+        while len(client.scheduler_info(n_workers=-1)["workers"]) < n:
+            starting = [w for w in cluster.workers.values() if getattr(w, "status", None) not in (Status.closed,
+                                                                                                   Status.failed)]
+            assert len(starting) >= n, f"only {len(starting)} worker processes left of the {n} the test needs"
+            assert time.monotonic() < deadline, f"{n} workers did not connect in {patience:g} s"
+            time.sleep(2)
+
+
+def test_a_scheduler_that_goes_away_mid_class_loses_no_row(own_cluster, tmp_path):
+    """The scheduler is closed while the class is being graded: every row kept, none twice, the rerun grades the
+    rest."""
     for who in ("a", "b"):
         save(pasted(), tmp_path / "s" / who / NB)
     slow = set_exercise(pasted(), "fx-double", "import time\ntime.sleep(2)\n" + DOUBLE_OK)
     save(slow, tmp_path / "s" / "slow" / NB)
     out = tmp_path / "g.csv"
     argv = [tmp_path / "s", "--out", out, "--solutions", FIXTURES, *MEMORY, *FAST]
-    with Client(dask_cluster.scheduler_address, set_as_default=False) as client:
-        client.wait_for_workers(2, timeout=120)  # the tests above killed some: their nannies start new ones
-    proc = grade_cli(argv + ["--dask", dask_cluster.scheduler_address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 180
-    while not (out.exists() and read_rows(out)) and time.monotonic() < deadline:
+    proc = grade_cli(argv + ["--dask", own_cluster.scheduler_address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    backstop = time.monotonic() + 900  # only against a hang: the condition is the first row, however long it takes
+    while not (out.exists() and read_rows(out)) and proc.poll() is None and time.monotonic() < backstop:
         time.sleep(0.2)
-    dask_cluster.sync(dask_cluster.scheduler.close)  # the scheduler alone: its workers are left behind
-    _, stderr = proc.communicate(timeout=120)
+    own_cluster.sync(own_cluster.scheduler.close)  # the scheduler alone: its workers are left behind
+    _, stderr = proc.communicate(timeout=600)
     lines = [ln for ln in stderr.splitlines() if ln.strip() and "notebook(s)" not in ln and "Dask cluster at" not in ln]
     assert proc.returncode == 1 and len(lines) == 1 and "Traceback" not in stderr, stderr
     assert "went away: the gradebook holds every notebook graded so far; run the same command again" in lines[0]
     graded = {r["submission"] for r in read_rows(out)}
-    assert graded and "slow/" + NB not in graded and len(read_rows(out)) == 2 * len(graded), read_rows(out)
+    # mid-class: some notebooks graded, not all (which ones depends on the load: the workers race), each row once
+    assert 0 < len(graded) < 3 and len(read_rows(out)) == 2 * len(graded), read_rows(out)
     # The same command again (here on this machine: the cluster is gone) grades the rest, nothing twice.
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
         assert grade_main(argv) == 0
