@@ -131,7 +131,7 @@ def split_points(ex, status: str, jv, ck_rec: dict | None) -> tuple[float, str]:
         if not normal and judged_n:
             why_normal = " (a case that is not a boundary case failed)"
         if not boundary and failed_b:
-            why_boundary = (f" (failed: {', '.join(failed_b[:3])}"
+            why_boundary = (f" (failed: {'; '.join(failed_b[:3])}"
                             + (f" and {len(failed_b) - 3} more" if len(failed_b) > 3 else "") + ")")
         elif not boundary and check_b:
             why_boundary = " (a boundary case failed in the notebook's check)"
