@@ -3,15 +3,15 @@
 One file per chapter. Each ``[[exercise]]`` has ``id``, ``points``, ``check`` (a function name in
 ``softmax_lab.checks``) and ``hints`` (three short strings: concept area, direction, key line; the fourth
 level, the complete answer, comes from the solution notebook); each ``[[question]]`` has ``id`` and
-``points``.
+``points``. Notebook cells only carry the tag ``exercise:<id>`` / ``question:<id>`` saying where each sits;
+``softmax-lab build`` checks that the two agree.
 
 Seed 002's code-point split: an exercise may declare ``parts = {normal = 2, boundary = 1, explanation = 1}`` (the
 parts add up to its ``points``) and ``boundary = ["case name", ...]``, names from its case table. The grader's
 judge then awards the normal part when every other case passed and the boundary part when every boundary case
 passed; the explanation part is a hand-graded free-text item, ``explain:<exercise id>`` (a ``Question`` the
 registry adds, asked in a markdown cell tagged ``explain:<exercise id>`` after the check cell, answered in the
-cell tagged ``answer:explain:<exercise id>``). Notebook cells only carry the tag ``exercise:<id>`` / ``question:<id>`` saying where each sits;
-``softmax-lab build`` checks that the two agree.
+cell tagged ``answer:explain:<exercise id>``).
 
 An exercise's id also names the module that checks it (``check_module``): ``chNN-some-name`` lives in
 ``softmax_lab.checks.chNN.some_name`` when chapter NN's checks are a package (a folder ``checks/chNN/``, one

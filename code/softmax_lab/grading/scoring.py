@@ -26,9 +26,12 @@ def judge_exercises(chapter: Chapter, runs: Runs, decided: dict, opts) -> tuple[
 
     table = judge.judges(chapter.chapter) if opts.judge else {}
     source = {ex.id: runs.graft.nb.cells[ex.cell].source for ex in chapter.exercises}
-    wanted = {ex.id: source[ex.id] for ex in chapter.exercises if ex.id in table
-              and (decided[ex.id][0] == "passed"
-                   or ((opts.partial or ex.split) and decided[ex.id][0] == "failed" and not is_blank(ex, source[ex.id])))}
+    def judged(ex) -> bool:  # passed; or failed, when partial credit or seed 002's parts can use the verdict
+        status = decided[ex.id][0]
+        return status == "passed" or ((opts.partial or ex.split) and status == "failed"
+                                      and not is_blank(ex, source[ex.id]))
+
+    wanted = {ex.id: source[ex.id] for ex in chapter.exercises if ex.id in table and judged(ex)}
     seed = opts.seed if opts.seed is not None else judge.new_seed()
     return (judge.run(chapter.chapter, wanted, opts.limits, seed) if wanted else {}), seed
 
