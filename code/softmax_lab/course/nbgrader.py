@@ -98,10 +98,11 @@ def convert(nb, registry: _registry.Registry | None = None) -> nbformat.Notebook
             cell.metadata["nbgrader"] = _meta(f"check-{check}", grade=True, locked=True,
                                               points=declared.code_points if declared else 0)
         elif q is not None:
-            cell.metadata["nbgrader"] = _meta(f"question-{q}", locked=True)
+            cell.metadata["nbgrader"] = _meta(f"question-{q}".replace(":", "-"), locked=True)  # explain:<id> too
         elif ans is not None:
             cell.source = hints_outside(cell.source)
-            cell.metadata["nbgrader"] = _meta(ans, solution=True, grade=True, points=registry.points(ans) or 0)
+            cell.metadata["nbgrader"] = _meta(ans.replace(":", "-"), solution=True, grade=True,
+                                              points=registry.points(ans) or 0)
         cell.metadata.pop("widgets", None)
         if cell.cell_type == "code":
             cell.outputs = []
