@@ -40,7 +40,9 @@ class Exercise:
     blank: str         # the learner version's source (solution region -> raise NotImplementedError)
     normal: int = 0    # seed 002's split (registry ``parts``): points for the normal cases (0: no split) ...
     boundary: int = 0  # ... for the boundary cases ...
-    boundary_cases: tuple[str, ...] = ()  # ... which are these case names of its case table
+    boundary_cases: tuple[str, ...] = ()  # ... which are these case names of its case table (the judge's names,
+    #                                       and the check's where its lines name them otherwise)
+    check_boundary: tuple[str, ...] = ()  # those of them the solution's check prints as ``PASS  <name>``
     explain: str = ""  # the id of its hand-graded explanation item (explain:<id>), '' when none
 
     @property
@@ -99,14 +101,23 @@ def load_chapter(path: Path, registry: _registry.Registry | None = None) -> Chap
             check = next((j for j in range(k + 1, len(nb.cells)) if tag_value(nb.cells[j], "check:") == ex), None)
             blank = strip_solutions(cell.source, "code", ex) if has_solution(cell.source) else cell.source
             declared = registry.exercise(ex)
-            ch.exercises.append(Exercise(ex, _points(registry, ex, path), k, check, blank,
-                                         *((declared.part("normal"), declared.part("boundary"), declared.boundary,
-                                            declared.explain_id or "") if declared is not None else ())))
+            split = ()
+            if declared is not None and declared.parts:
+                passed = _passed_names(nb.cells[check]) if check is not None else set()
+                split = (declared.part("normal"), declared.part("boundary"), declared.boundary,
+                         tuple(n for n in declared.boundary if n in passed), declared.explain_id or "")
+            ch.exercises.append(Exercise(ex, _points(registry, ex, path), k, check, blank, *split))
         q = question_id(cell)
         if q is not None:
             answer = next((c.source for c in nb.cells if tag_value(c, "answer:") == q), "")
             ch.questions.append(Question(q, _points(registry, q, path), cell.source, answer, rubrics.get(q, "")))
     return ch
+
+
+def _passed_names(cell) -> set[str]:
+    """The case names a solution's check cell printed as ``PASS  <name>`` (its stored stdout)."""
+    text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+    return {ln[len("PASS  "):].strip() for ln in text.splitlines() if ln.startswith("PASS  ")}
 
 
 def load_chapters(solutions: Path, registry: _registry.Registry | None = None) -> dict[str, Chapter]:

@@ -149,8 +149,8 @@ def split_points(ex, status: str, jv, ck_rec: dict | None) -> tuple[float, str]:
 
 
 def _check_failures(ex, ck_rec: dict | None) -> tuple[int, int]:
-    """(boundary cases, other cases) the notebook's check failed, from its output: the boundary names without a
-    ``PASS  <name>`` line, and the rest of the failures its verdict line counts (k/n, when it is the last line and
+    """(boundary cases, other cases) the notebook's check failed, from its output: the boundary names the solution's
+    check passes (``ex.check_boundary``) without a ``PASS  <name>`` line here, and the rest of the failures its verdict line counts (k/n, when it is the last line and
     names this exercise). (0, 0) without a record (the check passed); both >0 when the output cannot be read."""
     if ck_rec is None:
         return 0, 0
@@ -159,6 +159,6 @@ def _check_failures(ex, ck_rec: dict | None) -> tuple[int, int]:
     if not m or m.group("id") != ex.id or not 0 < int(m.group("n")) <= 10000:
         return 1, 1
     passed = {ln[len("PASS  "):].strip() for ln in lines if ln.startswith("PASS  ")}
-    failed_b = sum(1 for n in ex.boundary_cases if n not in passed)
+    failed_b = sum(1 for n in ex.check_boundary if n not in passed)
     failed = max(0, int(m.group("n")) - int(m.group("k")))
     return failed_b, max(0, failed - failed_b)
