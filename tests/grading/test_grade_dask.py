@@ -92,15 +92,18 @@ def comparable(rows: list[dict]) -> list[tuple]:
     return sorted(out)
 
 
-def _worker_running(client: Client, prefix: str, timeout: float = 120) -> str:
-    """The address of the worker that runs a task whose key starts with ``prefix``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _worker_running(client: Client, prefix: str, proc: subprocess.Popen, patience: float = 900) -> str:
+    """The address of the worker that runs a task whose key starts with ``prefix``: waited for as long as the
+    grading process ``proc`` is alive (on a loaded machine its start, the workers' check and the first sandbox took
+    more than two minutes); ``patience`` is only a backstop against a hang."""
+    deadline = time.monotonic() + patience
+    while proc.poll() is None and time.monotonic() < deadline:
         for worker, keys in client.processing().items():
             if any(str(k).startswith(prefix) for k in keys):
                 return worker
         time.sleep(0.2)
-    raise AssertionError(f"no worker started {prefix}")
+    raise AssertionError(f"no worker started {prefix}" + (f" (the grader ended with {proc.returncode})"
+                                                          if proc.poll() is not None else ""))
 
 
 def test_a_worker_killed_mid_notebook_costs_a_retry_not_a_row(dask_cluster, tmp_path):
@@ -110,11 +113,11 @@ def test_a_worker_killed_mid_notebook_costs_a_retry_not_a_row(dask_cluster, tmp_
     proc = grade_cli([tmp_path / "s", "--out", out, "--solutions", FIXTURES, "--dask", dask_cluster.scheduler_address,
                       *MEMORY, *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with Client(dask_cluster.scheduler_address, set_as_default=False) as client:
-        worker = _worker_running(client, "grade-slow/")
+        worker = _worker_running(client, "grade-slow/", proc)
         time.sleep(3)  # inside the notebook's run: its sandbox is up, the exercise sleeps
         pid = client.run(os.getpid, workers=[worker])[worker]
         os.kill(pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate(timeout=240)
+        stdout, stderr = proc.communicate(timeout=900)
         assert worker not in client.scheduler_info(n_workers=-1)["workers"]  # it died mid-notebook (its nanny
         #                                                                       started a new one)
     assert proc.returncode == 0, stderr[-3000:]
@@ -132,12 +135,12 @@ def test_a_notebook_whose_workers_keep_dying_gets_a_row_graded_again_next_time(d
                       *MEMORY, *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with Client(dask_cluster.scheduler_address, set_as_default=False) as client:
         for _ in range(2):  # its first worker, then the one it was retried on
-            worker = _worker_running(client, "grade-doomed/")
+            worker = _worker_running(client, "grade-doomed/", proc)
             time.sleep(2)
             os.kill(client.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
             while worker in client.scheduler_info(n_workers=-1)["workers"]:
                 time.sleep(0.1)
-        stdout, stderr = proc.communicate(timeout=240)
+        stdout, stderr = proc.communicate(timeout=900)
     assert proc.returncode == 1, stderr[-3000:]  # a row the grader could not make: not a finished run
     assert "run the same command again to grade them" in stderr.strip().splitlines()[-1], stderr[-2000:]
     [row] = read_rows(out)
