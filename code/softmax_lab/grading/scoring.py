@@ -150,8 +150,9 @@ def split_points(ex, status: str, jv, ck_rec: dict | None) -> tuple[float, str]:
 
 def _check_failures(ex, ck_rec: dict | None) -> tuple[int, int]:
     """(boundary cases, other cases) the notebook's check failed, from its output: the boundary names the solution's
-    check passes (``ex.check_boundary``) without a ``PASS  <name>`` line here, and the rest of the failures its verdict line counts (k/n, when it is the last line and
-    names this exercise). (0, 0) without a record (the check passed); both >0 when the output cannot be read."""
+    check passes (``ex.check_boundary``) without a ``PASS  <name>`` line here, and the rest of the failures its
+    verdict line counts (k/n, when it is the last line and names this exercise). (0, 0) without a record (the check
+    passed); both >0 when the output cannot be read."""
     if ck_rec is None:
         return 0, 0
     lines = [ln.rstrip() for ln in (ck_rec.get("stdout") or "").splitlines() if ln.strip()]
