@@ -102,8 +102,11 @@ def _worker_running(client: Client, prefix: str, proc: subprocess.Popen, patienc
             if any(str(k).startswith(prefix) for k in keys):
                 return worker
         time.sleep(0.2)
-    raise AssertionError(f"no worker started {prefix}" + (f" (the grader ended with {proc.returncode})"
-                                                          if proc.poll() is not None else ""))
+    ended = ""
+    if proc.poll() is not None:  # say why: the grader's own last lines
+        _, err = proc.communicate()
+        ended = f" (the grader ended with {proc.returncode}: {(err or '')[-1500:]})"
+    raise AssertionError(f"no worker started {prefix}{ended}")
 
 
 def test_a_worker_killed_mid_notebook_costs_a_retry_not_a_row(dask_cluster, tmp_path):
