@@ -274,7 +274,8 @@ def test_course_registry_lists_chapters_exercises_and_questions():
         assert ex.points > 0 and ex.id.startswith(f"ch{ex.chapter}-")
         assert ex.hints == () or len(ex.hints) == 3
     assert course.exercise("ch04-fused").points == 4 and course.exercise("ch04-fused").chapter == "04"
-    assert {q.id for q in course.questions("04")} == {"ch04-q-what-changed", "ch04-q-num-warps"}
+    assert {q.id for q in course.questions("04")} == {"ch04-q-what-changed", "ch04-q-num-warps", "explain:ch04-fused"}
+    assert course.exercise("ch04-fused").code_points == 3  # seed 002's split: 1 point is the explanation's
     with pytest.raises(KeyError, match="no exercise 'nope'"):
         course.exercise("nope")
 

@@ -621,6 +621,9 @@ def test_every_real_chapter_blank_pasted_pitfall(tmp_path):
             assert r["status"] == "failed" and "not implemented" in r["message"], r
         elif who == "pasted" or r["exercise"] != pitfalls[name][0]:
             assert r["status"] == "passed", r
+        elif registry.load().exercise(r["exercise"]).parts:  # seed 002's split: the pitfall loses a part at least
+            assert r["status"] == "failed" and float(r["points"]) < float(r["max_points"]), r
+            assert pitfalls[name][3] in r["message"] and "parts (seed 002's rubric): " in r["message"], r
         else:
             assert r["status"] == "failed" and r["points"] == "0" and pitfalls[name][3] in r["message"], r
 
@@ -665,6 +668,17 @@ def test_check_messages_for_output_that_is_not_fail_lines():
               "error": {"ename": "NameError", "evalue": "name 'double' is not defined"}}
     status, msg = _check_message(raised, expected, 100)
     assert status == "error" and "NameError" in msg and "rename or delete" in msg
+    # output that differs: the first line where it departs, whole (up to 500 characters, cut at a word), beside the
+    # solution check's line there (before: the first line printed, cut at 200 characters mid-word)
+    long = "PASS  a but " + "then a long explanation " * 15
+    differs = {"status": "mismatch", "stdout": "PASS  a\n" + long + "\n", "stderr": ""}
+    status, msg = _check_message(differs, "PASS  a\nPASS  b\nfx-double: PASSED (2/2 checks passed)\n", 100)
+    assert status == "failed" and "from its line 2 on" in msg and long.strip() in msg and "'PASS  b'" in msg, msg
+    status, msg = _check_message({"status": "mismatch", "stdout": "", "stderr": ""}, expected, 100)
+    assert "it printed nothing where the solution's check printed 'PASS  a'" in msg, msg
+    flood = {"status": "mismatch", "stdout": "word " * 300 + "\n", "stderr": ""}
+    status, msg = _check_message(flood, expected, 100)
+    assert "more characters]" in msg and "wor [" not in msg and len(msg) < 800, msg
 
 
 def test_grader_environment_failure_is_not_blamed_on_the_learner(tmp_path):

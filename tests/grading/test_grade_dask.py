@@ -92,15 +92,21 @@ def comparable(rows: list[dict]) -> list[tuple]:
     return sorted(out)
 
 
-def _worker_running(client: Client, prefix: str, timeout: float = 120) -> str:
-    """The address of the worker that runs a task whose key starts with ``prefix``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _worker_running(client: Client, prefix: str, proc: subprocess.Popen, patience: float = 900) -> str:
+    """The address of the worker that runs a task whose key starts with ``prefix``: waited for as long as the
+    grading process ``proc`` is alive (on a loaded machine its start, the workers' check and the first sandbox took
+    more than two minutes); ``patience`` is only a backstop against a hang."""
+    deadline = time.monotonic() + patience
+    while proc.poll() is None and time.monotonic() < deadline:
         for worker, keys in client.processing().items():
             if any(str(k).startswith(prefix) for k in keys):
                 return worker
         time.sleep(0.2)
-    raise AssertionError(f"no worker started {prefix}")
+    ended = ""
+    if proc.poll() is not None:  # say why: the grader's own last lines
+        _, err = proc.communicate()
+        ended = f" (the grader ended with {proc.returncode}: {(err or '')[-1500:]})"
+    raise AssertionError(f"no worker started {prefix}{ended}")
 
 
 def test_a_worker_killed_mid_notebook_costs_a_retry_not_a_row(dask_cluster, tmp_path):
@@ -110,11 +116,11 @@ def test_a_worker_killed_mid_notebook_costs_a_retry_not_a_row(dask_cluster, tmp_
     proc = grade_cli([tmp_path / "s", "--out", out, "--solutions", FIXTURES, "--dask", dask_cluster.scheduler_address,
                       *MEMORY, *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with Client(dask_cluster.scheduler_address, set_as_default=False) as client:
-        worker = _worker_running(client, "grade-slow/")
+        worker = _worker_running(client, "grade-slow/", proc)
         time.sleep(3)  # inside the notebook's run: its sandbox is up, the exercise sleeps
         pid = client.run(os.getpid, workers=[worker])[worker]
         os.kill(pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate(timeout=240)
+        stdout, stderr = proc.communicate(timeout=900)
         assert worker not in client.scheduler_info(n_workers=-1)["workers"]  # it died mid-notebook (its nanny
         #                                                                       started a new one)
     assert proc.returncode == 0, stderr[-3000:]
@@ -132,12 +138,12 @@ def test_a_notebook_whose_workers_keep_dying_gets_a_row_graded_again_next_time(d
                       *MEMORY, *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with Client(dask_cluster.scheduler_address, set_as_default=False) as client:
         for _ in range(2):  # its first worker, then the one it was retried on
-            worker = _worker_running(client, "grade-doomed/")
+            worker = _worker_running(client, "grade-doomed/", proc)
             time.sleep(2)
             os.kill(client.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
             while worker in client.scheduler_info(n_workers=-1)["workers"]:
                 time.sleep(0.1)
-        stdout, stderr = proc.communicate(timeout=240)
+        stdout, stderr = proc.communicate(timeout=900)
     assert proc.returncode == 1, stderr[-3000:]  # a row the grader could not make: not a finished run
     assert "run the same command again to grade them" in stderr.strip().splitlines()[-1], stderr[-2000:]
     [row] = read_rows(out)
@@ -168,27 +174,59 @@ def test_the_cluster_extra_is_locked_for_the_tests():
         assert req in extras["test"] and test_lock.get(name) == version, (req, test_lock.get(name))
 
 
-def test_a_scheduler_that_goes_away_mid_class_loses_no_row(dask_cluster, tmp_path):
-    """The module's last test: it closes the cluster's scheduler while the class is being graded."""
+@pytest.fixture
+def own_cluster(tmp_path_factory):
+    """A cluster of its own for the test that closes its scheduler: two fresh workers, not the module cluster's
+    nanny-restarted ones (on a loaded machine those took more than two minutes to come back), and the module's
+    cluster stays whole whatever order the tests run in."""
+    from softmax_lab.grading import cgroup
+
+    if cgroup.why_unavailable():
+        pytest.skip(f"no cgroups here: {cgroup.why_unavailable()}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                          preload=[_preload(tmp_path_factory.mktemp("preload"))], silence_logs=40) as lc:
+            wait_for_workers(lc, 2)
+            yield lc
+
+
+def wait_for_workers(cluster, n: int, patience: float = 900) -> None:
+    """Until ``n`` workers are connected to ``cluster``'s scheduler: the real condition, checked every few seconds
+    for as long as a loaded machine needs to start them (``patience`` is only a backstop against a hang)."""
+    from distributed.core import Status
+
+    deadline = time.monotonic() + patience
+    with Client(cluster.scheduler_address, set_as_default=False) as client:
+        while len(client.scheduler_info(n_workers=-1)["workers"]) < n:
+            starting = [w for w in cluster.workers.values() if getattr(w, "status", None) not in (Status.closed,
+                                                                                                   Status.failed)]
+            assert len(starting) >= n, f"only {len(starting)} worker processes left of the {n} the test needs"
+            assert time.monotonic() < deadline, f"{n} workers did not connect in {patience:g} s"
+            time.sleep(2)
+
+
+def test_a_scheduler_that_goes_away_mid_class_loses_no_row(own_cluster, tmp_path):
+    """The scheduler is closed while the class is being graded: every row kept, none twice, the rerun grades the
+    rest."""
     for who in ("a", "b"):
         save(pasted(), tmp_path / "s" / who / NB)
     slow = set_exercise(pasted(), "fx-double", "import time\ntime.sleep(2)\n" + DOUBLE_OK)
     save(slow, tmp_path / "s" / "slow" / NB)
     out = tmp_path / "g.csv"
     argv = [tmp_path / "s", "--out", out, "--solutions", FIXTURES, *MEMORY, *FAST]
-    with Client(dask_cluster.scheduler_address, set_as_default=False) as client:
-        client.wait_for_workers(2, timeout=120)  # the tests above killed some: their nannies start new ones
-    proc = grade_cli(argv + ["--dask", dask_cluster.scheduler_address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 180
-    while not (out.exists() and read_rows(out)) and time.monotonic() < deadline:
+    proc = grade_cli(argv + ["--dask", own_cluster.scheduler_address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    backstop = time.monotonic() + 900  # only against a hang: the condition is the first row, however long it takes
+    while not (out.exists() and read_rows(out)) and proc.poll() is None and time.monotonic() < backstop:
         time.sleep(0.2)
-    dask_cluster.sync(dask_cluster.scheduler.close)  # the scheduler alone: its workers are left behind
-    _, stderr = proc.communicate(timeout=120)
+    own_cluster.sync(own_cluster.scheduler.close)  # the scheduler alone: its workers are left behind
+    _, stderr = proc.communicate(timeout=600)
     lines = [ln for ln in stderr.splitlines() if ln.strip() and "notebook(s)" not in ln and "Dask cluster at" not in ln]
     assert proc.returncode == 1 and len(lines) == 1 and "Traceback" not in stderr, stderr
     assert "went away: the gradebook holds every notebook graded so far; run the same command again" in lines[0]
     graded = {r["submission"] for r in read_rows(out)}
-    assert graded and "slow/" + NB not in graded and len(read_rows(out)) == 2 * len(graded), read_rows(out)
+    # mid-class: some notebooks graded, not all (which ones depends on the load: the workers race), each row once
+    assert 0 < len(graded) < 3 and len(read_rows(out)) == 2 * len(graded), read_rows(out)
     # The same command again (here on this machine: the cluster is gone) grades the rest, nothing twice.
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
         assert grade_main(argv) == 0

@@ -235,6 +235,14 @@ def test_merged_points_give_pass_and_fail_and_a_veto_fails(graded):
     assert "<script>" not in sheet and "&lt;script&gt;alert(1)&lt;/script&gt; exp(1000) is inf &amp; max-shift" in sheet
     bea = (graded["out"].parent / "feedback" / "bea.html").read_text(encoding="utf-8")
     assert "<script>" not in bea and "1 of 1" in bea
+    # the Markdown feedback says the same as the page (before: "answered, awaiting grading" after the merge)
+    ann = (graded["out"].parent / "feedback" / "ann.md").read_text(encoding="utf-8")
+    assert "- fx-why (1 point): **1 / 1**" in ann and "awaiting grading" not in ann, ann
+    cat = (graded["out"].parent / "feedback" / "cat.md").read_text(encoding="utf-8")
+    assert "**0.5 / 1** (veto: reports numbers as measured that were never run)" in cat, cat
+    # points for an answer the learner never wrote are kept, with a warning naming the row
+    assert "point(s) for a question the learner did not answer" in proc.stderr and "bob/" in proc.stderr, \
+        proc.stderr
 
 
 def test_feedback_pages_hold_whole_messages(graded):
@@ -287,3 +295,14 @@ def test_notebooks_the_grader_could_not_run_end_with_what_to_do_and_exit_1(tmp_p
     last = proc.stderr.strip().splitlines()[-1]
     assert "1 notebook(s) could not be graded" in last and "ann/" + NB in last, last
     assert "run the same command again" in last, last
+
+
+def test_a_learner_not_on_the_roster_is_graded_with_a_warning(tmp_path):
+    save(blank(), tmp_path / "s" / "zed" / NB)             # the blank notebook: graded without running anything
+    (tmp_path / "roster.csv").write_text("learner\nann\n", encoding="utf-8")
+    proc = grade_cli([tmp_path / "s", "--out", tmp_path / "g.csv", "--solutions", FIXTURES, "--chapter", "90",
+                      "--roster", tmp_path / "roster.csv", *FAST], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "warning: learner zed is not on the roster" in proc.stderr and "graded anyway" in proc.stderr, proc.stderr
+    rows = read_csv(tmp_path / "g.csv")
+    assert {r["submission"].split("/")[0] for r in rows} == {"zed", "ann"}  # zed graded, ann missing

@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 
 from . import registry as _registry
-from .notebook import tag_value
+from .notebook import question_id, tag_value
 
 SCHEMA = 3
 
@@ -88,19 +88,21 @@ def convert(nb, registry: _registry.Registry | None = None) -> nbformat.Notebook
         if tag_value(cell, "rubric:") is not None:
             continue
         ex, check = tag_value(cell, "exercise:"), tag_value(cell, "check:")
-        q, ans = tag_value(cell, "question:"), tag_value(cell, "answer:")
+        q, ans = question_id(cell), tag_value(cell, "answer:")
         if ex is not None:
             cell.source = hints_outside(cell.source)
             cell.metadata["nbgrader"] = _meta(ex, solution=True)
         elif check is not None:
             cell.source = wrap_check(cell.source, check)
+            declared = registry.exercise(check)  # its code points: an explanation part is its answer cell's
             cell.metadata["nbgrader"] = _meta(f"check-{check}", grade=True, locked=True,
-                                              points=registry.points(check) or 0)
+                                              points=declared.code_points if declared else 0)
         elif q is not None:
-            cell.metadata["nbgrader"] = _meta(f"question-{q}", locked=True)
+            cell.metadata["nbgrader"] = _meta(f"question-{q}".replace(":", "-"), locked=True)  # explain:<id> too
         elif ans is not None:
             cell.source = hints_outside(cell.source)
-            cell.metadata["nbgrader"] = _meta(ans, solution=True, grade=True, points=registry.points(ans) or 0)
+            cell.metadata["nbgrader"] = _meta(ans.replace(":", "-"), solution=True, grade=True,
+                                              points=registry.points(ans) or 0)
         cell.metadata.pop("widgets", None)
         if cell.cell_type == "code":
             cell.outputs = []

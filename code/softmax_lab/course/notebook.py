@@ -4,7 +4,9 @@ Used by the build (learner notebooks), the grader (grafting, blank exercises), t
 edition. Needs nbformat only (no torch).
 
 * cell tags: ``exercise:<id>`` (an exercise's code cell), ``check:<id>`` (its check, the next cell),
-  ``question:<id>`` / ``answer:<id>`` / ``rubric:<id>`` (free-text questions); ``points:<n>`` while still there
+  ``question:<id>`` / ``answer:<id>`` / ``rubric:<id>`` (free-text questions); ``explain:<exercise id>`` (the
+  hand-graded explanation part of an exercise with ``parts``: a question whose id is ``explain:<exercise id>``, so
+  its answer cell is ``answer:explain:<exercise id>``); ``points:<n>`` while still there
   must equal the registry's points (``softmax_lab.course.registry``);
 * solution regions between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (nbgrader's markers), whose
   ``# HINT:`` lines learners keep;
@@ -16,7 +18,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from .registry import Registry
+from .registry import EXPLAIN, Registry
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -64,6 +66,21 @@ def tag_value(cell, prefix: str) -> str | None:
         if t.startswith(prefix):
             return t[len(prefix):]
     return None
+
+
+def question_id(cell) -> str | None:
+    """The id of the free-text item a markdown cell asks: ``question:<id>`` -> id, ``explain:<exercise id>`` ->
+    ``explain:<exercise id>`` (an exercise's explanation part), or None."""
+    q = tag_value(cell, QUESTION)
+    if q is not None:
+        return q
+    e = tag_value(cell, EXPLAIN)
+    return None if e is None else EXPLAIN + e
+
+
+def question_tag(ident: str) -> str:
+    """The tag of the cell that asks question ``ident`` (the inverse of ``question_id``)."""
+    return ident if ident.startswith(EXPLAIN) else QUESTION + ident
 
 
 def has_solution(source: str) -> bool:
@@ -128,7 +145,7 @@ def validate(nb, name: str = "notebook", registry: Registry | None = None) -> li
     for k, cell in enumerate(cells):
         where = f"{name} cell {k} (id {cell.get('id', '?')})"
         ex = tag_value(cell, EXERCISE)
-        q = tag_value(cell, QUESTION)
+        q = question_id(cell)
         for kind, ident in (("exercise", ex), ("question", q)):
             if ident is None or tag_value(cell, POINTS) is None:
                 continue
@@ -145,6 +162,9 @@ def validate(nb, name: str = "notebook", registry: Registry | None = None) -> li
             nxt = cells[k + 1] if k + 1 < len(cells) else None
             if nxt is None or tag_value(nxt, ANSWER) != q or nxt.cell_type != "markdown":
                 problems.append(f"{where}: the cell after question {q} must be a markdown cell tagged answer:{q}")
+            explained = q[len(EXPLAIN):] if q.startswith(EXPLAIN) else None
+            if explained is not None and not any(tag_value(c, CHECK) == explained for c in cells[:k]):
+                problems.append(f"{where}: the explanation {q} must come after the check cell of {explained}")
         try:
             strip_solutions(cell.source, cell.cell_type)
         except BuildError as err:
@@ -165,7 +185,7 @@ def against_registry(nb, name: str, registry: Registry) -> list[str]:
             ("question", QUESTION, registry.question, registry.questions(chapter))):
         seen = set()
         for k, cell in enumerate(nb.cells):
-            ident = tag_value(cell, prefix)
+            ident = tag_value(cell, prefix) if kind == "exercise" else question_id(cell)
             if ident is None:
                 continue
             seen.add(ident)
@@ -181,7 +201,10 @@ def against_registry(nb, name: str, registry: Registry) -> list[str]:
                                 f"points = {item.points} ({toml}); the registry counts, fix or drop the tag")
         for item in declared:
             if item.id not in seen:
-                problems.append(f"{name}: {toml} declares {kind} {item.id}, but no cell is tagged {prefix}{item.id}")
+                tag = prefix + item.id if kind == "exercise" else question_tag(item.id)
+                what = f"the explanation part of exercise {item.explains}" if getattr(item, "explains", "") else \
+                    f"{kind} {item.id}"
+                problems.append(f"{name}: {toml} declares {what}, but no cell is tagged {tag}")
     return problems
 
 

@@ -6,6 +6,13 @@ level, the complete answer, comes from the solution notebook); each ``[[question
 ``points``. Notebook cells only carry the tag ``exercise:<id>`` / ``question:<id>`` saying where each sits;
 ``softmax-lab build`` checks that the two agree.
 
+Seed 002's code-point split: an exercise may declare ``parts = {normal = 2, boundary = 1, explanation = 1}`` (the
+parts add up to its ``points``) and ``boundary = ["case name", ...]``, names from its case table. The grader's
+judge then awards the normal part when every other case passed and the boundary part when every boundary case
+passed; the explanation part is a hand-graded free-text item, ``explain:<exercise id>`` (a ``Question`` the
+registry adds, asked in a markdown cell tagged ``explain:<exercise id>`` after the check cell, answered in the
+cell tagged ``answer:explain:<exercise id>``).
+
 An exercise's id also names the module that checks it (``check_module``): ``chNN-some-name`` lives in
 ``softmax_lab.checks.chNN.some_name`` when chapter NN's checks are a package (a folder ``checks/chNN/``, one
 module per exercise), else in ``softmax_lab.checks.chNN``. That module holds the exercise's case table, the
@@ -25,6 +32,8 @@ CHECKS = Path(__file__).resolve().parent.parent / "checks"   # softmax_lab/check
 # Graded in the learner's notebook only: no judge re-runs them in the grader yet.
 NOTEBOOK_ONLY: frozenset[str] = frozenset()  # (none today: every exercise has a judge)
 HINT_LEVELS = 3  # written in the registry; level 4 is the solution itself
+PARTS = ("normal", "boundary", "explanation")  # seed 002: normal inputs 2, boundary inputs 1, explanation 1
+EXPLAIN = "explain:"  # the id of an exercise's explanation item: explain:<exercise id>
 
 
 class RegistryError(ValueError):
@@ -38,6 +47,22 @@ class Exercise:
     points: int
     check: str
     hints: tuple[str, ...] = ()
+    parts: tuple[tuple[str, int], ...] = ()  # (("normal", 2), ("boundary", 1), ("explanation", 1)) or ()
+    boundary: tuple[str, ...] = ()            # the case names (of its case table) that are boundary inputs
+
+    def part(self, name: str) -> int:
+        """The points of one part (0 when the exercise has no such part, or no parts at all)."""
+        return dict(self.parts).get(name, 0)
+
+    @property
+    def code_points(self) -> int:
+        """The points its code earns (the grader's row): all of them, less a hand-graded explanation part."""
+        return self.points - self.part("explanation")
+
+    @property
+    def explain_id(self) -> str | None:
+        """The id of its hand-graded explanation item, or None when it has none."""
+        return EXPLAIN + self.id if self.part("explanation") else None
 
 
 @dataclass(frozen=True)
@@ -45,6 +70,7 @@ class Question:
     id: str
     chapter: str
     points: int
+    explains: str = ""  # for an exercise's explanation item (id explain:<exercise id>): that exercise's id
 
 
 @dataclass(frozen=True)
@@ -112,7 +138,7 @@ def _entry(path: Path, kind: str, k: int, raw) -> dict:
     if not isinstance(raw, dict):
         raise RegistryError(f"{where} is not a table")
     need = {"exercise": ("id", "points", "check"), "question": ("id", "points")}[kind]
-    allowed = set(need) | ({"hints"} if kind == "exercise" else set())
+    allowed = set(need) | ({"hints", "parts", "boundary"} if kind == "exercise" else set())
     missing = [key for key in need if key not in raw]
     extra = sorted(set(raw) - allowed)
     if missing or extra:
@@ -127,7 +153,34 @@ def _entry(path: Path, kind: str, k: int, raw) -> dict:
     if kind == "exercise" and (not isinstance(hints, list) or not all(isinstance(h, str) and h.strip() for h in hints)
                                or len(hints) not in (0, HINT_LEVELS)):
         raise RegistryError(f"{where} ({raw['id']}): hints must be a list of exactly {HINT_LEVELS} non-empty strings")
+    if kind == "exercise":
+        _check_parts(where, raw)
     return raw
+
+
+def _check_parts(where: str, raw: dict) -> None:
+    """``parts`` (seed 002's split) and ``boundary`` (case names) of one exercise entry, or RegistryError."""
+    parts, boundary, ident = raw.get("parts"), raw.get("boundary"), raw["id"]
+    if parts is None:
+        if boundary is not None:
+            raise RegistryError(f"{where} ({ident}): boundary names cases only for an exercise with parts")
+        return
+    if (not isinstance(parts, dict) or not parts or set(parts) - set(PARTS)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in parts.values())):
+        raise RegistryError(f"{where} ({ident}): parts must be a table of whole numbers >= 0 with keys among "
+                            f"{', '.join(PARTS)}")
+    if sum(parts.values()) != raw["points"]:
+        raise RegistryError(f"{where} ({ident}): its parts add up to {sum(parts.values())}, "
+                            f"but its points are {raw['points']}")
+    if not parts.get("normal"):
+        raise RegistryError(f"{where} ({ident}): parts needs a normal part (the cases that are not boundary cases)")
+    names = boundary if boundary is not None else []
+    if (not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names)
+            or len(set(names)) != len(names)):
+        raise RegistryError(f"{where} ({ident}): boundary must be a list of distinct case names")
+    if bool(parts.get("boundary")) != bool(names):
+        raise RegistryError(f"{where} ({ident}): a boundary part needs the boundary case names, and boundary case "
+                            "names need a boundary part")
 
 
 def load_file(path: Path) -> Chapter:
@@ -144,12 +197,20 @@ def load_file(path: Path) -> Chapter:
     if unknown:
         raise RegistryError(f"{path.name}: unknown section(s) {', '.join(unknown)} "
                             "(expected [[exercise]], [[question]])")
-    exercises = tuple(Exercise(e["id"], chapter, e["points"], e["check"], tuple(e.get("hints", [])))
+    exercises = tuple(Exercise(e["id"], chapter, e["points"], e["check"], tuple(e.get("hints", [])),
+                               tuple((p, e["parts"][p]) for p in PARTS if p in e.get("parts", {})),
+                               tuple(e.get("boundary", [])))
                       for k, e in enumerate(_entry(path, "exercise", k, raw)
                                             for k, raw in enumerate(data.get("exercise", []))))
     questions = tuple(Question(q["id"], chapter, q["points"])
                       for q in (_entry(path, "question", k, raw) for k, raw in enumerate(data.get("question", []))))
-    return Chapter(chapter, path, exercises, questions)
+    for q in questions:
+        if q.id.startswith(EXPLAIN):
+            raise RegistryError(f"{path.name}: question {q.id}: ids starting {EXPLAIN!r} are exercises' explanation "
+                                "items (declare them with the exercise's parts)")
+    explanations = tuple(Question(e.explain_id, chapter, e.part("explanation"), e.id) for e in exercises
+                         if e.explain_id)
+    return Chapter(chapter, path, exercises, questions + explanations)
 
 
 def load(folder: Path | None = None) -> Registry:

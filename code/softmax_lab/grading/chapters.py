@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..course import registry as _registry
-from ..course.notebook import has_solution, strip_solutions, tag_value
+from ..course.notebook import has_solution, question_id, strip_solutions, tag_value
 
 if TYPE_CHECKING:
     import nbformat
@@ -34,10 +34,21 @@ _NBVAL_TAGS = {"nbval-skip", "nbval-ignore-output", "nbval-raises-exception", "r
 @dataclass
 class Exercise:
     id: str
-    points: int
+    points: int        # the points its code earns: the registry's, less a hand-graded explanation part
     cell: int          # index in the solution notebook's cells
     check: int | None  # index of its check cell
     blank: str         # the learner version's source (solution region -> raise NotImplementedError)
+    normal: int = 0    # seed 002's split (registry ``parts``): points for the normal cases (0: no split) ...
+    boundary: int = 0  # ... for the boundary cases ...
+    boundary_cases: tuple[str, ...] = ()  # ... which are these case names of its case table (the judge's names,
+    #                                       and the check's where its lines name them otherwise)
+    check_boundary: tuple[str, ...] = ()  # those of them the solution's check prints as ``PASS  <name>``
+    explain: str = ""  # the id of its hand-graded explanation item (explain:<id>), '' when none
+
+    @property
+    def split(self) -> bool:
+        """True when its code points are split into a normal and a boundary part (registry ``parts``)."""
+        return self.normal > 0
 
 
 @dataclass
@@ -67,7 +78,8 @@ class Chapter:
 
 
 def _points(registry: _registry.Registry, ident: str, path: Path) -> int:
-    points = registry.points(ident)
+    item = registry.exercise(ident)
+    points = item.code_points if item is not None else registry.points(ident)
     if points is None:
         raise _registry.RegistryError(f"{path.name}: {ident} is not in the exercise registry "
                                       "(softmax_lab/course/exercises/chNN.toml, or --registry DIR)")
@@ -88,12 +100,24 @@ def load_chapter(path: Path, registry: _registry.Registry | None = None) -> Chap
         if ex is not None:
             check = next((j for j in range(k + 1, len(nb.cells)) if tag_value(nb.cells[j], "check:") == ex), None)
             blank = strip_solutions(cell.source, "code", ex) if has_solution(cell.source) else cell.source
-            ch.exercises.append(Exercise(ex, _points(registry, ex, path), k, check, blank))
-        q = tag_value(cell, "question:")
+            declared = registry.exercise(ex)
+            split = ()
+            if declared is not None and declared.parts:
+                passed = _passed_names(nb.cells[check]) if check is not None else set()
+                split = (declared.part("normal"), declared.part("boundary"), declared.boundary,
+                         tuple(n for n in declared.boundary if n in passed), declared.explain_id or "")
+            ch.exercises.append(Exercise(ex, _points(registry, ex, path), k, check, blank, *split))
+        q = question_id(cell)
         if q is not None:
             answer = next((c.source for c in nb.cells if tag_value(c, "answer:") == q), "")
             ch.questions.append(Question(q, _points(registry, q, path), cell.source, answer, rubrics.get(q, "")))
     return ch
+
+
+def _passed_names(cell) -> set[str]:
+    """The case names a solution's check cell printed as ``PASS  <name>`` (its stored stdout)."""
+    text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+    return {ln[len("PASS  "):].strip() for ln in text.splitlines() if ln.startswith("PASS  ")}
 
 
 def load_chapters(solutions: Path, registry: _registry.Registry | None = None) -> dict[str, Chapter]:

@@ -18,6 +18,7 @@ from .chapters import Chapter, InvalidNotebook, match_chapter, read_submission
 from .grader import SubmissionResult, grade_notebook
 from .options import add_common_arguments, default_solutions, options
 from .rows import safe_line
+from .scoring import PARTS_LINE
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -172,6 +173,10 @@ def print_check(path: Path, res: SubmissionResult) -> None:
         if r["status"] != "passed" and r["message"]:
             for line in r["message"].splitlines():
                 print(f"      {line}")
+        elif r["message"]:  # a passed exercise with seed 002's parts: which parts it earned
+            for line in r["message"].splitlines():
+                if line.startswith(PARTS_LINE):
+                    print(f"      {line}")
     if res.chapter and res.chapter.questions:
         print(f"  free-text questions ({', '.join(q.id for q in res.chapter.questions)}) are graded by your "
               "instructor")

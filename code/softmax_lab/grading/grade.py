@@ -78,8 +78,17 @@ def run(args: argparse.Namespace) -> int:
     opts, chapters = options(args)
     book, subs, todo = open_gradebook(args, opts, chapters)
     if args.merge is not None:  # checked whole before anything is written (UsageError: nothing changes)
-        merged = merge_manual(book, args.merge)
+        warnings: list[str] = []
+        merged = merge_manual(book, args.merge, warnings)
         print(f"softmax-lab grade: merged {merged} hand-graded answer(s) from {args.merge}", file=sys.stderr)
+        for w in warnings:
+            print(f"softmax-lab grade: warning: {w}", file=sys.stderr)
+    if book.roster:  # graded all the same (their rows are real work), but the instructor should know
+        on_roster = set(book.roster)
+        for learner in sorted({s.learner for s in subs} - on_roster):
+            print(f"softmax-lab grade: warning: learner {safe_line(learner, 80)} is not on the roster {args.roster}: "
+                  "graded anyway (a typo in a folder or file name, or a learner missing from the roster?)",
+                  file=sys.stderr)
     for s in book.refused:
         print(f"{s.name}: refused (a symbolic link or not a regular file: it is not followed)", file=sys.stderr)
     for name, why in book.skipped.items():

@@ -384,13 +384,13 @@ def write_all(book: Gradebook, learners: set[str]) -> None:
     results = result_rows(book)
     raw = {n: rows for n, rows in book.rows.items() if counted[n] != [{**r, "copy": ""} for r in rows]}
     write_state(book.out, book.state, book.fingerprint, book.seeds, raw)
+    entries = manual_entries(book)
     for learner in learners:
         mine = [r for name in sorted(counted) if book.learner_of.get(name) == learner for r in counted[name]]
         if mine:
             atomic_write(book.feedback_dir / feedback_name(learner),
                          feedback_markdown(learner, mine, book.chapters, book.answers_by,
-                                           [r for r in results if r["learner"] == learner]))
-    entries = manual_entries(book)
+                                           [r for r in results if r["learner"] == learner], entries))
     atomic_write(book.manual_csv_path, manual_csv(entries))
     atomic_write(book.manual_md_path, manual_markdown(entries, book.chapters, book.manual_csv_path.name))
     write_results(book, learners, results)

@@ -77,13 +77,16 @@ class Verdict:
     total: int = 0
     lines: list[str] = field(default_factory=list)
     note: str = ""          # said once, before the lines (the kernel is missing, the source was refused ...)
+    cases: list[tuple[str, bool]] = field(default_factory=list)  # (case name as in its table, passed), in order
 
     @property
     def ok(self) -> bool:
         return self.total > 0 and self.passed == self.total
 
-    def add(self, name: str, problem: str) -> None:
+    def add(self, name: str, problem: str, case: str | None = None) -> None:
+        """One check; ``case``: the case table's name when ``name`` adds words to it (seed 002's parts read it)."""
         self.total += 1
+        self.cases.append((name if case is None else case, not problem))
         if problem:
             self.lines.append(f"FAIL  {name}: {problem}")
         else:
@@ -425,7 +428,7 @@ def _numba_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes],
             problem = judge.problem(case, outputs, race)
         except (TypeError, ValueError, KeyError, IndexError):
             problem = "the grader could not read what your code sent back"
-        v.add(f"{case.name} (grader's run in numba's simulator)", _clean(problem, 600))
+        v.add(f"{case.name} (grader's run in numba's simulator)", _clean(problem, 600), case.name)
 
 
 def _kernel_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes], n: int) -> None:
@@ -461,7 +464,7 @@ def _kernel_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes]
             problem = case.hint
         elif problem and case.hint and not case.int64:  # the GPU case with real 2**31+ element buffers
             problem = f"{problem} - {case.hint}"
-        v.add(f"{case.name} (grader's launch of {judge.kernel})", problem)
+        v.add(f"{case.name} (grader's launch of {judge.kernel})", problem, case.name)
 
 
 def _python_verdict(v: Verdict, rec: dict, calls) -> None:

@@ -20,9 +20,10 @@ from .rows import safe_line
 SHOWN = 20  # problems listed before "... and N more"
 
 
-def merge_manual(book, path: Path) -> int:
+def merge_manual(book, path: Path, warnings: list[str] | None = None) -> int:
     """Check ``path`` and put its points and vetoes into ``book`` (grading.gradebook.Gradebook); the number of
-    answers graded. UsageError, with every problem, when any row is wrong (``book`` unchanged then)."""
+    answers graded. UsageError, with every problem, when any row is wrong (``book`` unchanged then). Rows that are
+    kept but look wrong (points above 0 for a question the learner did not answer) add a line to ``warnings``."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
             reader = csv.DictReader(f)
@@ -43,6 +44,10 @@ def merge_manual(book, path: Path) -> int:
             points[key] = value
             if veto:
                 vetoes[key] = veto
+            if warnings is not None and not key[2].strip() and float(value) > 0:
+                warnings.append(f"--merge {path}: line {line} ({safe_line(key[0], 80)}, {safe_line(key[1], 40)}): "
+                                f"{value} point(s) for a question the learner did not answer (kept; 0 if that was "
+                                "a slip)")
     if problems:
         shown = problems[:SHOWN] + ([f"... and {len(problems) - SHOWN} more"] if len(problems) > SHOWN else [])
         raise UsageError(f"--merge {path}: nothing merged, {len(problems)} problem(s):\n  " + "\n  ".join(shown))

@@ -73,13 +73,15 @@ RESULT_WORDS = {"pass": "passed", "fail": "not passed", "pending": "awaiting han
 
 
 def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapter],
-                      answers: dict[str, dict[str, str]], results: list[dict] = ()) -> str:
+                      answers: dict[str, dict[str, str]], results: list[dict] = (), manual: list[dict] = ()) -> str:
     """Feedback for one learner: per submission, a table of exercises and each failed check's message.
 
     ``answers`` maps submission -> question id -> the learner's answer ('' when unanswered); ``results`` the
-    learner's chapter results (results.py), shown on the notebook that counts.
+    learner's chapter results (results.py), shown on the notebook that counts; ``manual`` the manual-grading
+    entries (gradebook.manual_entries): the hand-graded points merged so far, and vetoes.
     """
     result_of = {r["submission"]: r for r in results}
+    grades = {(m["submission"], m["question"]): m for m in manual}
     out = [f"# Feedback for {_md(learner)}", ""]
     by_sub: dict[str, list[dict]] = {}
     for r in rows:
@@ -110,8 +112,13 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
             out += ["Free-text questions (graded by your instructor):", ""]
             for q in qs:
                 answered = bool(answers.get(sub, {}).get(q.id))
-                out.append(f"- {q.id} ({q.points} point{'s' if q.points != 1 else ''}): "
-                           + ("answered, awaiting grading" if answered else "**not answered**"))
+                m = grades.get((sub, q.id), {})
+                graded = str(m.get("points") or "").strip()
+                state = (f"**{_md(graded)} / {q.points}**" if graded
+                         else "answered, awaiting grading" if answered else "**not answered**")
+                if str(m.get("veto") or "").strip():
+                    state += f" (veto: {_md(m['veto'])})"
+                out.append(f"- {q.id} ({q.points} point{'s' if q.points != 1 else ''}): {state}")
             out.append("")
         out += ["Run `softmax-lab check YOUR_NOTEBOOK.ipynb` to see these results yourself before handing in.", ""]
     return "\n".join(out)

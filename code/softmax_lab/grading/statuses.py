@@ -9,7 +9,7 @@ import re
 
 from .blanking import Runs
 from .chapters import Chapter
-from .rows import GRADER_TROUBLE
+from .rows import GRADER_TROUBLE, cut_at_word
 
 SUMMARY = re.compile(r"^(?P<id>\S+): (PASSED|FAILED) \((?P<k>\d+)/(?P<n>\d+) checks passed\)\s*$", re.MULTILINE)
 
@@ -89,9 +89,19 @@ def check_message(rec: dict, expected: str, memory_mb: int) -> tuple[str, str]:
         extra = next((ln for ln in got_lines if ln not in exp_lines and ln.strip()), "")
         return "failed", ("every check passed, but the check cell printed something else too: remove print() "
                           f"calls from your functions (first extra line: {extra[:200]!r})")
-    first = next((ln for ln in got_lines if ln.strip()), "(nothing)")
-    return "failed", ("the check's output differs from the expected output (first line printed: "
-                      f"{first[:200]!r})" + (f"\n{summary.group(0).strip()}" if summary else ""))
+    got = [ln for ln in got_lines if ln.strip()]
+    at = next((k for k in range(max(len(got), len(exp_lines))) if k >= len(got) or k >= len(exp_lines)
+               or got[k] != exp_lines[k]), 0)
+    printed = _quoted(got[at]) if at < len(got) else "nothing more" if got else "nothing"
+    wanted = _quoted(exp_lines[at]) if at < len(exp_lines) else "nothing more"
+    return "failed", (f"the check's output differs from the expected output from its line {at + 1} on: it printed "
+                      f"{printed} where the solution's check printed {wanted}"
+                      + (f"\n{summary.group(0).strip()}" if summary else ""))
+
+
+def _quoted(line: str, limit: int = 500) -> str:
+    """A line of a check's output, quoted whole up to ``limit`` characters, else cut at a word and saying so."""
+    return repr(line if len(line) <= limit else cut_at_word(line, limit))
 
 
 def raised(rec: dict) -> tuple[str, str]:
