@@ -19,13 +19,12 @@ import glob
 import hashlib
 import json
 import os
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .sandbox import _alive
+from .lock import Lock, LockError
 from .streams import read_regular
 from .submissions import read_roster
 
@@ -119,32 +118,17 @@ def _write_atomically(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-class _Lock:
+class _Lock(Lock):
     """OUT/.collect.lock: one collection writes into a folder at a time (two instructors, two terminals)."""
 
     def __init__(self, out: Path):
-        self.path = out / LOCK
+        super().__init__(out / LOCK, "another collection", f"writing into {out}")
 
     def __enter__(self):
-        me = f"{os.getpid()} {socket.gethostname()} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                pid, host, *since = (self.path.read_text(errors="replace").split() + ["?", "?"])[:4]
-                if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
-                    self.path.unlink(missing_ok=True)  # left by a collection that was killed
-                    continue
-                raise CollectError(f"another collection (process {pid} on {host}, since {' '.join(since)}) is "
-                                   f"writing into {self.path.parent}: wait for it to finish, or remove {self.path} "
-                                   "if it is gone") from None
-            with os.fdopen(fd, "w") as f:
-                f.write(me + "\n")
-            return self
-        raise CollectError(f"cannot take {self.path}")
-
-    def __exit__(self, *exc):
-        self.path.unlink(missing_ok=True)
+        try:
+            return super().__enter__()
+        except LockError as err:
+            raise CollectError(str(err)) from None
 
 
 def _sha(data: bytes) -> str:
