@@ -53,12 +53,17 @@ def _fraction(text: str) -> float:
 
 
 def default_solutions() -> Path | None:
+    """The chapters to grade against: the course's solutions/, or in the class edition (which has none, e.g. on a
+    class hub) its check-notebooks/, the same notebooks with every answer taken out (`softmax-lab release`)."""
     from ..course.notebook import BuildError, repo_root
 
     try:
-        return repo_root() / "solutions"
+        root = repo_root()
     except BuildError:
         return None
+    if not (root / "solutions").is_dir() and (root / "check-notebooks").is_dir():
+        return root / "check-notebooks"
+    return root / "solutions"
 
 
 COURSE_CONFIG = "softmax-lab.toml"  # [grading] answer_hint_cap = 0.5, beside solutions/ (docs/grading.md)
