@@ -58,7 +58,7 @@ def default_solutions() -> Path | None:
     from ..course.notebook import BuildError, repo_root
 
     try:
-        root = repo_root()
+        root = repo_root(learner=True)
     except BuildError:
         return None
     if not (root / "solutions").is_dir() and (root / "check-notebooks").is_dir():
@@ -134,7 +134,7 @@ def _own_notebooks(args) -> bool:
     from ..course.notebook import BuildError, repo_root
 
     try:
-        workspace = (repo_root() / "workspace").resolve()
+        workspace = (repo_root(learner=True) / "workspace").resolve()
     except BuildError:
         workspace = (Path.cwd() / "workspace").resolve()
     paths = getattr(args, "notebooks", None) or []
