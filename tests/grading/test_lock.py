@@ -83,3 +83,19 @@ def test_lock_is_released_and_private(tmp_path):
                 pass
         assert path.exists()  # the refused one did not remove the holder's lock
     assert not path.exists()
+
+
+def test_two_runs_finding_the_same_dead_lock_at_once_never_both_hold_it(tmp_path):
+    path = tmp_path / "book.csv.lock"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path.write_text(f"{dead.pid} {HOST} 2026-12-02 10:00:00\n")
+    script = (f"import sys, time\nfrom softmax_lab.grading.lock import Lock, LockError\n"
+              f"try:\n    with Lock({str(path)!r}, 'another grade run', 'writing x'):\n"
+              f"        print('held', flush=True); time.sleep(3)\nexcept LockError:\n    print('refused')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    runs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True, env=env) for _ in range(4)]
+    said = sorted(r.communicate(timeout=60)[0].strip() for r in runs)
+    assert said == ["held", "refused", "refused", "refused"], said
+    assert not path.exists()

@@ -46,9 +46,7 @@ class Lock:
             except FileExistsError:
                 pid, host, since = holder(self.path)
                 if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
-                    print(f"{self.program}: taking over {self.path}: left by process {pid} on {host} (since "
-                          f"{since}), which no longer runs", file=sys.stderr)
-                    self.path.unlink(missing_ok=True)
+                    self._take_over(pid, host, since)
                     continue
                 if not os.path.lexists(self.path):  # it finished between the open and the read: try again
                     continue
@@ -59,6 +57,19 @@ class Lock:
             self.held = True
             return self
         raise LockError(f"cannot take {self.path}")
+
+    def _take_over(self, pid: str, host: str, since: str) -> None:
+        """Remove a dead run's lock. Two runs finding it at once take turns (a flock on a hidden file beside it), and
+        each reads it again first, so the second never removes the lock the first has just made."""
+        import fcntl
+
+        guard = self.path.with_name(f".{self.path.name}.takeover")
+        with open(guard, "a") as g:
+            fcntl.flock(g, fcntl.LOCK_EX)
+            if holder(self.path)[:2] == (pid, host):
+                print(f"{self.program}: taking over {self.path}: left by process {pid} on {host} (since {since}), "
+                      "which no longer runs", file=sys.stderr)
+                self.path.unlink(missing_ok=True)
 
     def __exit__(self, *exc):
         if self.held:
