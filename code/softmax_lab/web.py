@@ -174,7 +174,10 @@ document.addEventListener("DOMContentLoaded", () => {
 
 
 # pydata-sphinx-theme's own header row, empty under the book theme but for a second search box.
-EXTRA_CSS = "/* Written by `softmax-lab site` */\n.bd-header { display: none; }\n"
+# Inline code may wrap (Sphinx keeps each word of it on one line: span.pre is nowrap), anywhere in a long path or
+# call, so that no page scrolls sideways on a phone.
+EXTRA_CSS = ("/* Written by `softmax-lab site` */\n.bd-header { display: none; }\n"
+             "code.literal, code.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; }\n")
 
 
 def _index(chapters: list[tuple[str, str, str]]) -> str:

@@ -81,6 +81,19 @@ def test_the_edition_holds_the_learner_material_and_no_answer_material(edition, 
         assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), path.name
         # the same learner notebooks as notebooks/ of the source (tests/course/test_build.py keeps those up to date)
         assert path.read_text() == (ROOT / "notebooks" / path.name).read_text(), path.name
+    # check-notebooks/: what `softmax-lab check` grades against on a class hub, with no answer in it (the search
+    # above covers every file): no solution region, rubric or exercise output, the check cells' verdicts kept
+    checks = edition / "check-notebooks"
+    assert {p.name for p in checks.glob("*.ipynb")} == {p.name for p in SOLUTIONS.glob("*.ipynb")}
+    assert "deploy/start-learner" in names and "deploy/jupyterhub_config.py" in names
+    kept = 0
+    for path in (edition / "check-notebooks").glob("*.ipynb"):
+        nb = notebook.read(path)
+        assert not [c for c in nb.cells if notebook.tag_value(c, notebook.RUBRIC)], path.name
+        assert not any(notebook.has_solution(c.source) for c in nb.cells), path.name
+        assert not any(c.get("outputs") for c in nb.cells if notebook.tag_value(c, "exercise:") is not None)
+        kept += sum(1 for c in nb.cells if c.cell_type == "code" and c.get("outputs"))
+    assert kept > 20, "the check cells' recorded outputs (what nbval compares) must stay"
 
 
 def answer_lines() -> dict[str, str]:

@@ -142,13 +142,18 @@ def hub():
             subprocess.run(["useradd", "--create-home", "--home-dir", str(base / "home" / user), "--shell",
                             "/bin/bash", user], check=True)
             cleanup.callback(_remove_account, user)
+        # The hub serves the class edition, as docs/hub.md installs it: no solutions/, no model answers.
+        from softmax_lab.course.release import release
+
+        course = base / "course"
+        release(ROOT, course, allow_dirty=True, wheel=False, log=lambda *a: None)
         closed = _closed_folders(ROOT, venv.resolve(), Path(sys.executable).resolve(), Path(proxy).resolve())
         opened = []
         cleanup.callback(_restore, opened)
         opened += _let_through(closed, [pwd.getpwnam(u).pw_uid for u in users])
 
         port = _free_port()
-        env = dict(os.environ, SOFTMAX_LAB_COURSE=str(ROOT), SOFTMAX_LAB_VENV=str(venv),
+        env = dict(os.environ, SOFTMAX_LAB_COURSE=str(course), SOFTMAX_LAB_VENV=str(venv),
                    SOFTMAX_LAB_HUB_STATE=str(base / "state"), SOFTMAX_LAB_MEM_LIMIT="3G",
                    SOFTMAX_LAB_CPU_LIMIT="1.5", SOFTMAX_LAB_ADMINS="",
                    PATH=f"{Path(proxy).parent}:{venv / 'bin'}:{os.environ['PATH']}")
@@ -172,7 +177,7 @@ def hub():
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"the hub did not start:\n{(base / 'hub.log').read_text()[-3000:]}")
             time.sleep(0.5)
-        yield {"url": url, "users": users, "base": base, "log": base / "hub.log"}
+        yield {"url": url, "users": users, "base": base, "log": base / "hub.log", "course": course}
 
 
 def _stop_hub(proc, log: Path) -> None:
@@ -378,13 +383,54 @@ def test_two_learners_work_and_check_in_their_own_workspaces(hub):
     out = hub["base"] / "collected"
     r = subprocess.run([sys.executable, "-m", "softmax_lab.cli", "collect", "--out", str(out), "--chapter", "00",
                         "--workspaces", str(hub["base"] / "home" / "{learner}" / "softmax-lab" / "workspace"),
-                        "--course", str(ROOT)], capture_output=True, text=True, timeout=60)
+                        "--course", str(hub["course"])], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "collected 2 notebooks of 2 learners" in r.stdout, r.stdout + r.stderr
     assert "tl.store(out_ptr" in (out / ann.name / "00_setup.ipynb").read_text()
     assert (out / bob.name / "00_setup.ipynb").read_bytes() == bob_nb.read_bytes()
 
     print(f"\nhub: two servers started in {started:.1f}s; chapter 0 checked in {checked:.1f}s")
     _screenshots(hub, (ann, bob))
+
+
+def _readable_by(user: str, top: Path) -> list[Path]:
+    """Every file under ``top`` (links followed, as a learner's `grep -r` would) that ``user`` can open."""
+    found = []
+    for p in sorted(top.rglob("*")):
+        if p.is_file() and subprocess.run(["runuser", "-u", user, "--", "test", "-r", str(p)]).returncode == 0:
+            found.append(p)
+    return found
+
+
+def test_no_learner_can_read_a_model_answer(hub):
+    """The reviewer's repro (grep ~/softmax-lab/solutions/01_* for the answer's `tl.store` line) and its general
+    form: no file a learner can read in ~/softmax-lab or in the course the hub serves holds a line of a solution
+    region, model answer or rubric (the search of tests/course/test_release.py), yet `softmax-lab check` works."""
+    from softmax_lab.course import registry
+    from softmax_lab.course.release import _normalised, answer_material, hint_text, package_text, texts
+
+    ann = Learner(hub, hub["users"][0])
+    if not ann.api.get(f"{hub['url']}/hub/api/users/{ann.name}").json().get("servers"):
+        ann.start_server()
+    rc, shown = ann.run_in_terminal("ls ~/softmax-lab/; ls ~/softmax-lab/solutions/01_*.ipynb")
+    assert rc != 0 and "No such file or directory" in shown and "check-notebooks" in shown, shown
+    course = hub["course"]
+    assert not (course / "solutions").exists()
+    material = answer_material(ROOT / "solutions")
+    given = package_text(course) + "\n" + hint_text(registry.load())
+    searched = [m for m in material if m.line not in given]
+    assert len(searched) > 100, "the search has too few answer lines to mean anything"
+    home = hub["base"] / "home" / ann.name / "softmax-lab"
+    tops = (course, home / "notebooks", home / "check-notebooks")
+    readable = [p for top in tops for p in _readable_by(ann.name, top)]
+    assert any(p.parent.name == "check-notebooks" for p in readable)
+    found = []
+    for path in readable:
+        blob = "\n".join(_normalised(text) for _, text in texts(path.name, path.read_bytes()))
+        for m in searched:  # a later chapter's notebook may show an earlier answer as given code (release's note)
+            later = path.parent.name in ("notebooks", "check-notebooks") and path.name != m.notebook
+            if m.line in blob and not later:
+                found.append((str(path), m.source, m.line))
+    assert not found, found[:10]
 
 
 def test_a_second_login_never_overwrites_and_a_deleted_workspace_is_refilled(hub):
@@ -447,3 +493,14 @@ def _screenshots(hub, learners):
             page.screenshot(path=str(OUT / f"learner-{n + 1}-hub.png"))
             page.close()
         browser.close()
+
+
+def test_start_learner_refuses_the_source_edition(tmp_path):
+    """The source edition (this checkout, with solutions/) would let every learner read the model answers: the
+    learner's server does not start on it, and says what to serve instead."""
+    env = dict(os.environ, HOME=str(tmp_path), SOFTMAX_LAB_COURSE=str(ROOT),
+               SOFTMAX_LAB_VENV=str(Path(sys.executable).parent.parent))
+    r = subprocess.run([str(DEPLOY / "start-learner")], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "source edition" in r.stderr and "softmax-lab release" in r.stderr, r.stderr
+    assert not (tmp_path / "softmax-lab").exists()

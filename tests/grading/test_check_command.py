@@ -179,3 +179,33 @@ def test_a_wrong_name_suggests_the_chapter_meant_or_nothing():
     assert _nearest("10.ipynb", names) == ["10_long_rows.ipynb"]
     assert _nearest("02_masks_and_paddng.ipynb", names) == ["02_masks_and_padding.ipynb"]  # a typo
     assert _nearest("foo.ipynb", names) == [] and _nearest("11_missing.ipynb", names) == []  # nothing close
+
+
+def test_check_from_a_deleted_folder_says_how_to_get_the_workspace_back(course):
+    """A learner deletes ~/softmax-lab/workspace while their terminal is in it: one line, no traceback, naming
+    the way back (on the hub: stop and start the server; docs/hub.md), and nothing is written."""
+    gone = course / "workspace" / "gone"
+    gone.mkdir()
+    proc = subprocess.run(["bash", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m softmax_lab.cli check {NAME}',
+                           sys.executable], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "no longer exists" in proc.stderr and "Stop My Server" in proc.stderr and "softmax-lab workspace" in \
+        proc.stderr
+
+
+def test_check_in_the_class_edition_grades_against_check_notebooks(course):
+    """The class edition (a class hub's ~/softmax-lab) has no solutions/: `check` finds check-notebooks/, the
+    solution notebooks without their answers (`softmax-lab release`), and grades exactly as before."""
+    from softmax_lab.course.build import check_notebook
+    from softmax_lab.course.notebook import dumps, read
+
+    (course / "check-notebooks").mkdir()
+    for path in (course / "solutions").glob("*.ipynb"):
+        (course / "check-notebooks" / path.name).write_text(dumps(check_notebook(read(path))))
+    shutil.rmtree(course / "solutions")
+    argv = ["check", NAME, "--registry", str(course.parent / "tiny" / "exercises")]
+    proc = subprocess.run([sys.executable, "-m", "softmax_lab.cli", *argv], cwd=course / "workspace",
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{NAME}: chapter 99 (the doctor's tiny chapter): 1/1 points" in proc.stdout

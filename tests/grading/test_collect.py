@@ -149,3 +149,24 @@ def test_a_pattern_without_the_learner_and_an_unknown_chapter(tmp_path):
     assert rc == 2 and "must contain {learner} once" in stderr
     rc, _, stderr = collect("--out", str(tmp_path / "s"), "--chapter", "42")
     assert rc == 2 and "no chapter 42" in stderr
+
+
+def test_the_collection_is_private_to_the_collector_whatever_the_umask(hub_homes, tmp_path):
+    """Learners' work must not become readable by classmates: collect runs as root, often under a folder every
+    account can read (docs/hub.md), with umask 022. OUT and every folder in it are 700, every file 600, --update's
+    kept copies too, and an OUT that already existed open to others is closed."""
+    home, pattern = hub_homes
+    out = tmp_path / "submissions"
+    out.mkdir(mode=0o755)
+    os.chmod(out, 0o755)
+    old = os.umask(0o022)
+    try:
+        assert collect("--out", str(out), "--workspaces", pattern)[0] == 0
+        (home / "ann/softmax-lab/workspace" / CHAPTERS[0]).write_text("{}\n")  # she changes her work
+        assert collect("--out", str(out), "--workspaces", pattern, "--update")[0] == 0
+    finally:
+        os.umask(old)
+    paths = [out, *out.rglob("*")]
+    assert any(p.parent.name == "ann" and ".replaced" in p.parts for p in paths)  # --update's kept copy
+    modes = {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in paths}
+    assert all(m == ("0o700" if (tmp_path / p).is_dir() else "0o600") for p, m in modes.items()), modes

@@ -243,8 +243,10 @@ def test_a_worker_with_another_grader_is_refused_at_every_notebook():
     from softmax_lab.grading import cluster
 
     opts = SimpleNamespace(limits=SimpleNamespace(sandbox=False, cgroup=False))
-    with pytest.raises(cluster.WorkerUnfit, match="another grader"):
+    with pytest.raises(cluster.WorkerUnfit, match="another grader") as refused:
         cluster.grade_on_worker(None, "a/x.ipynb", "x.ipynb", b"{}", "a", {}, opts, "not-this-grader")
+    # a worker started before the checkout changed: the line says to restart the workers, not only to install
+    assert "restart the workers" in str(refused.value) and "fingerprint" in str(refused.value)
 
 
 def test_an_unfit_late_worker_stops_the_run_with_one_line():

@@ -143,6 +143,32 @@ def learner_notebook(nb):
     return out
 
 
+CHECK_OUTPUT = "nbval-check-output"
+
+
+class KeepComparedOutputs(Preprocessor):
+    """Only the outputs nbval compares stay (check cells' verdicts), never an exercise cell's own output."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code":
+            tags = cell.get("metadata", {}).get("tags", [])
+            if CHECK_OUTPUT not in tags or tag_value(cell, EXERCISE) is not None:
+                cell.outputs = []
+                cell.execution_count = None
+        return cell, resources
+
+
+def check_notebook(nb):
+    """What `softmax-lab check` grades against in the class edition (``check-notebooks/``): the solution notebook
+    with every solution region and rubric taken out, as in the learner version, but the compared outputs of its
+    check cells kept, so that nbval still compares a learner's verdicts with the solution's."""
+    out = copy.deepcopy(nb)
+    resources: dict = {}
+    for step in (DropRubrics(), StripSolutions(), KeepComparedOutputs(), DropWidgetState()):
+        out, resources = step.preprocess(out, resources)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ the build
 
 

@@ -8,6 +8,9 @@ The open repository is the self-study edition: solutions, model answers and rubr
 ``release`` does, this writes a second edition from the same source with only what learners need:
 
 * ``notebooks/``: the learner notebooks, made from ``solutions/`` by the build's learner pipeline;
+* ``check-notebooks/``: what `softmax-lab check` grades a learner's notebook against on a class hub: each solution
+  notebook with its solution regions and rubrics taken out but its check cells' compared outputs kept
+  (``build.check_notebook``), so that learners can check their work without any account holding an answer;
 * the package (``code/``), ``benchmarks/records/``'s recorded data (chapters 7 and 10 read it), the install files;
 * ``data/hints/chNN.json`` with hint levels 1-3 only: level 4, the complete answer, says it is not in this edition;
 * ``dist/softmax_lab-*.whl``, for a ``pip install`` without ``make``;
@@ -39,7 +42,8 @@ from .notebook import (BEGIN, EDITION_MARKER, END, HINT, RUBRIC, BuildError, dum
 
 # What the class edition copies from the source (tracked files under these paths); notebooks/ is rebuilt.
 INCLUDE = ("README.md", "Makefile", "pyproject.toml", "environment.yml", ".gitignore", "requirements/", "tools/",
-           "code/", "benchmarks/records/")
+           "code/", "benchmarks/records/", "deploy/")
+CHECK_NOTEBOOKS = "check-notebooks"  # `softmax-lab check`'s chapters in the class edition (no answers)
 # From benchmarks/records/ only the recorded data and its notes (chapters 7 and 10 read the JSON): not the test
 # logs of the GPU runs, which hold test output.
 RECORDS = "benchmarks/records/"
@@ -147,7 +151,7 @@ def release(root: Path, out: Path, allow_dirty: bool = False, wheel: bool = True
     solutions = root / "solutions"
     if not solutions.is_dir():
         raise ReleaseError(f"{root} has no solutions/: the class edition is built from the source edition")
-    from .build import learner_notebook, problems_in
+    from .build import check_notebook, learner_notebook, problems_in
 
     registry = _registry.load(root / REGISTRY)  # the source's own registry (root may be another checkout)
     problems = problems_in(solution_paths(solutions), registry)
@@ -174,7 +178,11 @@ def release(root: Path, out: Path, allow_dirty: bool = False, wheel: bool = True
     (out / "notebooks").mkdir(exist_ok=True)
     for path in solution_paths(solutions):
         (out / "notebooks" / path.name).write_text(dumps(learner_notebook(read(path))), encoding="utf-8")
-    log(f"copied {copied} files, wrote {len(solution_paths(solutions))} learner notebooks and the hints 1-3")
+    (out / CHECK_NOTEBOOKS).mkdir(exist_ok=True)
+    for path in solution_paths(solutions):
+        (out / CHECK_NOTEBOOKS / path.name).write_text(dumps(check_notebook(read(path))), encoding="utf-8")
+    log(f"copied {copied} files, wrote {len(solution_paths(solutions))} learner notebooks, their check notebooks "
+        "and the hints 1-3")
     built = build_wheel(out, out / "dist") if wheel else None
     if built:
         log(f"built {built.relative_to(out)}")
@@ -184,7 +192,8 @@ def release(root: Path, out: Path, allow_dirty: bool = False, wheel: bool = True
     searched = [m for m in material if m.line not in given]
     found, elsewhere = [], []
     for where, m in find_answers(out, searched):
-        other_chapter = where.startswith("notebooks/") and "!" not in where and Path(where).name != m.notebook
+        learner_side = where.startswith(("notebooks/", CHECK_NOTEBOOKS + "/"))
+        other_chapter = learner_side and "!" not in where and Path(where).name != m.notebook
         (elsewhere if other_chapter else found).append((where, m))
     manifest = {
         "edition": EDITION,

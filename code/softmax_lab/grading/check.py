@@ -31,7 +31,18 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         "instructor options", "for instructors and course authors; learners never need them"))
 
 
+GONE = ("softmax-lab check: the folder you are in no longer exists (your workspace was deleted?): on the class hub, "
+        "get a fresh workspace by stopping and starting your server (File > Hub Control Panel > Stop My Server, then "
+        "Start My Server; your other files are kept); on your own computer, run `softmax-lab workspace`, then cd into "
+        "the new workspace/")
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        Path.cwd()
+    except FileNotFoundError:  # a learner deleted the folder their terminal is in (~/softmax-lab/workspace)
+        print(GONE, file=sys.stderr)
+        return 2
     found = []
     for given in args.notebooks:  # before the solutions are read: a wrong name is answered at once
         path, problem = find_notebook(given)
@@ -72,10 +83,10 @@ def find_notebook(given: Path, cwd: Path | None = None) -> tuple[Path | None, st
     cwd = Path.cwd() if cwd is None else cwd
     path = given if given.is_absolute() else cwd / given
     try:
-        root = repo_root(cwd)
+        root = repo_root(cwd, learner=True)  # the source edition, or the class edition (a class hub's ~/softmax-lab)
     except BuildError:
         try:
-            root = repo_root()  # the checkout this package is installed from (make lab's editable install)
+            root = repo_root(learner=True)  # the checkout this package is installed from (make lab's editable install)
         except BuildError:
             root = None
     workspace = root / "workspace" if root else None

@@ -49,6 +49,12 @@ class WorkerUnfit(RuntimeError):
 # ------------------------------------------------------------------------------------------ on the workers
 
 
+# A worker reads its package once, when it first grades: a checkout changed after that still looks old to it.
+RESTART = ("restart the workers (`dask worker ...` again: each one takes its grader's fingerprint once, so one "
+           "started before the checkout changed keeps the old one), and install the same checkout and versions on "
+           "every worker")
+
+
 @functools.cache  # (once per process: it reads every file of the package)
 def grader_fingerprint() -> str:
     """A digest of the softmax_lab package's code and data and of the versions that decide a grade."""
@@ -140,7 +146,8 @@ def grade_on_worker(grade_one, name: str, filename: str, data: bytes, learner: s
 
     why = worker_problem(opts.limits.sandbox, opts.limits.cgroup)
     if not why and grader_fingerprint() != expected:
-        why = "it would grade with another grader (its softmax_lab package or versions differ from the instructor's)"
+        why = ("it would grade with another grader (its softmax_lab package or versions differ from the "
+               f"instructor's): {RESTART}")
     if why:
         raise WorkerUnfit(why)
     folder = sandbox.new_scratch()  # (named with this worker's pid: a later start removes it if the worker died)
@@ -236,8 +243,7 @@ class GradingOnDask(concurrent.futures.Executor):
                 other = {k: v for k, v in answer["versions"].items() if my_versions.get(k) != v}
                 what = (", ".join(f"{k} {v} there, {my_versions.get(k)} here" for k, v in other.items())
                         or "its softmax_lab package differs from this one")
-                problems.append(f"{worker} would grade with another grader ({what}): install the same checkout "
-                                "and versions on every worker")
+                problems.append(f"{worker} would grade with another grader ({what}): {RESTART}")
         if problems:
             more = f" (and {len(problems) - 1} more worker(s))" if len(problems) > 1 else ""
             raise ClusterError(f"the cluster at {self.address} cannot grade like this machine: {problems[0]}{more}")

@@ -19,13 +19,12 @@ import glob
 import hashlib
 import json
 import os
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .sandbox import _alive
+from .lock import Lock, LockError
 from .streams import read_regular
 from .submissions import read_roster
 
@@ -112,39 +111,37 @@ def read_notebook(path: Path) -> bytes:
     return read_regular(path, MAX_BYTES)
 
 
+def _private_folder(path: Path) -> None:
+    """``path``, and each folder above it that this makes, for the collector only (mode 700, whatever the umask)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700)
+        os.chmod(folder, 0o700)
+    os.chmod(path, 0o700)
+
+
 def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` to ``path`` as a private file (mode 600, whatever the umask): learners' work is theirs."""
+    _private_folder(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(data)
     os.replace(tmp, path)
 
 
-class _Lock:
+class _Lock(Lock):
     """OUT/.collect.lock: one collection writes into a folder at a time (two instructors, two terminals)."""
 
     def __init__(self, out: Path):
-        self.path = out / LOCK
+        super().__init__(out / LOCK, "another collection", f"writing into {out}")
 
     def __enter__(self):
-        me = f"{os.getpid()} {socket.gethostname()} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                pid, host, *since = (self.path.read_text(errors="replace").split() + ["?", "?"])[:4]
-                if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
-                    self.path.unlink(missing_ok=True)  # left by a collection that was killed
-                    continue
-                raise CollectError(f"another collection (process {pid} on {host}, since {' '.join(since)}) is "
-                                   f"writing into {self.path.parent}: wait for it to finish, or remove {self.path} "
-                                   "if it is gone") from None
-            with os.fdopen(fd, "w") as f:
-                f.write(me + "\n")
-            return self
-        raise CollectError(f"cannot take {self.path}")
-
-    def __exit__(self, *exc):
-        self.path.unlink(missing_ok=True)
+        try:
+            return super().__enter__()
+        except LockError as err:
+            raise CollectError(str(err)) from None
 
 
 def _sha(data: bytes) -> str:
@@ -153,7 +150,9 @@ def _sha(data: bytes) -> str:
 
 def collect(patterns: list[str], out: Path, chapters: list[str], roster: list[str], update: bool) -> Report:
     """Copy each learner's chapter notebooks into ``out/<learner>/`` (see the module's opening)."""
-    out.mkdir(parents=True, exist_ok=True)
+    # OUT holds every learner's work: only the collector may enter it (collect runs as root, often somewhere every
+    # account can read, e.g. beside the course), so no learner reads a classmate's notebook there.
+    _private_folder(out)
     report = Report()
     with _Lock(out):
         manifest_path = out / MANIFEST
@@ -197,7 +196,7 @@ def collect(patterns: list[str], out: Path, chapters: list[str], roster: list[st
                         report.unchanged.append(rel)
                         continue
                     keep = out / REPLACED / stamp / learner / name
-                    keep.parent.mkdir(parents=True, exist_ok=True)
+                    _private_folder(keep.parent)
                     os.replace(dst, keep)
                     report.replaced.append(rel)
                 else:

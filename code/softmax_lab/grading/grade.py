@@ -21,6 +21,7 @@ from ..usage import UsageError
 from . import cluster
 from .copies import CopyPolicy, find_copies
 from .gradebook import Gradebook, answers_of, fingerprint, read_manual_points, resume, to_grade, write_all
+from .lock import Lock, LockError
 from .grader import Options, SubmissionResult, grade_notebook
 from .merge import merge_manual
 from .options import _fraction, add_common_arguments, course_setting, options
@@ -76,6 +77,21 @@ def run(args: argparse.Namespace) -> int:
     if args.merge is not None and not args.merge.is_file():
         raise UsageError(f"--merge {args.merge}: no such file")
     opts, chapters = options(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    try:  # one run writes a gradebook at a time: a second would erase the first's rows (and it theirs)
+        with Lock(lock_path(args.out), "another grade run", f"writing {args.out}"):
+            return _run(args, opts, chapters)
+    except LockError as err:
+        print(f"softmax-lab grade: {err}", file=sys.stderr)
+        return 1
+
+
+def lock_path(out: Path) -> Path:
+    """The lock file beside the gradebook ``out`` (gradebook.csv.lock)."""
+    return out.with_name(out.name + ".lock")
+
+
+def _run(args: argparse.Namespace, opts: Options, chapters) -> int:
     book, subs, todo = open_gradebook(args, opts, chapters)
     if args.merge is not None:  # checked whole before anything is written (UsageError: nothing changes)
         warnings: list[str] = []

@@ -53,12 +53,17 @@ def _fraction(text: str) -> float:
 
 
 def default_solutions() -> Path | None:
+    """The chapters to grade against: the course's solutions/, or in the class edition (which has none, e.g. on a
+    class hub) its check-notebooks/, the same notebooks with every answer taken out (`softmax-lab release`)."""
     from ..course.notebook import BuildError, repo_root
 
     try:
-        return repo_root() / "solutions"
+        root = repo_root(learner=True)
     except BuildError:
         return None
+    if not (root / "solutions").is_dir() and (root / "check-notebooks").is_dir():
+        return root / "check-notebooks"
+    return root / "solutions"
 
 
 COURSE_CONFIG = "softmax-lab.toml"  # [grading] answer_hint_cap = 0.5, beside solutions/ (docs/grading.md)
@@ -129,7 +134,7 @@ def _own_notebooks(args) -> bool:
     from ..course.notebook import BuildError, repo_root
 
     try:
-        workspace = (repo_root() / "workspace").resolve()
+        workspace = (repo_root(learner=True) / "workspace").resolve()
     except BuildError:
         workspace = (Path.cwd() / "workspace").resolve()
     paths = getattr(args, "notebooks", None) or []
