@@ -104,7 +104,7 @@ def _steps_problem(got, row, tile: int, pitfall: str = "") -> str:
 # names). Values: a literal row "[...]", or "random N" / "rising N" (sorted) / "large N" (around 1000) drawn from a
 # fixed seed in the check and from the grader's seed in the judge, which adds JUDGE_FRESH fresh cases.
 UPDATE_CASES = [
-    ("seed example [1, 2 | 3, 0] (l = 1.368, then 1.553)", "[1, 2, 3, 0]", 2, RESCALE),
+    ("seed example [1, 2 | 4, 0] (l = 1.368, then 1.203)", "[1, 2, 4, 0]", 2, RESCALE),
     ("max in the first tile [5, 4 | 3, 2]", "[5, 4, 3, 2]", 2, ""),
     ("rising row, 5 tiles of 4", "rising 20", 4, RESCALE),
     ("random row of 50, tiles of 7", "random 50", 7, RESCALE),
