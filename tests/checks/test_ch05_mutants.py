@@ -123,6 +123,32 @@ def test_online_update_inverted_rate(capsys):
     assert_fails_saying(ch05.check_online_update, update_inverted_rate, ["converted the wrong way"], capsys)
 
 
+def update_no_shift(m, l, tile):
+    """No max subtracted at all: l is the plain sum of exp(x)."""
+    return max(m, float(tile.max())), l + float(torch.exp(tile).sum())
+
+
+def update_own_max(m, l, tile):
+    """The old l rescaled, but the tile summed against its own max instead of m_new."""
+    m_new = max(m, float(tile.max()))
+    if m_new == NEG_INF:
+        return m_new, l
+    t_max = float(tile.max())
+    old = l * math.exp(m - m_new) if m != NEG_INF else 0.0
+    return m_new, old + (0.0 if t_max == NEG_INF else float(torch.exp(tile - t_max).sum()))
+
+
+@pytest.mark.parametrize("update,words", [(update_no_shift, ["no max subtracted"]),
+                                          (update_own_max, ["against the tile's own max"])],
+                         ids=["no-shift", "own-max"])
+def test_online_update_named_not_as_rescale(update, words, capsys):
+    """The review: these were once called "l was not rescaled" (the no-shift one already at tile 1, where the max
+    had not grown) and given the -inf message where nothing was NaN."""
+    assert_fails_saying(ch05.check_online_update, update, words, capsys)
+    ok, out = check_output(ch05.check_online_update, update, capsys)
+    assert not any("not rescaled" in line or "NaN" in line for line in fail_lines(out)), out
+
+
 # ============================================================================================ ch05-combine
 
 def combine_solution(m1, l1, m2, l2):
