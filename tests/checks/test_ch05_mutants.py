@@ -328,7 +328,8 @@ def test_long_row_blank(capsys):
     ("floor-chunk", combine_solution, ["belong to no program"]),
     ("one-program", combine_solution, ["only 1 of the 4 programs read x"]),
     ("whole-row-each", combine_solution, ["1 kernel launch(es)"]),
-], ids=["own-chunk", "pad-zero", "overlap", "combine-no-rescale", "no-guard-kernel", "no-guard-combine", "floor-chunk", "one-program", "whole-row-each"])
+], ids=["own-chunk", "pad-zero", "overlap", "combine-no-rescale", "no-guard-kernel", "no-guard-combine",
+        "floor-chunk", "one-program", "whole-row-each"])
 def test_long_row_mutants(bug, combine, words, capsys):
     assert_fails_saying(ch05.check_long_row, _long(bug, combine), words, capsys)
     if bug != "own-chunk":  # the review: padding and overlaps were once diagnosed as per-chunk normalisation
