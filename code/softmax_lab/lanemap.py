@@ -89,7 +89,7 @@ def _padding_reads():
     return builder, original, spy, found
 
 
-def lane_map(launcher, x: torch.Tensor, padding: str | None = None, **kwargs) -> LaneMaps:
+def lane_map(launcher, x: torch.Tensor, padding: str | None = None, effect: bool = False, **kwargs) -> LaneMaps:
     """Run ``launcher(x, **kwargs)`` once, interpreted, and map its memory operations onto ``x`` and its output.
     ``padding``: what masked-off lanes must read ("-inf" for a softmax over the row), judged in the findings."""
     if not isinstance(x, torch.Tensor) or x.dim() != 2:
@@ -120,7 +120,7 @@ def lane_map(launcher, x: torch.Tensor, padding: str | None = None, **kwargs) ->
                     store_counts, outside)
     # lanes switched off because they lay outside every tensor were not masked by the kernel: no padding to show
     maps.padding = {} if outside.get("load") else {p: np.concatenate(v) for p, v in sorted(pads.items())}
-    maps.findings = diagnose(maps, padding)
+    maps.findings = diagnose(maps, padding, effect)
     return maps
 
 
@@ -130,13 +130,26 @@ def padding_values(m: LaneMaps) -> list[float]:
     return [float(v) for v in values[:4]]
 
 
-def diagnose(m: LaneMaps, padding: str | None = None) -> list[str]:
+def padding_counted(m: LaneMaps) -> bool:
+    """Whether a padding lane read a value that can reach a row's max or sum (in fp32: one within ~100 of the
+    input's values; -inf, or a value far below, adds nothing)."""
+    read = padding_values(m)
+    low = float(m.x.min()) - 100.0 if m.x.size else 0.0
+    return any(v != float("-inf") and v > low for v in read)
+
+
+def diagnose(m: LaneMaps, padding: str | None = None, effect: bool = False) -> list[str]:
     """What looks wrong, in words (an empty list when every output element was stored once, by its own row's
-    program, from that row's input, and the padding lanes read ``padding`` when it is given)."""
+    program, from that row's input, and the padding lanes read ``padding`` when it is given). ``effect``: name
+    what the padding lanes did to the row, not the value they should have read (where that is the exercise)."""
     found = []
     n = m.n_cols
     read = padding_values(m)
-    if padding == "-inf" and not m.outside.get("load") and any(v != float("-inf") for v in read):
+    if effect and padding == "-inf" and not m.outside.get("load") and padding_counted(m):
+        shown = ", ".join(pictures.fmt(v) for v in read)
+        found.append(f"the padding lanes (past column {n - 1} of each block) read {shown} and took part in each "
+                     "row's max and sum: each added exp(value - max) > 0 to a sum that should hold the row alone")
+    elif not effect and padding == "-inf" and not m.outside.get("load") and any(v != float("-inf") for v in read):
         shown = ", ".join(pictures.fmt(v) for v in read)
         found.append(f"the padding lanes (past column {n - 1} of each block) read {shown}, not -inf: they take part "
                      "in each row's max and sum")
@@ -238,18 +251,20 @@ def draw(launcher, x: torch.Tensor, title: str = "", **kwargs) -> Figure:
     return draw_maps(maps, title)
 
 
-def show_on_failure(launcher, make_input=None, title: str = "", padding: str | None = "-inf") -> None:
+def show_on_failure(launcher, make_input=None, title: str = "", padding: str | None = "-inf",
+                    effect: bool = False) -> None:
     """What a kernel check prints after a FAIL: the lane map of ``launcher(x)`` on a small input (by default 4 rows
     of 10 in a tensor with rows of 14, so both the padding and the row stride show): a compact picture where a
     notebook can show one, then its findings as text (the check's verdict line follows, last). Drawing problems
-    never hide the check's own verdict."""
+    never hide the check's own verdict. ``effect``: the text says what the padding lanes did to the rows, not
+    which value they read (for chapters where choosing that value is the exercise)."""
     from .device import DEVICE
 
     gen = torch.Generator().manual_seed(0)
     x = make_input() if make_input else torch.randn(4, 14, generator=gen).to(DEVICE)[:, :10]
     layout = "contiguous" if x.is_contiguous() else f"a view with rows {x.stride(0)} apart"
     try:
-        maps = lane_map(launcher, x, padding=padding)
+        maps = lane_map(launcher, x, padding=padding, effect=effect)
     except Exception as err:
         print(f"(no lane map: your kernel raised {type(err).__name__} on a {x.shape[0]} x {x.shape[1]} input)")
         return
@@ -262,6 +277,9 @@ def show_on_failure(launcher, make_input=None, title: str = "", padding: str | N
         display(Image(pictures.png(draw_maps(maps, title), dpi=72)))
     read = padding_values(maps)
     pads = f"; its padding lanes read {', '.join(pictures.fmt(v) for v in read)}" if read else ""
+    if effect and read:
+        pads = ("; its padding lanes took part in the rows' max and sum" if padding_counted(maps)
+                else "; its padding lanes added nothing to any row's max or sum")
     print(f"lane map of your kernel on a {x.shape[0]} x {x.shape[1]} input ({layout}){pads}:")
     for line in maps.findings or ["no lane out of place: every output element stored once, by its own row's program"]:
         print("  " + line)

@@ -123,6 +123,32 @@ def test_online_update_inverted_rate(capsys):
     assert_fails_saying(ch05.check_online_update, update_inverted_rate, ["converted the wrong way"], capsys)
 
 
+def update_no_shift(m, l, tile):
+    """No max subtracted at all: l is the plain sum of exp(x)."""
+    return max(m, float(tile.max())), l + float(torch.exp(tile).sum())
+
+
+def update_own_max(m, l, tile):
+    """The old l rescaled, but the tile summed against its own max instead of m_new."""
+    m_new = max(m, float(tile.max()))
+    if m_new == NEG_INF:
+        return m_new, l
+    t_max = float(tile.max())
+    old = l * math.exp(m - m_new) if m != NEG_INF else 0.0
+    return m_new, old + (0.0 if t_max == NEG_INF else float(torch.exp(tile - t_max).sum()))
+
+
+@pytest.mark.parametrize("update,words", [(update_no_shift, ["no max subtracted"]),
+                                          (update_own_max, ["against the tile's own max"])],
+                         ids=["no-shift", "own-max"])
+def test_online_update_named_not_as_rescale(update, words, capsys):
+    """The review: these were once called "l was not rescaled" (the no-shift one already at tile 1, where the max
+    had not grown) and given the -inf message where nothing was NaN."""
+    assert_fails_saying(ch05.check_online_update, update, words, capsys)
+    ok, out = check_output(ch05.check_online_update, update, capsys)
+    assert not any("not rescaled" in line or "NaN" in line for line in fail_lines(out)), out
+
+
 # ============================================================================================ ch05-combine
 
 def combine_solution(m1, l1, m2, l2):
@@ -189,11 +215,18 @@ def _chunk_stats(x_ptr, m_ptr, l_ptr, n, CHUNK, BLOCK: tl.constexpr, BUG: tl.con
     c = tl.program_id(0).to(tl.int64)
     start = c * CHUNK
     end = tl.minimum(start + CHUNK, n)
+    last = CHUNK
+    if BUG == "overlap":  # each chunk's sum also counts the next chunk's first element
+        end = tl.minimum(start + CHUNK + 1, n)
+        last = CHUNK + BLOCK
     m = -float("inf")
     l = 0.0
-    for offset in range(0, CHUNK, BLOCK):
+    for offset in range(0, last, BLOCK):
         cols = start + offset + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + cols, mask=cols < end, other=-float("inf")).to(tl.float32)
+        if BUG == "pad-zero":  # padding lanes read 0: they count in the chunk's max and sum
+            x = tl.load(x_ptr + cols, mask=cols < end, other=0.0).to(tl.float32)
+        else:
+            x = tl.load(x_ptr + cols, mask=cols < end, other=-float("inf")).to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
         if BUG == "no-guard":
             shift = m_new
@@ -286,15 +319,22 @@ def test_long_row_blank(capsys):
 
 
 @pytest.mark.parametrize("bug,combine,words", [
-    ("own-chunk", combine_solution, ["does not sum to 1", "normalised with its own (m, l)"]),
+    ("own-chunk", combine_solution, ["a whole number", "normalised with its own (m, l)"]),
+    ("pad-zero", combine_solution, ["less than 1", "padding or a neighbour's elements, in a chunk's max"]),
+    ("overlap", combine_solution, ["less than 1", "a neighbour's elements"]),
+    ("", combine_no_rescale, ["less than 1", "still counted against its own chunk's max"]),
     ("no-guard", combine_solution, ["chunk with nothing in it"]),
     ("", combine_no_guard, ["or the merge of two such chunks, made a NaN"]),
     ("floor-chunk", combine_solution, ["belong to no program"]),
     ("one-program", combine_solution, ["only 1 of the 4 programs read x"]),
     ("whole-row-each", combine_solution, ["1 kernel launch(es)"]),
-], ids=["own-chunk", "no-guard-kernel", "no-guard-combine", "floor-chunk", "one-program", "whole-row-each"])
+], ids=["own-chunk", "pad-zero", "overlap", "combine-no-rescale", "no-guard-kernel", "no-guard-combine",
+        "floor-chunk", "one-program", "whole-row-each"])
 def test_long_row_mutants(bug, combine, words, capsys):
     assert_fails_saying(ch05.check_long_row, _long(bug, combine), words, capsys)
+    if bug != "own-chunk":  # the review: padding and overlaps were once diagnosed as per-chunk normalisation
+        ok, out = check_output(ch05.check_long_row, _long(bug, combine), capsys)
+        assert not any("own (m, l)" in line for line in fail_lines(out)), out
 
 
 # ============================================== the new exercises as the notebooks hold them (both versions)

@@ -34,7 +34,10 @@ def _backward_kernel(y_ptr, dy_ptr, dx_ptr, y_row_stride, dy_row_stride, dx_row_
     else:
         y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    dot = tl.sum(dy * y, axis=0)
+    if BUG == "half-dot" and y_ptr.dtype.element_ty != tl.float32:  # fp32 elementwise, the row's sum in half
+        dot = tl.sum((dy * y).to(y_ptr.dtype.element_ty), axis=0).to(tl.float32)
+    else:
+        dot = tl.sum(dy * y, axis=0)
     if BUG == "diagonal":  # only dy_j/dx_j = y_j - y_j**2 of the Jacobian
         dot = 0.0 * dot
         dy = dy * (1.0 - y)
@@ -61,6 +64,13 @@ def test_backward_solution(capsys):
 def test_backward_no_cast_fails(capsys):
     """A kernel that never casts to fp32 passed "float16 2x100 (accumulate in fp32)" before the dy = 1000 case."""
     assert_only_new_cases_fail(ch08.check_softmax_backward, _backward("no-cast"), ["dy = 1000 + noise"],
+                               ["accumulated in half precision"], capsys)
+
+
+def test_backward_half_dot_is_named_as_such(capsys):
+    """fp32 products summed in fp16/bf16: only the dy = 1000 rows show it, and they name the reduction (the bf16 case
+    of random rows is no longer taken for a formula mistake: the CPU interpreter now adds bf16 values, not bits)."""
+    assert_only_new_cases_fail(ch08.check_softmax_backward, _backward("half-dot"), ["dy = 1000 + noise"],
                                ["accumulated in half precision"], capsys)
 
 

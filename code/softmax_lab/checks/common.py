@@ -182,13 +182,14 @@ class Report:
 
 
 def lane_map_of(launch: Callable, make_input: Callable | None = None,
-                padding: str | None = "-inf") -> Callable[[], None]:
+                padding: str | None = "-inf", effect: bool = False) -> Callable[[], None]:
     """A Report's ``drawing``: the lane map of ``launch(x) -> y`` on a small strided input (softmax_lab.lanemap);
-    ``padding``: what the kernel's padding lanes must read (None: anything, e.g. a backward pass's zeros)."""
+    ``padding``: what the kernel's padding lanes must read (None: anything, e.g. a backward pass's zeros);
+    ``effect``: say what the padding lanes did to the rows, not which value they read."""
     def draw() -> None:
         from ..lanemap import show_on_failure
 
-        show_on_failure(launch, make_input, padding=padding)
+        show_on_failure(launch, make_input, padding=padding, effect=effect)
 
     return draw
 

@@ -168,7 +168,7 @@ def _vector_problem(combine, pairs) -> str:
 # Chunks: a literal "[...]", or "random N" / "large N" (around 1000) drawn from a fixed seed in the check and from
 # the grader's seed in the judge, which adds JUDGE_FRESH fresh pairs.
 COMBINE_CASES = [
-    ("two halves of [1, 2 | 3, 0]: (2, 1.368) and (3, 1.050) give (3, 1.553)", "merge", "[1, 2]", "[3, 0]"),
+    ("two halves of [1, 2 | 4, 0]: (2, 1.368) and (4, 1.018) give (4, 1.203)", "merge", "[1, 2]", "[4, 0]"),
     ("the max in the second chunk", "merge", "[0.5, -1, 2]", "[4, 3.5]"),
     ("the max in the first chunk", "merge", "[4, 3.5]", "[0.5, -1, 2]"),
     ("two random chunks of 17 and 23", "merge", "random 17", "random 23"),

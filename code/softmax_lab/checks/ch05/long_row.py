@@ -41,9 +41,23 @@ def long_row_problem(fn, x: torch.Tensor, programs: int, block: int) -> str:
     if y.shape == x.shape:
         s = float(y.to(torch.float64).sum())
         if abs(s - 1) > 1e-3:
-            return (f"{problem} - the row does not sum to 1: each chunk was normalised with its own (m, l), not "
-                    "with the whole row's")
+            return f"{problem} - {sum_problem(s)}"
     return problem
+
+
+def sum_problem(s: float) -> str:
+    """What a row that sums to ``s`` (not 1) says about the (M, L) it was divided by."""
+    if s > 1.5 and abs(s - round(s)) < 1e-3:
+        return (f"the row sums to {s:.3f}, a whole number: each of {round(s)} chunks sums to 1 on its own, as if "
+                "each was normalised with its own (m, l), not with the whole row's")
+    if s < 1:
+        return (f"the row sums to {s:.3f}, less than 1: the L the outputs were divided by is larger than the row's "
+                "sum of exp(x - M): something in it was counted besides each element once against the row's max "
+                "(lanes past a chunk's end, padding or a neighbour's elements, in a chunk's max or sum; or a "
+                "partial sum still counted against its own chunk's max)")
+    return (f"the row sums to {s:.3f}, more than 1: the L the outputs were divided by is smaller than the row's sum "
+            "of exp(x - M): some elements were left out of every chunk's sum, or a partial sum was scaled down "
+            "more than the row's max requires")
 
 
 def long_row_traffic_problem(fn, x: torch.Tensor, programs: int, block: int, per_program: bool) -> str:
@@ -57,15 +71,15 @@ def long_row_traffic_problem(fn, x: torch.Tensor, programs: int, block: int, per
     if problem:
         return problem
     if c.launches != 2:
-        return (f"the launcher started {c.launches} kernel launch(es): the design is two, one that reduces each "
-                "chunk to (m, l) and one that normalises, with the merge of the partials in between")
+        return (f"the launcher started {c.launches} kernel launch(es), where the exercise has two: each launch "
+                "reads the row once, so every launch more is one more read of every element")
     reads = c.loads_of.get("x_ptr", c.loads)  # the signature names it x_ptr; else every load
     if reads > 2 * n:
         return (f"every element was read {_per_element(reads, n)} times: each launch reads every element once, "
                 "2 reads in all")
     writes = c.stores_of.get("y_ptr", c.stores - 2 * programs)  # else every store but the partials
     if writes != n:
-        return f"every output was written {_per_element(writes, n)} times: write each output once, in launch 2"
+        return f"every output was written {_per_element(writes, n)} times, where once is allowed"
     if per_program:
         for launch in (0, 1):
             seen = c.load_map("x_ptr", n, launch=launch)

@@ -188,9 +188,8 @@ def lane_launch(online_softmax):
 lane_input = None  # the default: 4 rows of 10 inside rows of 14
 
 
-NOT_ONLINE = ("that is not online: walk 1 must find the max and the sum together, with the (m, l) update, and "
-              "walk 2 writes the outputs - at most 2 reads of every element (a max walk, a sum walk and a write "
-              "walk make 3)")
+NOT_ONLINE = ("that is not online: a kernel that reads the row once for its max, once more for its sum and once "
+              "more to write the outputs reads every element 3 times, where at most 2 reads are allowed")
 
 
 def traffic_problem(fn, x: torch.Tensor, block: int) -> str:
@@ -207,16 +206,16 @@ def traffic_problem(fn, x: torch.Tensor, block: int) -> str:
     if c.loads < n:
         return "some elements were never read: each tile loop must cover the whole row"
     if c.stores > n:
-        return (f"your kernel wrote every output {_per_element(c.stores, n)} times: write each output once, in "
-                "walk 2 (provisional outputs in walk 1 cost a write and a read more)")
+        return (f"your kernel wrote every output {_per_element(c.stores, n)} times, where once is allowed: an "
+                "output stored before the row's max and sum are final costs that store, and a read and a store more")
     if c.stores < n:
-        return "some outputs were never written: walk 2 must store every tile, masked"
+        return "some outputs were never written: the stores did not cover every tile of the row"
     return ""
 
 
 def check_online_softmax(online_softmax) -> Verdict:
     """Exercise ch05-online-kernel: ``online_softmax(x, out, BLOCK=...)`` for rows longer than one block."""
-    report = Report("ch05-online-kernel", drawing=lane_map_of(lane_launch(online_softmax)))
+    report = Report("ch05-online-kernel", drawing=lane_map_of(lane_launch(online_softmax), effect=True))
     for name, x, block, pitfall in _cases():
         report.run(name, lambda x=x, block=block, pitfall=pitfall: online_problem(online_softmax, x, block,
                                                                                   pitfall))

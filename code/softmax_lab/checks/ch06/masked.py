@@ -57,7 +57,8 @@ IN_STRIDE = ("rows of scores are not contiguous (a view like big[..., :S], rows 
 @contextlib.contextmanager
 def half_sums_in_half():
     """CPU interpreter only: ``tl.sum`` of an fp16 tensor adds in fp16, term after term (numpy would add in
-    fp32 and hide the mistake). Sums of fp32 tensors, and everything on a GPU, are left as they are."""
+    fp32 and hide the mistake), and of a bf16 tensor in bf16 (numpy would add its bit patterns: garbage). Sums of
+    fp32 tensors, and everything on a GPU, are left as they are."""
     if ON_GPU:
         yield
         return
@@ -68,12 +69,21 @@ def half_sums_in_half():
 
     def sum_(self, input):
         data = input.handle.data
-        if data.dtype != np.float16:
+        bf16 = data.dtype == np.uint16 and str(input.dtype) == "bf16"  # the interpreter keeps bf16 as raw bits
+        if data.dtype != np.float16 and not bf16:
             return original(self, input)
         axis = self.axis
         flat = data.reshape(-1) if axis is None else data
-        acc = np.add.accumulate(flat, axis=0 if axis is None else axis, dtype=np.float16)
-        total = np.take(acc, -1, axis=0 if axis is None else axis)
+        if bf16:  # numpy would add the bit patterns: add the values in bf16, term after term, as fp16 above
+            terms = torch.from_numpy((flat.astype(np.uint32) << 16).view(np.float32)).to(torch.bfloat16)
+            terms = terms.movedim(0 if axis is None else axis, 0)
+            acc = terms[0].clone()
+            for term in terms[1:]:
+                acc = acc + term
+            total = acc.view(torch.int16).numpy().view(np.uint16)
+        else:
+            acc = np.add.accumulate(flat, axis=0 if axis is None else axis, dtype=np.float16)
+            total = np.take(acc, -1, axis=0 if axis is None else axis)
         if self.keep_dims:
             total = np.expand_dims(total, 0 if axis is None else axis)
         return self.to_tensor(total, input.dtype)
