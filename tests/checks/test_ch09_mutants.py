@@ -142,7 +142,8 @@ def test_reader_barrier_accepts_only_added_barriers(exercise_module, capsys):
 SHUFFLE_MUTANTS = {
     "a 64-lane wavefront's first step": ([("    offset = 16\n", "    offset = 32\n")], ["offset 32"]),
     "half a warp": ([("    offset = 16\n", "    offset = 8\n")], ["only lanes 0 to 15 (16 of the warp's 32 lanes)"]),
-    "last step missing": ([("    while offset > 0:\n", "    while offset > 1:\n")], ["only every other lane from lane 0"]),
+    "last step missing": ([("    while offset > 0:\n", "    while offset > 1:\n")],
+                          ["only every other lane from lane 0"]),
     "offsets 1, 2, 3, 4, 5 (not doubling)": ([("    offset = 16\n", "    offset = 1\n"),
                                               ("    while offset > 0:\n", "    while offset < 6:\n"),
                                               ("        offset //= 2\n", "        offset += 1\n")],

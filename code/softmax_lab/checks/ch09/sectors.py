@@ -53,7 +53,8 @@ def _record_cases():
     yield ("8-byte reads starting 4 bytes in (4 + 8 * lane): some straddle a sector boundary and touch two",
            [4 + 8 * lane for lane in range(32)], 8)
     yield "8-byte reads, one per 12-byte record, from byte 8 (8 + 12 * lane)", [8 + 12 * lane for lane in range(32)], 8
-    yield "12-byte reads, one per 16-byte record, from byte 8 (8 + 16 * lane)", [8 + 16 * lane for lane in range(32)], 12
+    yield ("12-byte reads, one per 16-byte record, from byte 8 (8 + 16 * lane)",
+           [8 + 16 * lane for lane in range(32)], 12)
 
 
 # ch09-sectors' predictions, made before the cell after the check counts every load of the same launch: 32 rows of
