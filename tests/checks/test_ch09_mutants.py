@@ -141,8 +141,17 @@ def test_reader_barrier_accepts_only_added_barriers(exercise_module, capsys):
 
 SHUFFLE_MUTANTS = {
     "a 64-lane wavefront's first step": ([("    offset = 16\n", "    offset = 32\n")], ["offset 32"]),
-    "half a warp": ([("    offset = 16\n", "    offset = 8\n")], ["started at offset 8"]),
-    "last step missing": ([("    while offset > 0:\n", "    while offset > 1:\n")], ["offset 1) is missing"]),
+    "half a warp": ([("    offset = 16\n", "    offset = 8\n")], ["only lanes 0 to 15 (16 of the warp's 32 lanes)"]),
+    "last step missing": ([("    while offset > 0:\n", "    while offset > 1:\n")],
+                          ["only every other lane from lane 0"]),
+    "offsets 1, 2, 3, 4, 5 (not doubling)": ([("    offset = 16\n", "    offset = 1\n"),
+                                              ("    while offset > 0:\n", "    while offset < 6:\n"),
+                                              ("        offset //= 2\n", "        offset += 1\n")],
+                                             ["only lanes 0 to 7 (8 of the warp's 32 lanes)", "more than once"]),
+    "offsets rising 1, 2, 4 (stops early)": ([("    offset = 16\n", "    offset = 1\n"),
+                                             ("    while offset > 0:\n", "    while offset < 8:\n"),
+                                             ("        offset //= 2\n", "        offset *= 2\n")],
+                                            ["only lanes 0 to 7 (8 of the warp's 32 lanes)"]),
     "shuffled up": ([("cuda.shfl_xor_sync(", "cuda.shfl_up_sync(")], ["shfl_up_sync"]),
     "shuffled, never combined into v": (
         [("        v = max(v, cuda.shfl_xor_sync(", "        w = max(v, cuda.shfl_xor_sync("),
@@ -169,6 +178,8 @@ def test_shuffle_mutant_is_named(exercise_module, capsys, mutant):
     out = fails_naming(ch09.check_shuffle_tail, _shuffle(m), "ch09-shuffle-tail", words, capsys)
     if mutant != "shuffled up":  # a function that combines nothing is not told about shfl_up_sync
         assert "shfl_up" not in out, out
+    if mutant.startswith("offsets"):  # a loop whose offsets do not start at 4 or 8 is not told they did
+        assert "started at offset" not in out, out
 
 
 def test_shuffle_tail_kernel_without_its_reader_barrier_races(exercise_module, capsys):
@@ -208,8 +219,17 @@ def test_sectors_solution_and_mutants(exercise_module, capsys):
                  ["not implemented yet"], capsys)
     cases = list(ch09.sectors._sector_cases())
     first_byte = exercise_module("m", source=SECTOR_MUTANTS["first byte only"][0]).sectors_and_lines
-    old = [c for c in cases if "straddle" not in c[0]]
-    assert all(first_byte(a, b) == cl.count_sectors(a, b) for _, a, b in old)  # the old cases pass it
+    # the point-for-a-range count is wrong on three loads, and named on the two where no other mistake gives its
+    # count (on the contiguous 8-byte load it is also the bytes divided by 32)
+    wrong = [(a, b) for _, a, b in cases if first_byte(a, b) != cl.count_sectors(a, b)]
+    assert len(wrong) == 3
+    verdicts = [ch09.sectors.sectors_verdict(first_byte(a, b), a, b) for a, b in wrong]
+    assert sum("first byte" in v for v in verdicts) == 2 and not any("divided" in v for v in verdicts), verdicts
+    # the bytes divided by 32 is named where only it gives the count (one thread per row: 32 sectors, not 4)
+    divided = exercise_module("m", source="def sectors_and_lines(addresses, access_bytes=4):\n"
+                              "    return -(-32 * access_bytes // 32), -(-32 * access_bytes // 128)\n")
+    fails_naming(ch09.check_sectors, [divided.sectors_and_lines, solved.predicted_loads], "ch09-sectors",
+                 ["divided the bytes"], capsys)
     for source, words in SECTOR_MUTANTS.values():
         fails_naming(ch09.check_sectors, [exercise_module("m", source=source).sectors_and_lines,
                                           solved.predicted_loads], "ch09-sectors", words, capsys)

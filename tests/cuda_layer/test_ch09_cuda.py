@@ -422,9 +422,9 @@ def test_shuffle_tail_solution_passes(capsys, tail_kernel):
 
 
 @pytest.mark.parametrize("wmax, wsum, words", [
-    (K.warp_max, warp_sum_from_32, ["warp_sum: the first step used offset 32", "64-lane"]),
-    (K.warp_max, warp_sum_from_8, ["warp_sum: the shuffles started at offset 8", "16 of the warp's 32 lanes"]),
-    (warp_max_from_8, K.warp_sum, ["warp_max: the shuffles started at offset 8"]),
+    (K.warp_max, warp_sum_from_32, ["warp_sum: lane 0's sum counts every lane's value 2 times", "offset 32"]),
+    (K.warp_max, warp_sum_from_8, ["warp_sum: lane 0's sum covers only lanes 0 to 15", "16 of the warp's 32 lanes"]),
+    (warp_max_from_8, K.warp_sum, ["warp_max: lane 0's max covers only lanes 0 to 15"]),
     (K.warp_max, warp_sum_no_combine, ["instead of combining"]),
 ])
 def test_shuffle_width_mistakes_are_named(wmax, wsum, words, capsys, tail_kernel):

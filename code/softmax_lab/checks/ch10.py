@@ -121,7 +121,8 @@ BIGGEST_CLUSTER = 16  # H100/H200 (non-portable); every Hopper GPU launches 8
 # The arithmetic's cases, read by the notebook check and the grader's judge alike: (what, n_cols, element_size,
 # per_sm, max_parts). Each sits where one mistake gives another answer (elements for bytes, a slice rounded down,
 # a cluster of 3, 1000-byte KiB, the SM's limit for one program's, '<' for '<=', no cap on the cluster, one
-# program's limit for the SM's).
+# program's limit for the SM's, no cluster of 1, one program an SM); the last two are where a rounded-down slice and a
+# 1000-byte KiB alone give their answer, so the check can name them.
 CLUSTER_CASES = [
     ("65,536 fp32, one program per SM", 65536, 4, 1, 16),
     ("65,536 fp32, three programs per SM", 65536, 4, 3, 16),
@@ -138,6 +139,8 @@ CLUSTER_CASES = [
     ("262,144 fp32, two programs per SM, portable clusters (8)", 262144, 4, 2, 8),
     ("4,194,304 fp32, one program per SM", 4194304, 4, 1, 16),
     ("1,000 fp32, seven programs per SM", 1000, 4, 7, 16),
+    ("38,913 fp32 (an odd length), three programs per SM", 38913, 4, 3, 16),
+    ("115,000 fp32 (halves of 230,000 bytes), one program per SM", 115000, 4, 1, 16),
 ]
 
 # The H200's sweep of the clustered kernel (benchmarks/records/h200-clustered-b.json): (rows, n_cols, dtype,
@@ -207,40 +210,52 @@ def cluster_problem(got, n_cols: int, element_size: int, per_sm: int, max_parts:
         return (f"a cluster of {got} programs, more than max_parts = {max_parts}: a GPU that launches at most "
                 f"{max_parts} programs together refuses that launch")
     longest = _slice_bytes(n_cols, element_size, got)
-    if want is None or got < want:  # too small: say why its slices do not fit
-        even = n_cols // got * element_size
-        if longest != even and even <= SHARED_PER_PROGRAM and per_sm * even <= SHARED_PER_SM:
-            return (f"a cluster of {got}: {n_cols:,} elements do not split evenly over {got} programs, so one slice "
-                    f"is {-(-n_cols // got):,} elements ({longest:,} bytes), one element more than the even share, "
-                    "and that slice does not fit")
-        if SHARED_PER_PROGRAM < longest and per_sm * longest <= SHARED_PER_SM:
-            return (f"a cluster of {got}: its slices of {longest:,} bytes fit the SM's {SHARED_PER_SM:,} bytes, but "
-                    f"one program may ask for at most {SHARED_PER_PROGRAM:,} (227 KiB), so no program can hold one")
-        if element_size > 1 and -(-n_cols // got) <= SHARED_PER_PROGRAM and per_sm * -(-n_cols // got) <= SHARED_PER_SM:
-            return (f"a cluster of {got}: its slices are {-(-n_cols // got):,} elements of {element_size} bytes, "
-                    f"{_kib(longest)} each: counted in elements they fit, but shared memory holds bytes")
-        if want is None:
-            return (f"a cluster of {got}: its slices of {longest:,} bytes do not fit ({per_sm} an SM), and no "
-                    f"cluster of at most {max_parts} programs can hold this row")
-        return (f"a cluster of {got}: its slices of {longest:,} bytes do not fit with {per_sm} program(s) an SM "
-                f"({SHARED_PER_SM:,} bytes an SM, {SHARED_PER_PROGRAM:,} a program)")
-    # too big: say why the smaller cluster's slices do fit
+    if want is None:
+        return (f"a cluster of {got}: its slices of {longest:,} bytes do not fit ({per_sm} an SM), and no "
+                f"cluster of at most {max_parts} programs can hold this row")
+    # a mistake is named only when it alone gives this cluster here; otherwise the message states the limits
+    named = [text for text, answer in _cluster_mistakes(n_cols, element_size, per_sm, max_parts, want, got)
+             if answer == got]
+    if len(named) == 1:
+        return f"a cluster of {got}: {named[0]}"
+    if got < want:
+        over_program = longest > SHARED_PER_PROGRAM
+        if over_program and (per_sm == 1 or per_sm * longest <= SHARED_PER_SM):
+            broken = f"more than one program may ask for ({SHARED_PER_PROGRAM:,} bytes, 227 KiB)"
+        else:
+            broken = (f"{per_sm} of them on one SM need {per_sm * longest:,} bytes, more than its {SHARED_PER_SM:,} "
+                      f"(228 KiB){', and each is more than one program may ask for' if over_program else ''}")
+        return (f"a cluster of {got}: its longest slice is {-(-n_cols // got):,} elements, {longest:,} bytes: "
+                f"{broken}, so it does not fit")
     smaller = _slice_bytes(n_cols, element_size, want)
-    if got != 2 * want:
-        return (f"a cluster of {got}: a cluster of fewer programs already fits, and every program more is one more "
-                "partner each waits for at the cluster barrier")
-    if smaller == SHARED_PER_PROGRAM or per_sm * smaller == SHARED_PER_SM:
-        return (f"a cluster of {got}: a cluster of fewer programs has slices that fill the limit to the byte "
-                f"({SHARED_PER_PROGRAM:,} bytes a program, {SHARED_PER_SM:,} an SM), and a slice that fills it "
-                "exactly fits")
-    if per_sm > 1 and per_sm * smaller > SHARED_PER_PROGRAM:
-        return (f"a cluster of {got}: the {per_sm} programs on one SM share the SM's {SHARED_PER_SM:,} bytes "
-                f"(228 KiB), more than one program's limit, so a cluster of fewer programs already fits")
-    if smaller > 227_000 or per_sm * smaller > 228_000:
-        return (f"a cluster of {got}: a KiB is 1024 bytes, not 1000, so the limits are {SHARED_PER_PROGRAM:,} and "
-                f"{SHARED_PER_SM:,} bytes, and a cluster of fewer programs already fits")
-    return (f"a cluster of {got}: a cluster of fewer programs already fits, and every program more is one more "
-            "partner each waits for at the cluster barrier")
+    return (f"a cluster of {got}: a cluster of {want} already fits (slices of {smaller:,} bytes, {per_sm} an SM: at "
+            f"most {SHARED_PER_PROGRAM:,} bytes a program and {SHARED_PER_SM:,} an SM), and every program more is "
+            "one more partner each waits for at the cluster barrier")
+
+
+def _cluster_mistakes(n_cols: int, element_size: int, per_sm: int, max_parts: int, want: int, got: int) -> list:
+    """(what went wrong, the cluster that mistake gives) for the mistakes the check can name. Two are left out as
+    they never give a cluster of their own: '<' for '<=' and one program's limit for the SM's refuse slices only at
+    or just below a KiB limit, where a KiB of 1000 bytes refuses them too."""
+    rule = cluster_rule
+    args = (n_cols, element_size, per_sm, max_parts)
+    longest = _slice_bytes(n_cols, element_size, got)
+    smaller = _slice_bytes(n_cols, element_size, want)
+    return [
+        (f"{n_cols:,} elements do not split evenly over {got} programs, so one slice is {-(-n_cols // got):,} "
+         f"elements ({longest:,} bytes), one element more than the even share, and that slice does not fit",
+         rule(*args, rounded_up=False)),
+        (f"its slices of {longest:,} bytes fit the SM's {SHARED_PER_SM:,} bytes, but one program may ask for at most "
+         f"{SHARED_PER_PROGRAM:,} (227 KiB), so no program can hold one", rule(*args, block_limit=False)),
+        (f"its slices are {-(-n_cols // got):,} elements of {element_size} bytes, {_kib(longest)} each: counted in "
+         "elements they fit, but shared memory holds bytes", rule(n_cols, 1, per_sm, max_parts)),
+        (f"a KiB is 1024 bytes, not 1000, so the limits are {SHARED_PER_PROGRAM:,} and {SHARED_PER_SM:,} bytes, and "
+         f"a cluster of {want} already fits", rule(*args, kib=1000)),
+        (f"one program alone holds the row's {smaller:,} bytes{f' ({per_sm} an SM)' if per_sm > 1 else ''}: a "
+         "cluster of 1 is a cluster too", 2 if want == 1 else want),
+        (f"the {per_sm} programs on one SM each hold a slice, so they need {per_sm * longest:,} bytes of its "
+         f"{SHARED_PER_SM:,}", rule(n_cols, element_size, 1, max_parts) if per_sm > 1 else want),
+    ]
 
 
 def fresh_cluster_case(rng: np.random.Generator) -> tuple:

@@ -52,6 +52,9 @@ def _record_cases():
     yield "every lane reads the same float (a broadcast)", [256] * 32, 4
     yield ("8-byte reads starting 4 bytes in (4 + 8 * lane): some straddle a sector boundary and touch two",
            [4 + 8 * lane for lane in range(32)], 8)
+    yield "8-byte reads, one per 12-byte record, from byte 8 (8 + 12 * lane)", [8 + 12 * lane for lane in range(32)], 8
+    yield ("12-byte reads, one per 16-byte record, from byte 8 (8 + 16 * lane)",
+           [8 + 16 * lane for lane in range(32)], 12)
 
 
 # ch09-sectors' predictions, made before the cell after the check counts every load of the same launch: 32 rows of
@@ -122,18 +125,23 @@ def sectors_verdict(got, addresses, access_bytes: int) -> str:
         return f"return a pair (sectors, lines), got {str(got)[:60]}"
     if got == want:
         return ""
-    n = len(addresses)
-    if got[0] == n and want[0] != n:
-        return "sectors: you counted one per lane, but lanes that fall in the same 32-byte sector share it"
-    if got[0] == -(-n * access_bytes // 32) and want[0] != got[0]:
-        return ("sectors: you divided the bytes the warp asked for by 32; that holds only for contiguous, "
-                "aligned addresses, and these lanes are not")
     if got == (want[1], want[0]):
         return "sectors and lines are swapped"
+    # a counting mistake is named only when no other one gives the same number of sectors
+    n = len(addresses)
     first = (len({a // 32 for a in addresses}), len({a // 128 for a in addresses}))
-    if got == first and first != want:
-        return (f"you counted only the sector of each access's first byte: a read of {access_bytes} bytes that "
-                "straddles a boundary touches the next sector (and line) too")
+    mistakes = {
+        n: "sectors: you counted one per lane, but lanes that fall in the same 32-byte sector share it",
+        -(-n * access_bytes // 32): ("sectors: you divided the bytes the warp asked for by 32; that holds only for "
+                                     "contiguous, aligned addresses, and these lanes are not"),
+        first[0]: (f"you counted only the sector of each access's first byte: a read of {access_bytes} bytes that "
+                   "straddles a boundary touches the next sector (and line) too"),
+    }
+    candidates = [n, -(-n * access_bytes // 32), first[0]]
+    if got[0] != want[0] and candidates.count(got[0]) == 1:
+        return mistakes[got[0]]
+    if got[0] == want[0] and got == first:  # the first bytes hit every sector, but a read runs into the next line
+        return mistakes[first[0]]
     if got[0] != want[0]:
         return f"sectors: {got[0]} is {'too many' if got[0] > want[0] else 'too few'}"
     return f"lines: {got[1]} is {'too many' if got[1] > want[1] else 'too few'} (a line is 128 bytes)"

@@ -28,33 +28,91 @@ def _emulate_warp(vals: np.ndarray, op, mode: str, offsets, combine: bool = True
     return v
 
 
+def _lane0_weights(mode: str, offsets, combine: bool) -> np.ndarray:
+    """How many times each lane's value ends up in lane 0's result (lane i starts with one copy of its own)."""
+    v = np.eye(32)
+    lanes = np.arange(32)
+    for off in offsets:
+        b = off & 31
+        src = {"down": lanes + b, "xor": lanes ^ b, "up": lanes - b}[mode]
+        src = np.where((src >= 0) & (src < 32), src, lanes)
+        v = v + v[src] if combine else v[src]
+    return v[0]
+
+
+# Shuffle loops a learner may write: (mode, offsets, combine, what went wrong). The cause is named only when every
+# loop that gives lane 0's value names the same one; otherwise the message says what lane 0 holds.
+_SHUFFLE_LOOPS = [
+    ("xor", (32, 16, 8, 4, 2, 1), True, "the first step used offset 32, the first step of a 64-lane AMD "
+     "wavefront: an NVIDIA warp has 32 lanes, and a shuffle keeps only the offset's low 5 bits, so offset 32 "
+     "pairs each lane with itself (a sum doubles)"),
+    ("down", (32, 16, 8, 4, 2, 1), True, "offset 32 on a 32-lane warp"),
+    ("up", (16, 8, 4, 2, 1), True, "shfl_up_sync sends values up to higher lanes, so lane 0 never receives "
+     "the others' values"),
+    ("up", (1, 2, 4, 8, 16), True, "shfl_up_sync sends values up to higher lanes, so lane 0 never receives "
+     "the others' values"),
+    ("down", (16, 8, 4, 2, 1), False, "each step replaced a lane's value by its partner's instead of combining "
+     "the two"),
+    ("xor", (16, 8, 4, 2, 1), False, "each step replaced a lane's value by its partner's instead of combining "
+     "the two"),
+] + [(mode, offs, True, None) for mode in ("xor", "down") for offs in [
+    (8, 4, 2, 1), (4, 2, 1), (2, 1), (16, 8, 4, 2), (16, 8, 4), (1, 2, 4), (1, 2, 4, 8), (2, 4, 8, 16),
+    (1, 2, 3, 4, 5), (5, 4, 3, 2, 1), tuple(range(1, 32)), tuple(range(16, 0, -1)), (16, 8, 4, 2, 1, 0)]]
+
+
+def _lanes_text(lanes: list) -> str:
+    if len(lanes) == 1:
+        return f"lane {lanes[0]}"
+    steps = {b - a for a, b in zip(lanes, lanes[1:])}
+    if steps == {1}:
+        return f"lanes {lanes[0]} to {lanes[-1]}"
+    if len(steps) == 1:
+        return f"every {steps.pop()}th lane from lane {lanes[0]}".replace("every 2th", "every other")
+    return f"lanes {', '.join(map(str, lanes[:6]))}{', ...' if len(lanes) > 6 else ''}"
+
+
+def _what_lane0_holds(w: np.ndarray, is_max: bool) -> str:
+    """Lane 0's result described by the lanes it holds (and, for a sum, how often), not by a guessed cause."""
+    lanes = [int(i) for i in np.flatnonzero(w)]
+    held = f"only {_lanes_text(lanes)} ({len(lanes)} of the warp's 32 lanes)" if len(lanes) < 32 else "all 32 lanes"
+    if len(lanes) == 1 and lanes[0] != 0:
+        return (f"lane 0 ended with {_lanes_text(lanes)}'s value alone: a step put its partner's value in place of "
+                "the one it had combined so far instead of combining the two")
+    if lanes == [0]:
+        return "lane 0 never combined another lane's value with its own"
+    text = f"lane 0's {'max' if is_max else 'sum'} covers {held}: the other lanes' values never reached it"
+    if len(lanes) == 32:
+        text = "lane 0's sum covers all 32 lanes"
+    if not is_max and len(lanes) == 32 and len(set(w)) == 1:
+        return (f"lane 0's sum counts every lane's value {int(w[0])} times: a step paired each lane with itself "
+                "(offset 0, or offset 32: a shuffle keeps only the offset's low 5 bits, and an NVIDIA warp has 32 "
+                "lanes, not the 64 of an AMD wavefront)")
+    if not is_max and w.max() > 1:
+        j = int(np.argmax(w))
+        text += (f"{',' if len(lanes) == 32 else ';'} and it counts some of them more than once (lane {j}'s value "
+                 f"{int(w[j])} times): a step's partner held lanes lane 0 already had")
+    return text
+
+
 def _shuffle_mistake(got0: float, vals: np.ndarray, op, kind: str) -> str:
-    named = [
-        ("xor", (32, 16, 8, 4, 2, 1), True, "the first step used offset 32, the first step of a 64-lane AMD "
-         "wavefront: an NVIDIA warp has 32 lanes, and a shuffle keeps only the offset's low 5 bits, so offset 32 "
-         "pairs each lane with itself (a sum doubles)"),
-        ("down", (32, 16, 8, 4, 2, 1), True, None),
-        ("xor", (8, 4, 2, 1), True, "the shuffles started at offset 8, so they combined only 16 of the warp's 32 "
-         "lanes"),
-        ("down", (8, 4, 2, 1), True, None),
-        ("xor", (4, 2, 1), True, "the shuffles started at offset 4, so they combined only 8 of the warp's 32 lanes"),
-        ("down", (4, 2, 1), True, None),
-        ("xor", (16, 8, 4, 2), True, "the last step (offset 1) is missing: each lane combined only every other "
-         "lane"),
-        ("down", (16, 8, 4, 2), True, None),
-        ("up", (16, 8, 4, 2, 1), True, "shfl_up_sync sends values up to higher lanes, so lane 0 never receives "
-         "the others' values"),
-        ("down", (16, 8, 4, 2, 1), False, "each step replaced a lane's value by its partner's instead of combining "
-         "the two"),
-        ("xor", (16, 8, 4, 2, 1), False, None),
-    ]
-    last = ""
-    for mode, offs, comb, text in named:
-        last = text or last
-        want = _emulate_warp(vals, op, mode, offs, comb)[0]
-        if math.isclose(got0, want, rel_tol=1e-5, abs_tol=1e-6) and not math.isclose(
-                got0, _emulate_warp(vals, op, "xor", (16, 8, 4, 2, 1))[0], rel_tol=1e-5, abs_tol=1e-6):
-            return f"{kind}: {last}"
+    is_max = op is np.maximum
+    want = float(_emulate_warp(vals, op, "xor", (16, 8, 4, 2, 1))[0])
+    causes, held = set(), {}
+    for mode, offs, comb, cause in _SHUFFLE_LOOPS:
+        w = _lane0_weights(mode, offs, comb)
+        value = float(np.max(vals[w > 0])) if is_max else float(np.dot(w, vals.astype(np.float64)))
+        if math.isclose(got0, value, rel_tol=1e-5, abs_tol=1e-6) and not math.isclose(
+                value, want, rel_tol=1e-5, abs_tol=1e-6):
+            causes.add(cause)
+            key = tuple(w > 0) if is_max else tuple(w)
+            held[key] = w
+    if len(causes) == 1 and None not in causes:
+        return f"{kind}: {causes.pop()}"
+    if len(held) == 1:
+        return f"{kind}: {_what_lane0_holds(next(iter(held.values())), is_max)}"
+    if is_max and got0 < want:
+        return (f"{kind}: lane 0's max never met lane {int(np.argmax(vals))}'s value, the warp's largest: the "
+                "exchanges did not bring every lane's value to lane 0")
     return f"{kind}: lane 0 holds the wrong value"
 
 
