@@ -500,7 +500,7 @@ NOTEBOOKS = ROOT / "notebooks"
 # chapter file -> (exercise id, text in its solution, the pitfall's replacement, words the message must contain)
 PITFALLS = {
     "01_scores_to_probabilities.ipynb": ("ch01-stable-row", "p = tl.exp(x - m)", "p = tl.exp(x)",
-                                         "subtract the row max"),
+                                         "exp overflowed to inf"),
     "02_masks_and_padding.ipynb": ("ch02-masked-load-store", 'other=float("-inf")', "other=0.0", "-inf"),
 }
 
