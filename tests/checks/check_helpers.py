@@ -52,7 +52,7 @@ PITFALLS = [
     ("ch01-stable-row", "not normalized", [("y = p / tl.sum(p, axis=0)", "y = p")], "[2, 1, 0]",
      "not divided by the row sum"),
     ("ch02-masked-load-store", "padding 0 instead of -inf", [('other=float("-inf")', "other=0.0")],
-     "all-negative row [-1002, -1001, -1000]", "max became 0 - did you pad with 0 instead of -inf?"),
+     "all-negative row [-1002, -1001, -1000]", "the padding lanes read 0, above every real score"),
     ("ch02-masked-load-store", "store without mask", [("y, mask=mask)", "y)")], "random 2x31",
      "the store is not masked"),
     ("ch02-masked-load-store", "load without mask", [(', mask=mask, other=float("-inf"))', ")")],
@@ -69,7 +69,7 @@ PITFALLS = [
     ("ch04-fused", "rows stepped by n_cols, not the row stride", [("row * in_row_stride", "row * n_cols")],
      "strided view big[:, :1000] of a 4x1100 tensor", "row stride"),
     ("ch04-fused", "padding 0 instead of -inf", [('other=float("-inf")', "other=0.0")],
-     "all-negative row [-1002, -1001, -1000]", "pad with 0 instead of -inf"),
+     "all-negative row [-1002, -1001, -1000]", "the padding lanes read 0"),
     ("ch04-fused", "no max subtraction", [("x = x - tl.max(x, axis=0)", "x = x")],
      "large values [1000, 1001, 1002]", "exp overflowed to inf"),
 ]

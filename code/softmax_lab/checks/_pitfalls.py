@@ -5,7 +5,7 @@ a guard zone after the last row, then compares with the float64 reference. When 
 tries the classic mistakes one by one (each simulated in float64 from the same input) and returns the one
 that explains the output, in plain words:
 
-* exp overflow (no max subtraction)           * padding lanes read 0 instead of -inf
+* exp overflow (no max subtraction)           * padding lanes that read 0
 * loads or stores past the end of the row     * only the denominator shifted (output scaled by e^max)
 * forgot to divide by the sum                 * rows stepped by N instead of the row stride
 * outputs never written
@@ -34,11 +34,11 @@ OVERFLOW = ("exp overflowed to inf, and inf/inf is NaN: the kernel called exp on
             "float32 can hold, so the sum became inf and the outputs 0 or NaN")
 UNDERFLOW = ("every exp underflowed to 0, and 0/0 is NaN: every value the kernel passed to exp was below about "
              "-104, where exp rounds to 0 in float32, so the sum became 0")
-PAD_ZERO = ("row of all negative numbers: max became 0 - did you pad with 0 instead of -inf? The padding lanes read "
-            "0, so the row's max became 0 and each padding lane added exp(0 - max) to the sum: the real outputs "
-            "come out far too small (a masked load without other= reads 0 as well)")
-PAD_ZERO_ANY = ("the padding lanes read 0 instead of -inf, so each added exp(0 - max) to the sum: the sum is too "
-                "large and every output too small (a masked load without other= reads 0 as well)")
+PAD_ZERO = ("row of all negative numbers: the padding lanes read 0, above every real score, so the row's max "
+            "became 0 and each padding lane added exp(0 - max) = 1 to the sum: the real outputs come out far too "
+            "small (a masked load without other= reads 0 as well)")
+PAD_ZERO_ANY = ("the padding lanes read 0, so each added exp(0 - max) to the sum: the sum is too large and every "
+                "output too small (a masked load without other= reads 0 as well)")
 UNMASKED_LOAD = ("lanes past the end of the row read the next row's values (the load is not masked): they took part "
                  "in this row's max and sum")
 UNMASKED_STORE = ("the kernel wrote past the end of the last row: the store is not masked, so the padding lanes wrote "
