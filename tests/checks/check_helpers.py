@@ -59,7 +59,7 @@ PITFALLS = [
      "random 2x31", "the load is not masked"),
     ("ch03-naive-normalize", "forgot its own element",
      [("return rows * cols * (2 * cols + 1)", "return rows * cols * 2 * cols")],
-     "4096 x 1024, one tile of 1024 (the H200 benchmark's shape)", "left out each program's load of its own element"),
+     "4096 x 1024, one tile of 1024 (the H200 benchmark's shape)", "one load per program short"),
     ("ch03-naive-normalize", "counted the masked lanes of the last tile",
      [("return rows * cols * (2 * cols + 1)", "return rows * cols * (2 * block * -(-cols // block) + 1)")],
      "3 x 7, tiles of 4 (counted by memcount)", "masked lanes of the last tile"),

@@ -508,7 +508,7 @@ PITFALLS = {
 # The other chapters' seed pitfalls, graded in the every-chapter test.
 SLOW_PITFALLS = {
     "03_naive_kernel.ipynb": ("ch03-naive-normalize", "return rows * cols * (2 * cols + 1)",
-                              "return rows * cols * 2 * cols", "left out each program's load"),
+                              "return rows * cols * 2 * cols", "one load per program short"),
     "04_three_kernels_to_one.ipynb": ("ch04-fused", "row * in_row_stride + cols", "row * n_cols + cols",
                                       "row stride"),
     "05_online_softmax.ipynb": ("ch05-online-kernel", 'shift = tl.where(m_new == -float("inf"), 0.0, m_new)',

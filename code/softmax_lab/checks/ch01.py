@@ -2,7 +2,8 @@
 
 ``check_stable_row(softmax_row)`` runs the learner's launcher ``softmax_row(x, out)`` on 1-D rows: the
 [2, 1, 0] example, the [1000, 1001, 1002] trace, an all-negative row, a wide row [0, 100, -100] (a shift by
-anything but the max overflows there), identical values and random rows of several lengths. A wrong answer is explained (overflow, only the denominator shifted, not normalized, ...).
+anything but the max overflows there), identical values and random rows of several lengths. A wrong answer is
+explained (overflow, only the denominator shifted, not normalized, ...).
 ``check_shift_trace`` and ``check_count_nonfinite`` grade predictions (numbers written before the cells that
 compute them run) against what float32 computes.
 """
