@@ -150,9 +150,13 @@ def diagnose(m: LaneMaps, padding: str | None = None, effect: bool = False) -> l
         found.append(f"the padding lanes (past column {n - 1} of each block) read {shown} and took part in each "
                      "row's max and sum: each added exp(value - max) > 0 to a sum that should hold the row alone")
     elif not effect and padding == "-inf" and not m.outside.get("load") and any(v != float("-inf") for v in read):
-        shown = ", ".join(pictures.fmt(v) for v in read)
-        found.append(f"the padding lanes (past column {n - 1} of each block) read {shown}, not -inf: they take part "
-                     "in each row's max and sum")
+        shown = " and ".join(pictures.fmt(v) for v in read)
+        if float("-inf") in read:  # several loads of the same lanes, with different other= values
+            found.append(f"the padding lanes (past column {n - 1} of each block) read {shown}: each row was loaded "
+                         "more than once")
+        else:
+            found.append(f"the padding lanes (past column {n - 1} of each block) read {shown}: they take part in "
+                         "each row's max and sum, so every row shorter than its block comes out wrong")
     view = m.stores[:, :n]
     never = np.argwhere(view == NONE)
     if len(never):

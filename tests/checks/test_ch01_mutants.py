@@ -18,6 +18,15 @@ MISSED_BEFORE = [
     ("ch01-stable-row", "torch.softmax inside the launcher",
      [("    softmax_row_kernel[(1,)](out, x, x.numel(), BLOCK=BLOCK)", "    out.copy_(torch.softmax(x, dim=-1))")],
      ch01.TRAFFIC_CASE, "never launched softmax_row_kernel"),
+    ("ch01-stable-row", "shift by the row mean (right for every row without a wide spread)",
+     [("m = tl.max(x, axis=0)", "m = tl.sum(tl.where(mask, x, 0.0), axis=0) / n")],
+     ch01.WIDE_ROW, "exp overflowed to inf"),
+]
+
+# Other shifts than the max, failing the old cases too: the message names what overflowed, not a missing max
+OTHER_SHIFTS = [
+    ("ch01-stable-row", "shift by half the max", [("p = tl.exp(x - m)", "p = tl.exp(x - m / 2)")],
+     "large values [1000, 1001, 1002]", "called exp on a value past 88.7"),
 ]
 
 # Its newer exercises: (exercise, mutant, edits, failing case, words)
@@ -31,10 +40,19 @@ NEW_EXERCISES = [
     ("ch01-shift-trace", "predicts overflow for [1000, 1000, 1000]",
      [("return [1000.0, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], 3.0, [0.3333, 0.3333, 0.3333]]",
        "return [1000.0, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], 3.0, [0.0, 0.0, 0.0]]")],
-     "your trace of [1000, 1000, 1000]", "not what the stable softmax computes at: y"),
+     "your trace of [1000, 1000, 1000]", "differs from what float32 computes at the step(s): y"),
     ("ch01-shift-trace", "forgets the shift",
      [("return [1000.0, [0.0, 0.0, 0.0]", "return [1000.0, [1000.0, 1000.0, 1000.0]")],
-     "your trace of [1000, 1000, 1000]", "x - max"),
+     "your trace of [1000, 1000, 1000]", "step(s): x - max"),
+    ("ch01-shift-trace", "the textbook's NaN predicted for the stable formula on [1000, -1000, 1000]",
+     [("[1.0, 0.0, 1.0], 2.0, [0.5, 0.0, 0.5]]", '[1.0, 0.0, 1.0], 2.0, [0.5, float("nan"), 0.5]]')],
+     "your trace of [1000, -1000, 1000]", "step(s): y"),
+    ("ch01-shift-trace", "the tie's second max left out: one lane at 1",
+     [("[1.0, 0.0, 1.0], 2.0, [0.5, 0.0, 0.5]]", "[1.0, 0.0, 0.0], 1.0, [1.0, 0.0, 0.0]]")],
+     "your trace of [1000, -1000, 1000]", "exp(x - max), sum, y (the first of them"),
+    ("ch01-shift-trace", "exp(-2000) predicted as a NaN (an underflow is a plain 0)",
+     [("[1.0, 0.0, 1.0], 2.0, [0.5, 0.0, 0.5]]", '[1.0, float("nan"), 1.0], 2.0, [0.5, 0.0, 0.5]]')],
+     "your trace of [1000, -1000, 1000]", "step(s): exp(x - max)"),
     ("ch01-count-nonfinite", "float64's counts (overflow only past 709.8)",
      [('"wide": [[1, 0], [3, 0], [3, 0]]', '"wide": [[0, 0], [3, 0], [3, 0]]')],
      "your counts for a wide row [0, 100, -100]", "float64's counts"),
@@ -69,6 +87,11 @@ def test_mutant_passed_the_old_cases_and_is_killed_now(ex, mutant, edits, case, 
 
 @pytest.mark.parametrize("ex,mutant,edits,case,words", NEW_EXERCISES, ids=[f"{m[0]}: {m[1]}" for m in NEW_EXERCISES])
 def test_new_exercise_mutant_is_killed(ex, mutant, edits, case, words, tmp_path):
+    new_exercise_mutant_is_killed(ex, mutant, edits, case, words, tmp_path)
+
+
+@pytest.mark.parametrize("ex,mutant,edits,case,words", OTHER_SHIFTS, ids=[f"{m[0]}: {m[1]}" for m in OTHER_SHIFTS])
+def test_other_shift_is_killed(ex, mutant, edits, case, words, tmp_path):
     new_exercise_mutant_is_killed(ex, mutant, edits, case, words, tmp_path)
 
 

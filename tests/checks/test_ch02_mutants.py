@@ -40,14 +40,21 @@ NEW_EXERCISES = [
     ("ch02-padding-self-test", "only the seed's [0, 0, 0, 0]",
      [("        [[0.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]],",
        "        [[0.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]],"),
-      ("        [[-1002.0, -1001.0, -1000.0], [0.0900, 0.2447, 0.6652]],", "")],
+      ("        [[-3002.0, -3001.0, -3000.0], [0.0900, 0.2447, 0.6652]],", "")],
      ch02.PADDINGS[1][0], "none of your rows leaves a padding lane"),
     ("ch02-padding-self-test", "no all-negative row",
-     [("        [[-1002.0, -1001.0, -1000.0], [0.0900, 0.2447, 0.6652]],", "")],
+     [("        [[-3002.0, -3001.0, -3000.0], [0.0900, 0.2447, 0.6652]],", "")],
      ch02.PADDINGS[3][0], "exp(-1000 - max) is (almost) 0"),
     ("ch02-padding-self-test", "expects what a 0-padding kernel gives",
      [("[1 / 3, 1 / 3, 1 / 3]", "[0.25, 0.25, 0.25]")],
      ch02.PADDINGS[0][0], "the correct kernel fails your case 1"),
+    ("ch02-padding-self-test", "only [0, 0, 0], expecting what a 0-padding kernel gives: the wrong expectation named",
+     [("[1 / 3, 1 / 3, 1 / 3]", "[0.25, 0.25, 0.25]"),
+      ("        [[-3002.0, -3001.0, -3000.0], [0.0900, 0.2447, 0.6652]],", "")],
+     ch02.PADDINGS[1][0], "your expected output for case 1 is what that kernel computes"),
+    ("ch02-padding-self-test", "the chapter's own example row [-1002, -1001, -1000] as the negative row",
+     [("[[-3002.0, -3001.0, -3000.0],", "[[-1002.0, -1001.0, -1000.0],")],
+     ch02.PADDINGS[4][0], "exp(-2000 - max) is (almost) 0"),
 ]
 
 # The pitfalls the chapter names (check_helpers.PITFALLS), and more caught by value (same format)

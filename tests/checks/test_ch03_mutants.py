@@ -16,7 +16,7 @@ TILED = "3 x 7, tiles of 4 (counted by memcount)"
 # (exercise, mutant, edits, failing case, words)
 NEW_EXERCISES = [
     ("ch03-naive-normalize", "one walk per program", [(SOLUTION, "return rows * cols * (cols + 1)")], BIG,
-     "each program walks it twice"),
+     "needs the row's max before it can add up"),
     ("ch03-naive-normalize", "the walks counted once per row", [(SOLUTION, "return rows * (2 * cols + 1)")], BIG,
      "no program shares what it read"),
     ("ch03-naive-normalize", "three loads per element (a kernel that shares the max and sum)",
@@ -25,10 +25,12 @@ NEW_EXERCISES = [
      "programs of one row only"),
     ("ch03-naive-normalize", "whole tiles, and no own element",
      [(SOLUTION, "return rows * cols * 2 * block * -(-cols // block)")], TILED,
-     "and left out each program's load of its own element"),
+     "and your count is still one load per program short"),
     ("ch03-naive-normalize", "a float that is not a whole number", [(SOLUTION, "return rows * cols * 2.5")],
      "1 x 1, one tile of 1 (counted by memcount)",
      "return a whole number"),
+    ("ch03-naive-normalize", "the right count as a float", [(SOLUTION, "return float(rows * cols * (2 * cols + 1))")],
+     "1 x 1, one tile of 1 (counted by memcount)", "return a whole number (an int)"),
     ("ch03-naive-normalize", "some other formula, too high", [(SOLUTION, "return rows * cols * (2 * cols + 5)")], BIG,
      "too high"),
     ("ch03-naive-normalize", "some other formula, too low", [(SOLUTION, "return rows * cols * cols")], BIG,

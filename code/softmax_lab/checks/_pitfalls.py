@@ -5,7 +5,7 @@ a guard zone after the last row, then compares with the float64 reference. When 
 tries the classic mistakes one by one (each simulated in float64 from the same input) and returns the one
 that explains the output, in plain words:
 
-* exp overflow (no max subtraction)           * padding lanes read 0 instead of -inf
+* exp overflow (no max subtraction)           * padding lanes that read 0
 * loads or stores past the end of the row     * only the denominator shifted (output scaled by e^max)
 * forgot to divide by the sum                 * rows stepped by N instead of the row stride
 * outputs never written
@@ -30,21 +30,21 @@ FP32_EXP_MAX = math.log(torch.finfo(torch.float32).max)  # ≈ 88.72: exp overfl
 # (softmax_lab.hint(<exercise>)) gives the fix, one recorded level at a time.
 NOT_WRITTEN = ("some outputs were never written (still NaN): some rows got no program, or the store left part of a "
                "row out")
-OVERFLOW = ("exp overflowed to inf, and inf/inf is NaN: the kernel did not subtract the row max before exp, so every "
-            "value past 88.7 overflows float32")
-UNDERFLOW = ("every exp underflowed to 0, and 0/0 is NaN: the kernel did not subtract the row max before exp, so a "
-             "row far below 0 (under about -104) leaves nothing but zeros in float32")
-PAD_ZERO = ("row of all negative numbers: max became 0 - did you pad with 0 instead of -inf? The padding lanes read "
-            "0, so the row's max became 0 and each padding lane added exp(0 - max) to the sum: the real outputs "
-            "come out far too small (a masked load without other= reads 0 as well)")
-PAD_ZERO_ANY = ("the padding lanes read 0 instead of -inf, so each added exp(0 - max) to the sum: the sum is too "
-                "large and every output too small (a masked load without other= reads 0 as well)")
+OVERFLOW = ("exp overflowed to inf, and inf/inf is NaN: the kernel called exp on a value past 88.7, more than "
+            "float32 can hold, so the sum became inf and the outputs 0 or NaN")
+UNDERFLOW = ("every exp underflowed to 0, and 0/0 is NaN: every value the kernel passed to exp was below about "
+             "-104, where exp rounds to 0 in float32, so the sum became 0")
+PAD_ZERO = ("row of all negative numbers: the padding lanes read 0, above every real score, so the row's max "
+            "became 0 and each padding lane added exp(0 - max) = 1 to the sum: the real outputs come out far too "
+            "small (a masked load without other= reads 0 as well)")
+PAD_ZERO_ANY = ("the padding lanes read 0, so each added exp(0 - max) to the sum: the sum is too large and every "
+                "output too small (a masked load without other= reads 0 as well)")
 UNMASKED_LOAD = ("lanes past the end of the row read the next row's values (the load is not masked): they took part "
                  "in this row's max and sum")
 UNMASKED_STORE = ("the kernel wrote past the end of the last row: the store is not masked, so the padding lanes wrote "
                   "into memory the output does not own")
-DENOM_ONLY = ("every output is e^max times too large: you shifted only the denominator - the numerator is still "
-              "exp(x), so the two no longer share the same shift")
+DENOM_ONLY = ("every output is e^max times too large, so the row adds up to e^max, not 1: the numerator's "
+              "exponentials and the denominator's were not taken of the same values")
 NOT_NORMALIZED = ("the outputs are exp(x - max), not divided by the row sum: they do not add up to 1")
 NOT_SHIFTED_NUMERATOR = ("outputs are inf or 0: the numerator is exp(x) itself, which overflows (or underflows) for "
                          "values this large, while only the denominator was shifted by the row max")

@@ -1,8 +1,9 @@
 """Checks for chapter 1 (scores to probabilities): stable softmax of one row in one program.
 
 ``check_stable_row(softmax_row)`` runs the learner's launcher ``softmax_row(x, out)`` on 1-D rows: the
-[2, 1, 0] example, the [1000, 1001, 1002] trace, an all-negative row, identical values and random rows of
-several lengths. A wrong answer is explained (overflow, only the denominator shifted, not normalized, ...).
+[2, 1, 0] example, the [1000, 1001, 1002] trace, an all-negative row, a wide row [0, 100, -100] (a shift by
+anything but the max overflows there), identical values and random rows of several lengths. A wrong answer is
+explained (overflow, only the denominator shifted, not normalized, ...).
 ``check_shift_trace`` and ``check_count_nonfinite`` grade predictions (numbers written before the cells that
 compute them run) against what float32 computes.
 """
@@ -18,7 +19,7 @@ from .common import Report
 from .judging import KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case
 
 __all__ = ["check_stable_row", "ROW_TABLE", "ROW_CASES", "check_shift_trace", "SHIFT_TABLE", "check_count_nonfinite",
-           "COUNT_TABLE", "COUNT_ROWS", "STEPS"]
+           "COUNT_TABLE", "COUNT_ROWS", "STEPS", "WIDE_ROW"]
 
 # Each exercise has one case table, read by the notebook check and by the grader's judge alike.
 
@@ -28,6 +29,7 @@ ROW_TABLE = [
     ("[2, 1, 0]", 3, "[2, 1, 0]", 0),
     ("large values [1000, 1001, 1002]", 3, "[1000, 1001, 1002]", 0),
     ("all-negative row [-1002, -1001, -1000]", 3, "[-1002, -1001, -1000]", 0),
+    (WIDE_ROW := "wide row [0, 100, -100]", 3, "[0, 100, -100]", 0),  # its mean is 0: a mean shift overflows
     ("identical values [7, 7, 7, 7]", 4, "sevens", 0),
     ("one value [5]", 1, "[5]", 0),
     ("random row of 16", 16, "random", 1),
@@ -63,10 +65,10 @@ def _judge_cases(rng):
             for name, n, kind, _ in ROW_TABLE + fresh]
 
 
-# --------------------------------------------------------------- [0, 0, 0] versus [1000, 1000, 1000], predicted
+# ------------------------------------- [0, 0, 0] versus [1000, 1000, 1000], and [1000, -1000, 1000], predicted
 
 STEPS = ["max", "x - max", "exp(x - max)", "sum", "y"]
-TRACE_ROWS = {"zeros": [0.0, 0.0, 0.0], "thousands": [1000.0, 1000.0, 1000.0]}
+TRACE_ROWS = {"zeros": [0.0, 0.0, 0.0], "thousands": [1000.0, 1000.0, 1000.0], "tie": [1000.0, -1000.0, 1000.0]}
 TRACE_TOL = 1e-3  # predictions written with 4 decimals are fine
 
 
@@ -92,11 +94,11 @@ def trace_mistakes(got, want) -> list[str] | str:
         if isinstance(w, list):
             if (not isinstance(g, (list, tuple)) or len(g) != len(w) or not all(_number(v) for v in g)):
                 return f"the step {name!r} is a row: give it as a list of {len(w)} numbers"
-            if any(abs(a - b) > TRACE_TOL for a, b in zip(g, w)):
+            if not all(abs(a - b) <= TRACE_TOL for a, b in zip(g, w)):  # (a NaN is never close)
                 wrong.append(name)
         elif not _number(g):
             return f"the step {name!r} is one number"
-        elif abs(g - w) > TRACE_TOL * max(1.0, abs(w)):
+        elif not abs(g - w) <= TRACE_TOL * max(1.0, abs(w)):
             wrong.append(name)
     return wrong
 
@@ -119,10 +121,10 @@ def trace_problem(value, row: str) -> str:
     got = trace_mistakes(value, true_trace(TRACE_ROWS[row]))
     if isinstance(got, str):
         return got
-    if got:
-        return (f"not what the stable softmax computes at: {', '.join(got)} - work each step out from the one "
-                "before it (the stepper above shows the method on [1000, 1001, 1002])")
-    return ""
+    if not got:
+        return ""
+    return (f"your trace differs from what float32 computes at the step(s): {', '.join(got)}"
+            + (f" (the first of them, {got[0]}, feeds every step after it)" if len(got) > 1 else ""))
 
 
 # ch01-shift-trace: (name, the learner's function, its arguments, the verdict on what it returns)
@@ -130,6 +132,7 @@ SHIFT_TABLE = [
     ("your trace of [0, 0, 0]", "predicted_trace", ["zeros"], lambda value: trace_problem(value, "zeros")),
     ("your trace of [1000, 1000, 1000]", "predicted_trace", ["thousands"],
      lambda value: trace_problem(value, "thousands")),
+    ("your trace of [1000, -1000, 1000]", "predicted_trace", ["tie"], lambda value: trace_problem(value, "tie")),
     ("which steps change between the two rows", "steps_that_change", [], changes_problem),
 ]
 

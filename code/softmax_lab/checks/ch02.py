@@ -119,7 +119,8 @@ MAX_CASES, MAX_LEN = 16, 64
 PADDINGS = [("a correct kernel (padding -inf) passes every one of your cases", -math.inf),
             ("your cases catch a kernel that pads with 0", 0.0),
             ("your cases catch a kernel that pads with 1", 1.0),
-            ("your cases catch a kernel that pads with -1000 (very negative, but not -inf)", -1000.0)]
+            ("your cases catch a kernel that pads with -1000 (very negative, but not -inf)", -1000.0),
+            ("your cases catch a kernel that pads with -2000 (below every row of this chapter)", -2000.0)]
 NO_PADDING_LANE = ("none of your rows leaves a padding lane: a row whose length is a power of two (like the seed's "
                    "[0, 0, 0, 0] in a block of 4) fills its block, so the padding is never read")
 
@@ -184,8 +185,13 @@ def self_test_problem(cases, pad: float, run) -> str:
         return ""
     if all(len(row) == triton.next_power_of_2(len(row)) for row, _ in cases):
         return NO_PADDING_LANE
+    wrong = [k for k, (row, want) in enumerate(cases, 1)
+             if any(abs(a - b) > SELF_TEST_TOL for a, b in zip(run(list(row), -math.inf), want))]
+    if wrong:
+        return (f"a kernel that pads with {pad:g} passes all your cases because your expected output for case "
+                f"{wrong[0]} is what that kernel computes, not the softmax of the row: the correct kernel fails it")
     why = (f"every one of your rows has its max so far above {pad:g} that exp({pad:g} - max) is (almost) 0, so "
-           "the padding lanes add nothing your expected outputs could notice" if pad == -1000.0 else
+           "the padding lanes add nothing your expected outputs could notice" if pad <= -1000.0 else
            f"in your rows the padding lanes' exp({pad:g} - max) is too small to move any output past "
            f"{SELF_TEST_TOL:g}, and never becomes the max")
     return f"a kernel that pads with {pad:g} passes all your cases: {why}"

@@ -50,9 +50,8 @@ def counted_loads(rows: int, cols: int, block: int) -> int:
 
 def loads_problem(value, rows: int, cols: int, block: int, want: int | None = None) -> str:
     """'' when ``value`` is the naive kernel's load count for (rows, cols, block), else the mistake in words."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, float)) or (
-            isinstance(value, float) and not value.is_integer()):
-        return f"return a whole number of loaded elements (got {type(value).__name__} {value!r:.40})"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # a count of elements is an int
+        return f"return a whole number (an int) of loaded elements (got {type(value).__name__} {value!r:.40})"
     value = int(value)
     want = naive_load_count(rows, cols) if want is None else want
     if value == want:
@@ -64,13 +63,14 @@ def loads_problem(value, rows: int, cols: int, block: int, want: int | None = No
          "memory"),
         (rows * cols * (2 * tiles * block),
          "you counted the masked lanes of the last tile as loads (a lane whose mask is false reads nothing), and "
-         "left out each program's load of its own element"),
+         "your count is still one load per program short of what the kernel reads"),
     ] if tiles * block != cols else []
     shapes = padded + [  # (a wrong formula's count, its mistake): named only when no other one gives that count
-        (rows * cols * 2 * cols, "you left out each program's load of its own element"),
+        (rows * cols * 2 * cols, "your count is one load per program short: a program reads more than its walks "
+                                 "over the row"),
         (rows * cols * (cols + 1),
-         "you counted one walk over the row per program, but each program walks it twice (the max first, then the "
-         "sum)"),
+         "you counted one walk over the row per program: a program needs the row's max before it can add up "
+         "exp(x - max), and keeps no row in registers between the two"),
         (cols * (2 * cols + 1),
          "you counted the programs of one row only: the grid has a program for every element of every row"),
         (rows * (2 * cols + 1),
