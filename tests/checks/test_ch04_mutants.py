@@ -71,8 +71,14 @@ TRAFFIC_MUTANTS = [
     ("counts padded lanes", [("loads, stores = rows * cols, rows * cols",
                               "loads, stores = rows * triton.next_power_of_2(cols), rows * cols")],
      "fused on 3x5", "does not grow like a count of elements"),
+    ("counts every lane of each block, masked or not",
+     [("loads = rows * cols + (rows * cols + rows) + (rows * cols + rows)",
+       "lanes = triton.cdiv(cols, 4096) * min(triton.next_power_of_2(cols), 4096)\n"
+       "    loads = rows * lanes + (rows * lanes + rows) + (rows * lanes + rows)")],
+     "three_pass on 2x4100", "does not grow like a count of elements"),
 ]
-EXPECTED_TOTALS = {14, 10, 51, 36, 100, 68, 15, 32}  # what the library kernels move on 1x4, 3x5, 2x16
+# what the library kernels move on 1x4, 3x5, 2x16, 4x33, 2x4100
+EXPECTED_TOTALS = {14, 10, 51, 36, 100, 68, 15, 32, 404, 272, 132, 24604, 16404, 8200}
 
 
 @pytest.mark.parametrize("mutant,edits,case,words", TRAFFIC_MUTANTS, ids=[m[0] for m in TRAFFIC_MUTANTS])
