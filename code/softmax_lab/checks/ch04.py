@@ -178,8 +178,8 @@ lane_input = None  # the default: 4 rows of 10 inside rows of 14
 
 
 STRIDED_OUT = "the kernel wrote into the gaps between the output's rows (or past its end)"
-OUT_STRIDE = ("output rows were stepped by the input's stride or by n_cols, not by the output's own row stride "
-              "(out.stride(0)), so they landed in the wrong places")
+OUT_STRIDE = ("memory this output does not own was overwritten: its rows were placed at a spacing that is not the "
+              "output's own row stride, or lanes past a row's end were stored")
 TRAFFIC_CASE = "your own Triton kernel reads each element once and writes each once (counted by memcount)"
 INT64_CASE = "64-bit row offsets (row * row_stride past 2**31 elements)"
 
@@ -194,7 +194,7 @@ def strided_output(rows: int, n: int, step: int, dtype=torch.float32) -> tuple[t
 
 def _strided_out_problem(fn, values: torch.Tensor, in_step: int | None, out_step: int) -> str:
     rows, n = values.shape
-    x, _, _ = guarded_input(values.to(DEVICE), in_step)
+    x, flat_in, step = guarded_input(values.to(DEVICE), in_step)
     out, flat = strided_output(rows, n, out_step)
     with quiet():
         y = _returned(fn(x, out), out)
@@ -202,8 +202,8 @@ def _strided_out_problem(fn, values: torch.Tensor, in_step: int | None, out_step
     inside[: rows * out_step].view(rows, out_step)[:, :n] = True
     if bool((flat[~inside] != GUARD).any()):
         return f"{STRIDED_OUT}: {OUT_STRIDE}"
-    wrong = explain(y, x)
-    return f"{wrong} - {OUT_STRIDE}" if wrong and y is out else wrong
+    # Nothing landed outside the output's rows, so its stride is not to blame: name what the values say.
+    return explain(y, x, triton.next_power_of_2(n), flat=flat_in, row_step=step)
 
 
 @contextlib.contextmanager
