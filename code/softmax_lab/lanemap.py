@@ -173,7 +173,7 @@ def diagnose(m: LaneMaps, padding: str | None = None, effect: bool = False) -> l
                      "not stepped by the output's own row stride, or the store is not masked")
     if m.outside.get("store"):
         found.append(f"{m.outside['store']} lane(s) were stored outside every tensor (past the end of the output): "
-                     "these lanes are padding, and the store is not masked")
+                     "lanes past a row's end were stored, or whole rows landed beyond the output's last row")
     if m.outside.get("load"):
         found.append(f"{m.outside['load']} lane(s) were loaded from outside every tensor: the load is not masked")
     for r in range(m.stores.shape[0]):

@@ -65,7 +65,7 @@ PITFALLS = [
      "3 x 7, tiles of 4 (counted by memcount)", "masked lanes of the last tile"),
     ("ch04-traffic", "forgot the per-row max and sum",
      [("loads = rows * cols + (rows * cols + rows) + (rows * cols + rows)", "loads = 3 * rows * cols")],
-     "three_pass on 3x5", "count the per-row max and sum"),
+     "three_pass on 3x5", "once for its whole row, apart from x and y, are miscounted"),
     ("ch04-fused", "rows stepped by n_cols, not the row stride", [("row * in_row_stride", "row * n_cols")],
      "strided view big[:, :1000] of a 4x1100 tensor", "row stride"),
     ("ch04-fused", "padding 0 instead of -inf", [('other=float("-inf")', "other=0.0")],

@@ -24,7 +24,7 @@ MISSED_BEFORE = [
      ch04.INT64_CASE, "computed in 32 bits, not 64-bit"),
     ("ch04-fused", "ignores out_row_stride (assumes a contiguous output)",
      [("out_ptr + row * out_row_stride", "out_ptr + row * n_cols")], ch04.STRIDED_OUT_CASES[0][0],
-     "not by the output's own row stride"),
+     "not the output's own row stride"),
     ("ch04-fused", "torch.softmax inside the wrapper", [(LAUNCH_CH04, "    out.copy_(torch.softmax(x, dim=-1))")],
      ch04.TRAFFIC_CASE, "never launched my_fused_kernel"),
     ("ch04-fused", "reads the row twice (not fused)",
@@ -71,8 +71,14 @@ TRAFFIC_MUTANTS = [
     ("counts padded lanes", [("loads, stores = rows * cols, rows * cols",
                               "loads, stores = rows * triton.next_power_of_2(cols), rows * cols")],
      "fused on 3x5", "does not grow like a count of elements"),
+    ("counts every lane of each block, masked or not",
+     [("loads = rows * cols + (rows * cols + rows) + (rows * cols + rows)",
+       "lanes = triton.cdiv(cols, 4096) * min(triton.next_power_of_2(cols), 4096)\n"
+       "    loads = rows * lanes + (rows * lanes + rows) + (rows * lanes + rows)")],
+     "three_pass on 2x4100", "does not grow like a count of elements"),
 ]
-EXPECTED_TOTALS = {14, 10, 51, 36, 100, 68, 15, 32}  # what the library kernels move on 1x4, 3x5, 2x16
+# what the library kernels move on 1x4, 3x5, 2x16, 4x33, 2x4100
+EXPECTED_TOTALS = {14, 10, 51, 36, 100, 68, 15, 32, 404, 272, 132, 24604, 16404, 8200}
 
 
 @pytest.mark.parametrize("mutant,edits,case,words", TRAFFIC_MUTANTS, ids=[m[0] for m in TRAFFIC_MUTANTS])
@@ -189,3 +195,27 @@ def test_wrapped_rows_mutants_fail_the_check_and_the_judge(mutant, edits, failin
     for call in ch04.JUDGES[ex].calls(np.random.default_rng(5)):
         if call.name in failing:  # the named launches: the judge's verdict is the check's
             assert failing[call.name] in call.expect(module.rows_read_right(*call.args)), (mutant, call.name)
+
+
+# The review's wrong diagnoses (2026-12-02): (mutant, edits, case, words its line must hold, words it must not).
+DIAGNOSES = [
+    ("output stepped by the input's stride, store masked",
+     [("out_ptr + row * out_row_stride", "out_ptr + row * in_row_stride")],
+     "strided view big[:, :1000] of a 4x1100 tensor", "placed further apart than this output's rows",
+     "not masked"),
+    ("padding 0 with the right strides, strided input and output",
+     [('other=float("-inf")', "other=0.0")],
+     "strided input and output: 4x6, input rows 9 apart, output rows 8 apart", "padding lanes read 0", "stride"),
+    ("padding 0 with the right strides, strided output",
+     [('other=float("-inf")', "other=0.0")],
+     "strided output: a contiguous 3x5 input into rows 7 apart", "padding lanes read 0", "stride"),
+]
+
+
+@pytest.mark.parametrize("mutant,edits,case,words,never", DIAGNOSES, ids=[d[0] for d in DIAGNOSES])
+def test_fused_feedback_blames_the_real_mistake(mutant, edits, case, words, never, tmp_path):
+    ok, text = run_check("ch04-fused", load("ch04-fused", mutate("ch04-fused", edits), tmp_path), grouped=False)
+    line = failing_line(text, case)
+    assert not ok and line is not None, text
+    reason = line.split(": ", 1)[1]  # after the case's name (which may say "strided")
+    assert words in reason and never not in reason, text

@@ -52,7 +52,10 @@ def _masked_kernel(x_ptr, y_ptr, pad_ptr, x_row_stride, y_row_stride, S, rows_pe
     y_row = y_ptr + row * y_row_stride
     if BUG == "out-stride":
         y_row = y_ptr + row * x_row_stride
-    tl.store(y_row + k, y.to(y_ptr.dtype.element_ty), mask=k < S)
+    if BUG == "store-kept":  # stores only the kept keys: the masked-out keys' zeros are never written
+        tl.store(y_row + k, y.to(y_ptr.dtype.element_ty), mask=keep)
+    else:
+        tl.store(y_row + k, y.to(y_ptr.dtype.element_ty), mask=k < S)
 
 
 def _masked(bug=""):
@@ -81,6 +84,17 @@ def test_masked_solution(capsys):
 ])
 def test_masked_mutants(bug, new_cases, words, capsys):
     assert_only_new_cases_fail(ch06.check_masked_softmax, _masked(bug), new_cases, words, capsys)
+
+
+def test_masked_store_kept_only_is_named_not_blamed_on_nan_or_stride(capsys):
+    """The review of 2026-12-02: storing only the kept keys was called "exp(-inf - (-inf)) is NaN" on fully masked
+    rows (the guard was there: NaN was the unwritten output) and "read at another spacing" on strided scores."""
+    ok, out = check_output(ch06.check_masked_softmax, _masked("store-kept"), capsys)
+    lines = fail_lines(out)
+    assert not ok and lines, out
+    assert any("never written" in line for line in lines), out
+    for line in lines:
+        assert "exp(-inf - (-inf))" not in line and "another spacing" not in line, line
 
 
 def test_masked_half_sum(capsys, monkeypatch):

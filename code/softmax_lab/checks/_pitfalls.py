@@ -43,6 +43,9 @@ UNMASKED_LOAD = ("lanes past the end of the row read the next row's values (the 
                  "in this row's max and sum")
 UNMASKED_STORE = ("the kernel wrote past the end of the last row: the store is not masked, so the padding lanes wrote "
                   "into memory the output does not own")
+ROWS_TOO_FAR = ("the kernel wrote past the end of the output, further than any lane of its last row reaches: output "
+                "rows were placed further apart than this output's rows are, so the last ones landed in memory it "
+                "does not own")
 DENOM_ONLY = ("every output is e^max times too large, so the row adds up to e^max, not 1: the numerator's "
               "exponentials and the denominator's were not taken of the same values")
 NOT_NORMALIZED = ("the outputs are exp(x - max), not divided by the row sum: they do not add up to 1")
@@ -201,9 +204,12 @@ def softmax_problem(fn, values: torch.Tensor, block_of=None, strided_cols: int |
     with quiet():
         y = fn(x, out)
         y = out if y is None else y
-        if bool((guard != GUARD).any()):
-            return UNMASKED_STORE
         block = block_of(x.shape[-1]) if block_of else None
+        written = (guard != GUARD).nonzero()
+        if len(written):
+            # the last row's lanes (padding included) end block - n_cols elements past the output's end at most
+            reach = block - x.shape[-1] if block else None
+            return ROWS_TOO_FAR if reach is not None and int(written.max()) >= reach else UNMASKED_STORE
         if one_row and isinstance(y, torch.Tensor) and tuple(y.shape) == tuple(x.shape):
             return explain(y.reshape(1, -1), x2, block, flat=flat, row_step=step)  # one row: read as 1 x n
         return explain(y, x, block, flat=flat if not one_row else None, row_step=step)

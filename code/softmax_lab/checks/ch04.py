@@ -59,7 +59,9 @@ STRIDED_OUT_CASES = [(name, case_values(kind, shape, seed), step, out)
 # ch04-traffic's cases: (name, the kernel, the learner's function that counts its traffic, (rows, columns)). The
 # check compares with the library kernel's counted traffic (memcount), the judge with the same counts in closed
 # form (``traffic_counts``; tests/checks/test_ch04.py checks they agree), on these shapes and JUDGE_FRESH fresh ones.
-TRAFFIC_SHAPES = [(1, 4), (3, 5), (2, 16)]
+# Padded lanes (5, 33 columns) and a row longer than the launchers' widest block (4,100 > 4,096 lanes: two
+# chunks, the second mostly masked off) besides the small exact ones.
+TRAFFIC_SHAPES = [(1, 4), (3, 5), (2, 16), (4, 33), (2, 4100)]
 TRAFFIC_FUNCTIONS = {"three_pass": "three_pass_traffic", "fused": "fused_traffic"}
 TRAFFIC_TABLE = [(f"{kernel} on {r}x{c}", kernel, fn, (r, c))
                  for kernel, fn in TRAFFIC_FUNCTIONS.items() for r, c in TRAFFIC_SHAPES]
@@ -100,16 +102,16 @@ def _counts_of(formula):
     return pair
 
 
+# What a wrong term means, as a mistake and its consequence (never the missing transfer itself).
 TERM_HINTS = {
-    ("three_pass", 0): "go through the kernels one by one: which of them read x, which write or read the exp buffer, "
-                       "which write y",
-    ("three_pass", 1): "count the per-row max and sum too: each is one element per row, stored by one kernel and "
-                       "loaded again by the next",
-    ("fused", 0): "the fused kernel loads each x once and stores each y once",
-    ("fused", 1): "max, exponentials and sum stay in registers: nothing per row leaves the fused program",
+    ("three_pass", 0): "at least one of the three launches moves a different number of elements per row element "
+                       "than you counted",
+    ("three_pass", 1): "the elements a program moves once for its whole row, apart from x and y, are miscounted",
+    ("fused", 0): "the fused kernel moves a different number of elements per row element than you counted",
+    ("fused", 1): "your count has the fused program moving a different number of elements once per row than it does",
 }
-OTHER_TERMS_HINT = ("masked-off padding lanes are not counted, and no count here depends on the columns alone or "
-                    "is paid once per launch")
+OTHER_TERMS_HINT = ("a count of unmasked lanes has no term that grows with the columns alone or is paid once per "
+                    "launch: masked-off lanes move nothing")
 
 
 def term_feedback(kernel_name: str, quantity: str, got, want) -> str:
@@ -176,8 +178,8 @@ lane_input = None  # the default: 4 rows of 10 inside rows of 14
 
 
 STRIDED_OUT = "the kernel wrote into the gaps between the output's rows (or past its end)"
-OUT_STRIDE = ("output rows were stepped by the input's stride or by n_cols, not by the output's own row stride "
-              "(out.stride(0)), so they landed in the wrong places")
+OUT_STRIDE = ("memory this output does not own was overwritten: its rows were placed at a spacing that is not the "
+              "output's own row stride, or lanes past a row's end were stored")
 TRAFFIC_CASE = "your own Triton kernel reads each element once and writes each once (counted by memcount)"
 INT64_CASE = "64-bit row offsets (row * row_stride past 2**31 elements)"
 
@@ -192,7 +194,7 @@ def strided_output(rows: int, n: int, step: int, dtype=torch.float32) -> tuple[t
 
 def _strided_out_problem(fn, values: torch.Tensor, in_step: int | None, out_step: int) -> str:
     rows, n = values.shape
-    x, _, _ = guarded_input(values.to(DEVICE), in_step)
+    x, flat_in, step = guarded_input(values.to(DEVICE), in_step)
     out, flat = strided_output(rows, n, out_step)
     with quiet():
         y = _returned(fn(x, out), out)
@@ -200,8 +202,8 @@ def _strided_out_problem(fn, values: torch.Tensor, in_step: int | None, out_step
     inside[: rows * out_step].view(rows, out_step)[:, :n] = True
     if bool((flat[~inside] != GUARD).any()):
         return f"{STRIDED_OUT}: {OUT_STRIDE}"
-    wrong = explain(y, x)
-    return f"{wrong} - {OUT_STRIDE}" if wrong and y is out else wrong
+    # Nothing landed outside the output's rows, so its stride is not to blame: name what the values say.
+    return explain(y, x, triton.next_power_of_2(n), flat=flat_in, row_step=step)
 
 
 @contextlib.contextmanager

@@ -52,6 +52,9 @@ OUT_STRIDE = ("the outputs are not where they belong: the output has its own row
               "the scores'), and rows were written at another spacing")
 IN_STRIDE = ("rows of scores are not contiguous (a view like big[..., :S], rows farther apart than S): rows were "
              "read at another spacing")
+UNWRITTEN = ("outputs of masked-out keys were never written: they still hold whatever the output held before the "
+             "launch (NaN here, anything in real use), so those rows do not read as zeros where the mask removed keys")
+UNWRITTEN_MARK = -7.0  # what a second launch's output is filled with: no softmax ever writes a negative value
 
 
 @contextlib.contextmanager
@@ -157,13 +160,21 @@ def masked_problem(fn, scores: torch.Tensor, causal: bool, left_pad, strict_fp16
     ref = masked_softmax_ref(scores, keep).cpu()
     y64 = y.to(torch.float64).cpu()
     empty = ~keep.expand(B, H, S, S).any(dim=-1).cpu()  # fully masked rows
+    atol, rtol = TOLERANCES[scores.dtype]
+    if not scores.is_contiguous() and not torch.allclose(y64, ref, atol=atol, rtol=rtol, equal_nan=True):
+        if _read_at_spacing_s(y64, scores, keep, atol, rtol):
+            return IN_STRIDE
+    if bool(torch.isnan(y64).any()):
+        never = _never_written(fn, scores, causal, left_pad, out_gap)
+        if bool(never.any()):
+            masked_out = ~keep.expand(B, H, S, S).cpu()
+            return NOT_WRITTEN if bool((never & ~masked_out).any()) else UNWRITTEN
     if bool(torch.isnan(y64[empty]).any()):
         return FULLY_MASKED
     if bool(torch.isnan(y64).any()):
         return f"{int(torch.isnan(y64).sum())} output value(s) are NaN (still poisoned: not stored, or overflowed)"
     if bool((y64[empty] != 0).any()):
         return "a fully masked row must be all zeros, not a spread of probability over masked keys"
-    atol, rtol = TOLERANCES[scores.dtype]
     if torch.allclose(y64, ref, atol=atol, rtol=rtol):
         if strict_fp16 and scores.dtype == torch.float16 and _ulp_problem(y64, ref):
             return FP32
@@ -290,6 +301,28 @@ def lane_input():
     return torch.randn(6, 9, generator=torch.Generator().manual_seed(0)).to(DEVICE)[:, :6]
 
 
+NOT_WRITTEN = "some outputs were never written: they still hold whatever the output held before the launch"
+
+
+def _read_at_spacing_s(y64: torch.Tensor, scores: torch.Tensor, keep: torch.Tensor, atol: float, rtol: float) -> bool:
+    """Is the output the masked softmax of the scores' memory read as if rows were S apart (the strided case)?"""
+    packed = torch.as_strided(scores, scores.shape, torch.empty(scores.shape, device="meta").stride(),
+                              scores.storage_offset())
+    alt = masked_softmax_ref(packed, keep).cpu()
+    return torch.allclose(y64, alt, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def _never_written(fn, scores: torch.Tensor, causal: bool, left_pad, out_gap: int = 0) -> torch.Tensor:
+    """Launch again into an output (laid out as the case's) full of UNWRITTEN_MARK: where it is still there,
+    nothing was stored."""
+    out = _strided_output(scores, out_gap)[0] if out_gap else torch.empty_like(scores)
+    out.fill_(UNWRITTEN_MARK)
+    with quiet(), half_sums_in_half():
+        y = fn(scores, out, causal=causal, left_pad=left_pad)
+    y = out if y is None else y
+    return (y == UNWRITTEN_MARK).cpu()
+
+
 def check_masked_softmax(masked_softmax) -> Verdict:
     """Exercise ch06-masked: ``masked_softmax(scores, out, causal=..., left_pad=...)`` on [B, H, S, S] scores."""
     report = Report("ch06-masked", drawing=lane_map_of(lane_launch(masked_softmax), lane_input))
@@ -305,14 +338,12 @@ def check_masked_softmax(masked_softmax) -> Verdict:
 
 
 def _with_pitfall(problem: str, pitfall: str | None) -> str:
-    """A case's own diagnosis replaces the generic one: the fp16 sum for chapter 6's row, the row stride for a
-    strided input."""
+    """A case's own diagnosis replaces the generic one: the fp16 sum for chapter 6's row (the row stride of a
+    strided input is diagnosed in masked_problem, from the values)."""
     if not problem or not pitfall:
         return problem
     if pitfall == HALF_SUM and (FP32 in problem):
         return HALF_SUM
-    if pitfall == IN_STRIDE and (problem.startswith("values differ") or problem == LEAK or "NaN" in problem):
-        return f"{problem} - {IN_STRIDE}"
     return problem
 
 
