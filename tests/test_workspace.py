@@ -175,3 +175,14 @@ def test_make_clean_and_gitignore_keep_the_workspace():
     clean = [ln for ln in (ROOT / "Makefile").read_text().splitlines() if ln.startswith("\trm -rf")]
     assert clean and all("workspace" not in ln for ln in clean)
     assert lab.STATE == ".softmax-lab.json"  # docs/authoring.md names it
+
+
+def test_workspace_from_a_deleted_folder_says_so_in_one_line(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = ("import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+            "from softmax_lab import cli; sys.exit(cli.main(['workspace']))")
+    r = subprocess.run([sys.executable, "-c", code, str(gone)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert "no longer exists" in r.stderr

@@ -229,6 +229,10 @@ def _root(given: Path | None, command: str) -> Path | None:
     except BuildError as err:
         print(f"softmax-lab {command}: {err}", file=sys.stderr)
         return None
+    except FileNotFoundError:  # the current folder was deleted (a workspace removed while its terminal was open)
+        print(f"softmax-lab {command}: the folder you are in no longer exists: `cd` to the course folder and run it "
+              "again", file=sys.stderr)
+        return None
 
 
 def _tell_changed(root: Path) -> None:
