@@ -18,7 +18,10 @@ def test_cluster_size_check_and_judge_read_one_case_table(capsys):
     def cluster_size(n_cols, element_size, per_sm, max_parts):
         return ch10.cluster_rule(n_cols, element_size, per_sm, max_parts)
 
-    assert ch10.check_cluster_size(cluster_size, lambda n, size: cluster_size(n, size, 2, 16))
+    # The check unwrapped: the guard (on once any test reached it through softmax_lab.checks) refuses the
+    # package's own rule, which is what a learner's cell gets; here the rule stands in for a correct answer.
+    check = getattr(ch10.check_cluster_size, "__wrapped__", ch10.check_cluster_size)
+    assert check(cluster_size, lambda n, size: cluster_size(n, size, 2, 16))
     printed = [ln[len("PASS  "):] for ln in capsys.readouterr().out.splitlines() if ln.startswith("PASS  ")]
     named = [c[0] for c in ch10.CLUSTER_CASES]
     runs = [f"recorded on the H200: {rows}x{n}x{dtype}".replace(f"x{dtype}", f" {dtype}")

@@ -322,7 +322,7 @@ def test_own_workspace_notebook_is_recognised(tmp_path, monkeypatch):
     from softmax_lab.course import notebook
     from softmax_lab.grading import options
 
-    monkeypatch.setattr(notebook, "repo_root", lambda: tmp_path)
+    monkeypatch.setattr(notebook, "repo_root", lambda *a, **k: tmp_path)
     (tmp_path / "workspace").mkdir()
     mine = save(pasted(), tmp_path / "workspace" / NB)
     theirs = save(pasted(), tmp_path / "elsewhere" / NB)
