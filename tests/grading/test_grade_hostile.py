@@ -420,3 +420,35 @@ def test_the_class_gets_totals_results_merged_points_and_html_feedback(graded, t
     for p in (grades / "feedback").glob("*.html"):
         text = p.read_text(encoding="utf-8")
         assert "<script" not in text and "\x1b" not in text and "\u202e" not in text, p.name
+
+
+def test_sigterm_mid_class_stops_as_ctrl_c_does(tmp_path):
+    """`kill` (or a batch system's time limit) while `grade` runs: before, Python died on the spot and left the
+    gradebook's lock behind (and the next run's takeover an empty .takeover file). Now it stops as Ctrl-C does:
+    the rows graded so far kept, the lock removed, and a rerun grades the rest."""
+    import signal
+
+    ensure_bwrap()
+    subs = tmp_path / "class"
+    slow = DOUBLE_OK + "\n\nimport time\ntime.sleep(20)\n"
+    for name in ("ann", "bob", "cat"):
+        nb = pasted() if name == "ann" else set_exercise(pasted(), "fx-double", slow)
+        save(nb, subs / name / NB)
+    out = tmp_path / "grades" / "gradebook.csv"
+    argv = [subs, "--out", out, "--solutions", FIXTURES, "--jobs", "1", *FAST]
+    proc = grade_cli(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = proc.stdout.readline()  # one notebook's summary line: the first notebook is graded
+        assert first, proc.stderr.read()[-3000:]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    assert "interrupted" in err and "Traceback" not in err, err[-3000:]
+    assert sorted(p.name for p in out.parent.iterdir() if "lock" in p.name) == []
+    graded = {r["submission"].split("/")[0] for r in read_rows(out)}
+    assert graded and graded < {"ann", "bob", "cat"}, graded
+    again = grade_cli(argv)
+    assert again.returncode == 0 and "taking over" not in again.stderr, again.stderr[-3000:]
+    assert {r["submission"].split("/")[0] for r in read_rows(out)} == {"ann", "bob", "cat"}

@@ -62,6 +62,7 @@ def test_stale_lock_of_a_dead_run_is_taken_over_with_a_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"taking over {lock_path(out)}: left by process {dead.pid} on {HOST}" in err
     assert rc == 0 and out.exists() and not lock_path(out).exists()
+    assert not [p for p in tmp_path.iterdir() if "lock" in p.name]  # nor an empty .takeover file
 
 
 def test_lock_of_another_host_is_never_taken_over(tmp_path):
@@ -99,3 +100,17 @@ def test_two_runs_finding_the_same_dead_lock_at_once_never_both_hold_it(tmp_path
     said = sorted(r.communicate(timeout=60)[0].strip() for r in runs)
     assert said == ["held", "refused", "refused", "refused"], said
     assert not path.exists()
+    assert os.listdir(tmp_path) == []  # no .takeover file either
+
+
+def test_sigterm_while_held_removes_the_lock(tmp_path):
+    path = tmp_path / "book.csv.lock"
+    script = (f"import time\nfrom softmax_lab.grading.lock import Lock\n"
+              f"try:\n    with Lock({str(path)!r}, 'another grade run', 'writing x'):\n"
+              f"        print('held', flush=True); time.sleep(60)\nexcept KeyboardInterrupt:\n    print('stopped')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    assert run.stdout.readline().strip() == "held" and path.exists()
+    run.terminate()
+    assert run.communicate(timeout=30)[0].strip() == "stopped"
+    assert os.listdir(tmp_path) == []

@@ -4,12 +4,17 @@ The lock is a file made with O_EXCL holding ``<pid> <host> <date> <time>`` of th
 finds it and refuses with one line naming that run, changing nothing. A lock left by a run that died (its pid no
 longer runs on this host: kill -9, a power cut) is taken over, with a line saying so. A lock from another host is
 never taken over: that run may still be going; the line says which file to remove if it is gone.
+
+While the lock is held, SIGTERM and SIGHUP (``kill``, a batch system's time limit, a closed terminal) stop the run as
+Ctrl-C does: it stops its sandboxes, keeps what it has written and removes the lock on its way out.
 """
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +42,7 @@ class Lock:
     def __init__(self, path: Path, what: str, doing: str, program: str = "softmax-lab"):
         self.path, self.what, self.doing, self.program = Path(path), what, doing, program
         self.held = False
+        self._handlers: dict = {}
 
     def __enter__(self):
         me = f"{os.getpid()} {socket.gethostname()} {time.strftime('%Y-%m-%d %H:%M:%S')}"
@@ -55,6 +61,7 @@ class Lock:
             with os.fdopen(fd, "w") as f:
                 f.write(me + "\n")
             self.held = True
+            self._stop_on_term()
             return self
         raise LockError(f"cannot take {self.path}")
 
@@ -64,14 +71,39 @@ class Lock:
         import fcntl
 
         guard = self.path.with_name(f".{self.path.name}.takeover")
-        with open(guard, "a") as g:
-            fcntl.flock(g, fcntl.LOCK_EX)
-            if holder(self.path)[:2] == (pid, host):
-                print(f"{self.program}: taking over {self.path}: left by process {pid} on {host} (since {since}), "
-                      "which no longer runs", file=sys.stderr)
-                self.path.unlink(missing_ok=True)
+        while True:
+            with open(guard, "a") as g:
+                fcntl.flock(g, fcntl.LOCK_EX)
+                try:
+                    if os.stat(guard).st_ino != os.fstat(g.fileno()).st_ino:
+                        continue  # the run before us removed this guard file when it was done: take the new one
+                except FileNotFoundError:
+                    continue
+                if holder(self.path)[:2] == (pid, host):
+                    print(f"{self.program}: taking over {self.path}: left by process {pid} on {host} (since {since}), "
+                          "which no longer runs", file=sys.stderr)
+                    self.path.unlink(missing_ok=True)
+                guard.unlink(missing_ok=True)  # while still held: a run waiting on it sees it gone and retries
+                return
+
+    def _stop_on_term(self) -> None:
+        """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread while the lock is held (see the top)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def stop(signum, frame):
+            raise KeyboardInterrupt
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                self._handlers[sig] = signal.signal(sig, stop)
+            except (ValueError, OSError):
+                pass
 
     def __exit__(self, *exc):
+        for sig, old in self._handlers.items():
+            signal.signal(sig, old)
+        self._handlers.clear()
         if self.held:
             self.path.unlink(missing_ok=True)
             self.held = False
