@@ -19,7 +19,7 @@ import triton.language as tl
 from .tuning import BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK
 from ._launch import (check_input, check_knobs, default_num_warps, output_for, rows_view, cdiv, next_power_of_2,
                       row_vector, split_in_chunks)
-from .cooperative import _launch, cooperative_backward
+from .cooperative import cooperative_backward, run_setup
 from .cooperative import backward_setup as cooperative_backward_setup
 from .unaligned import backward_setup as unaligned_backward_setup
 from .unaligned import takes, unaligned_backward
@@ -115,12 +115,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
     if y.numel() == 0:
         return dx
     if ROWS is None and BLOCK is None and num_warps is None and chunks is None:  # what the dispatcher plans too
-        kernel, grid, args, options, sizes, _ = launch_setup(dx, y, dy)
-        if sizes is None:
-            kernel[grid](*args, **options)
-        else:
-            options = dict(options)
-            _launch(kernel, grid, args, options.pop("n_chunks"), None, y.device, 4, **options)
+        run_setup(launch_setup(dx, y, dy), y.device, counts_at=4)
         return dx
     if ROWS is None and BLOCK is None and chunks is None and takes(y, dy, dx):  # rows off 16 bytes: unaligned.py
         if unaligned_backward(y, dy, dx, num_warps=num_warps) is not None:

@@ -237,6 +237,17 @@ def _launch(kernel, grid, args, n_chunks, one_launch, device, counts_at=3, **kno
         kernel[grid](*args, PUBLISH=False, FINISH=True, **knobs)
 
 
+def run_setup(setup, device, one_launch=None, counts_at=3) -> None:
+    """Launch what a ``launch_setup`` returned: the kernel alone when it takes no scratch (``sizes`` None), else
+    a row's cooperating programs (``_launch``; its counters at ``args[counts_at]``)."""
+    kernel, grid, args, options, sizes, _ = setup
+    if sizes is None:
+        kernel[grid](*args, **options)
+        return
+    options = dict(options)
+    _launch(kernel, grid, args, options.pop("n_chunks"), one_launch, device, counts_at, **options)
+
+
 def fits(kernel, grid, args, n_chunks, device, **options) -> bool:
     """Whether a row's ``n_chunks`` programs are all on the GPU at once, so that one launch may wait."""
     return device.type == "cuda" and n_chunks <= resident_programs(kernel, args, grid, device, PUBLISH=True,
@@ -277,9 +288,7 @@ def cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK:
     x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps, tiles=tiles)
     if x.numel() == 0:
         return y
-    kernel, grid, args, options, _, _ = launch_setup(y, x, BLOCK, num_warps, tiles, keep_16)
-    options = dict(options)
-    _launch(kernel, grid, args, options.pop("n_chunks"), one_launch, x.device, **options)
+    run_setup(launch_setup(y, x, BLOCK, num_warps, tiles, keep_16), x.device, one_launch)
     return y
 
 
@@ -303,7 +312,5 @@ def cooperative_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, BL
                          num_warps: int | None = None, one_launch: bool | None = None) -> torch.Tensor:
     """dx = y·(dy - Σ dy·y) with each row shared by cooperating programs (checked 2-D inputs with
     contiguous rows; ``softmax_backward`` calls this for long rows)."""
-    kernel, grid, args, options, _, _ = backward_setup(dx, y, dy, BLOCK, num_warps)
-    options = dict(options)
-    _launch(kernel, grid, args, options.pop("n_chunks"), one_launch, y.device, 4, **options)
+    run_setup(backward_setup(dx, y, dy, BLOCK, num_warps), y.device, one_launch, counts_at=4)
     return dx

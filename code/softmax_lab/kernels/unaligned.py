@@ -27,7 +27,7 @@ import triton.language as tl
 
 from ._launch import cdiv, default_num_warps, next_power_of_2, prepare, row_vector, scratch
 from .combine import safe_shift
-from .cooperative import (_launch, count_in_and_wait, default_block, default_warps, fits, row_state,
+from .cooperative import (run_setup, count_in_and_wait, default_block, default_warps, fits, row_state,
                           take_ticket)
 from .fast_exp import fast_exp
 from .tuning import BACKWARD_TILE, BACKWARD_TILE_COLS, COOPERATIVE_BACKWARD_BYTES, UNALIGNED_BACKWARD
@@ -314,9 +314,7 @@ def unaligned_cooperative_softmax(x: torch.Tensor, out: torch.Tensor | None = No
     x, y = prepare(x, out, BLOCK=BLOCK, num_warps=num_warps)
     if x.numel() == 0:
         return y
-    kernel, grid, args, options, _, _ = cooperative_launch_setup(y, x, BLOCK, num_warps)
-    options = dict(options)
-    _launch(kernel, grid, args, options.pop("n_chunks"), one_launch, x.device, **options)
+    run_setup(cooperative_launch_setup(y, x, BLOCK, num_warps), x.device, one_launch)
     return y
 
 
@@ -361,10 +359,5 @@ def unaligned_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, ROWS
     got = backward_setup(dx, y, dy, ROWS, BLOCK, num_warps)
     if got is None:
         return None
-    kernel, grid, args, options, sizes, _ = got
-    if sizes is None:
-        kernel[grid](*args, **options)
-    else:
-        options = dict(options)
-        _launch(kernel, grid, args, options.pop("n_chunks"), None, y.device, 4, **options)
+    run_setup(got, y.device, counts_at=4)
     return dx
