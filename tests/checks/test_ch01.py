@@ -29,8 +29,8 @@ def _tables():
     from softmax_lab.checks import ch01
 
     return [("ch01-stable-row", [row[0] for row in ch01.ROW_TABLE], [ch01.TRAFFIC_CASE], ch01.JUDGE_FRESH),
-            ("ch01-shift-trace", [row[0] for row in ch01.SHIFT_TABLE], [], 0),
-            ("ch01-count-nonfinite", [row[0] for row in ch01.COUNT_TABLE], [], 0)]
+            ("ch01-shift-trace", [row[0] for row in ch01.SHIFT_TABLE], [ch01.NUMBERS_CASE], 0),
+            ("ch01-count-nonfinite", [row[0] for row in ch01.COUNT_TABLE], [ch01.NUMBERS_CASE], 0)]
 
 
 @pytest.mark.parametrize("ex,names,check_only,fresh", _tables(), ids=[t[0] for t in _tables()])
