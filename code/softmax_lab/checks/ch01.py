@@ -23,7 +23,8 @@ from .common import Report
 from .judging import KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case
 
 __all__ = ["check_stable_row", "ROW_TABLE", "ROW_CASES", "check_shift_trace", "SHIFT_TABLE", "check_count_nonfinite",
-           "COUNT_TABLE", "COUNT_ROWS", "STEPS", "WIDE_ROW", "NUMBERS_CASE", "code_in_prediction"]
+           "COUNT_TABLE", "COUNT_ROWS", "STEPS", "WIDE_ROW", "NUMBERS_CASE", "code_in_prediction",
+           "code_in_source"]
 
 # Each exercise has one case table, read by the notebook check and by the grader's judge alike.
 
@@ -177,16 +178,14 @@ def _code_in(fn_node: ast.FunctionDef | ast.Lambda) -> ast.AST | None:
     return None
 
 
-def code_in_prediction(fn) -> str:
-    """'' when ``fn``'s body holds only numbers written out (see _PLAIN), else the first piece of code in it, with
-    why that fails the exercise. '' too when the source cannot be read (a function built by exec): there the
-    values decide."""
+def code_in_source(source: str, name: str) -> str:
+    """'' when function ``name`` (the first lambda when there is none) in ``source`` holds only numbers written out
+    (see _PLAIN), else the first piece of code in it, with why that fails the exercise. Raises NotImplementedError
+    on a blank body. The grader can judge a whole exercise cell with it (``source`` is then the cell)."""
     try:
-        source = textwrap.dedent(inspect.getsource(fn))
-        tree = ast.parse(source)
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return ""
-    name = getattr(fn, "__name__", "")
+        tree = ast.parse(textwrap.dedent(source))
+    except (SyntaxError, IndentationError):
+        return ""  # what runs decides (a cell that does not parse fails before this)
     node = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name), None)
     node = node or next((n for n in ast.walk(tree) if isinstance(n, ast.Lambda)), None)
     code = _code_in(node) if node is not None else None
@@ -198,6 +197,15 @@ def code_in_prediction(fn) -> str:
     return (f"{name} {what}: a prediction here must be numbers written inside the function, where the check can see "
             "that no code computed them - the exercise is to work out what float32 does before anything runs it")
 
+
+def code_in_prediction(fn) -> str:
+    """``code_in_source`` on the learner's function; '' when its source cannot be read (a function built by exec):
+    there the values decide."""
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
+    return code_in_source(source, getattr(fn, "__name__", ""))
 
 # ch01-shift-trace: (name, the learner's function, its arguments, the verdict on what it returns)
 SHIFT_TABLE = [
@@ -215,7 +223,7 @@ def check_shift_trace(predicted_trace, steps_that_change) -> Verdict:
     fns = {"predicted_trace": predicted_trace, "steps_that_change": steps_that_change}
     for name, fn, args, problem in SHIFT_TABLE:
         report.run(name, lambda fn=fn, args=args, problem=problem: problem(fns[fn](*args)))
-    report.run(NUMBERS_CASE, lambda: "; ".join(filter(None, (code_in_prediction(f) for f in fns.values()))))
+    report.run(NUMBERS_CASE, lambda: next(filter(None, (code_in_prediction(f) for f in fns.values())), ""))
     return Verdict(report.show())
 
 

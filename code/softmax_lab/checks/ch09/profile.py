@@ -89,7 +89,7 @@ CASE_SEED = 7  # the notebook's made-up report (the judge draws its own)
 def _problem(fn: str, arg, want, got) -> str:
     if fn in ("dram_bound", "waits_on_memory"):
         if not isinstance(got, (bool, np.bool_)):
-            return f"{fn} returned {got!r}: return True or False"
+            return f"{fn} returned {got!r}, not True or False"
         if bool(got) == want:
             return ""
         if fn == "dram_bound":
@@ -99,7 +99,7 @@ def _problem(fn: str, arg, want, got) -> str:
         return (f"said {bool(got)}: this kernel's largest stall is {top} ({arg['stalls'][top]:.1f} cycles); which of "
                 "the stall reasons is a warp waiting for a global load?")
     if not isinstance(got, (int, float)) or isinstance(got, bool) or not math.isfinite(got):
-        return f"{fn} returned {got!r}: return a number"
+        return f"{fn} returned {got!r}, not a number"
     if math.isclose(got, want, rel_tol=0.01, abs_tol=0.005):
         return ""
     if fn == "traffic_ratio":
