@@ -63,7 +63,7 @@ def _bytes_problem(bytes_moved, M, N, dtype) -> str:
     if math.isclose(ratio, 0.5):
         also = (" (or each float32 element counted as 2 bytes, half its 4)" if dtype == torch.float32 else "")
         return (f"bytes_moved = {got}, expected {want}: half the traffic, {want - got} bytes short - that is the "
-                f"input's reads alone, and the softmax's output crosses memory too{also}")
+                f"input's reads alone, while every output element is also written to memory{also}")
     if math.isclose(ratio, 1.5):
         return (f"bytes_moved = {got}, expected {want}: that is three passes over the tensor, {got - want} bytes more "
                 f"than the least traffic a softmax of {M} x {N} {name} can have")
