@@ -319,10 +319,22 @@ def _count_calls(rng):
             for name, key in COUNT_TABLE]
 
 
+def _numbers_in_cell(*names):
+    """The judge's NUMBERS_CASE: ``code_in_source`` on each function of the exercise cell (a blank one: not
+    implemented)."""
+    def problem(source: str) -> str:
+        try:
+            return next(filter(None, (code_in_source(source, n) for n in names)), "")
+        except NotImplementedError:
+            return "not implemented yet"
+    return problem
+
+
 def _judges():
     return {"ch01-stable-row": KernelJudge("softmax_row_kernel", _judge_cases),
-            "ch01-shift-trace": PythonJudge(_shift_calls),
-            "ch01-count-nonfinite": PythonJudge(_count_calls)}
+            "ch01-shift-trace": PythonJudge(_shift_calls, _numbers_in_cell("predicted_trace", "steps_that_change"),
+                                            NUMBERS_CASE),
+            "ch01-count-nonfinite": PythonJudge(_count_calls, _numbers_in_cell("predicted_counts"), NUMBERS_CASE)}
 
 
 JUDGES = _judges()
