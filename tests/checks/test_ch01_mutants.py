@@ -33,10 +33,10 @@ OTHER_SHIFTS = [
 NEW_EXERCISES = [
     ("ch01-shift-trace", "says nothing changes", [("return [True, False, False, False, False]",
                                                    "return [False, False, False, False, False]")],
-     "which steps change between the two rows", "side by side"),
+     "which steps change between the two rows", "disagree with your verdict"),
     ("ch01-shift-trace", "says everything changes", [("return [True, False, False, False, False]",
                                                       "return [True, True, True, True, True]")],
-     "which steps change between the two rows", "side by side"),
+     "which steps change between the two rows", "disagree with your verdict"),
     ("ch01-shift-trace", "predicts overflow for [1000, 1000, 1000]",
      [("return [1000.0, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], 3.0, [0.3333, 0.3333, 0.3333]]",
        "return [1000.0, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], 3.0, [0.0, 0.0, 0.0]]")],
@@ -74,6 +74,27 @@ NEW_EXERCISES = [
     ("ch01-count-nonfinite", "code, not numbers: a malformed answer",
      [('"with inf": [[1, 2], [2, 2], [1, 2]]', '"with inf": [1, 2]')],
      "your counts for a row holding inf [inf, 0]", "three pairs of whole numbers"),
+    # Right values, computed by code the cell runs: only the numbers case fails (the values pass)
+    ("ch01-shift-trace", "the trace computed with torch, not predicted",
+     [('    if row == "zeros":\n        return [0.0,',
+       '    x = torch.tensor({"zeros": [0.0] * 3, "thousands": [1000.0] * 3, "tie": [1000.0, -1000.0, 1000.0]}[row])\n'
+       '    m, p = x.max(), torch.exp(x - x.max())\n'
+       '    return [float(m), (x - m).tolist(), p.tolist(), float(p.sum()), (p / p.sum()).tolist()]\n'
+       '    if row == "zeros":\n        return [0.0,')],
+     ch01.NUMBERS_CASE, "predicted_trace runs `torch.tensor("),
+    ("ch01-shift-trace", "the verdict read off a table the cell computed",
+     [("STEPS = [", "CHANGES = [True, False, False, False, False]\nSTEPS = ["),
+      ("return [True, False, False, False, False]", "return CHANGES")],
+     ch01.NUMBERS_CASE, "steps_that_change reads CHANGES, a name from outside it"),
+    ("ch01-count-nonfinite", "the counts computed with torch, not predicted",
+     [('    return {\n        "chapter": [[0, 0], [4, 0], [4, 0]],',
+       '    x, counts = torch.tensor(ROWS[row], dtype=torch.float32), []\n'
+       '    for r in (x, x + 1000, x - 1000):\n'
+       '        t, p = torch.exp(r) / torch.exp(r).sum(), torch.exp(r - r.max())\n'
+       '        counts.append([int((~torch.isfinite(t)).sum()), int((~torch.isfinite(p / p.sum())).sum())])\n'
+       '    return counts\n'
+       '    return {\n        "chapter": [[0, 0], [4, 0], [4, 0]],')],
+     ch01.NUMBERS_CASE, "must be numbers written inside the function"),
 ]
 
 # The pitfalls the chapter names (check_helpers.PITFALLS), and more caught by value (same format)

@@ -47,7 +47,7 @@ def test_reads_per_element_table_is_what_memcount_counts():
     (lambda: {"row_serial": 1, "three_pass": 3, "fused": 1, "split_row": 1},
      ["row_serial", "you predicted 1", "three_pass", "split_row"]),
     (lambda: {"fused": 1}, ["no prediction for row_serial"]),
-    (lambda: [3, 2, 1, 2], ["return a dict"]),
+    (lambda: [3, 2, 1, 2], ["not a dict"]),
 ])
 def test_ch07_reads_prediction_wrong(reads, words, capsys):
     ok = ch07.check_bandwidth(_bytes, _gbps, reads)
@@ -71,7 +71,9 @@ def test_ch07_bandwidth_solution(capsys):
 
 
 @pytest.mark.parametrize("bytes_fn,gbps_fn,words", [
-    (lambda M, N, dt: _bytes(M, N, dt, reads_only=True), _gbps, ["counted only the reads"]),
+    (lambda M, N, dt: _bytes(M, N, dt, reads_only=True), _gbps, ["half the traffic", "the input's reads alone"]),
+    (_bytes, lambda M, N, dt, ms: _gbps(M, N, dt, ms) / 2, ["half the real rate", "the input's reads alone",
+                                                             "67108864 of the 134217728 the kernel moves"]),
     (lambda M, N, dt: _bytes(M, N, dt, itemsize=4), _gbps, ["element is 2 bytes"]),
     (lambda M, N, dt: 3 * _bytes(M, N, dt) // 2, _gbps, ["three passes over the tensor"]),
     (lambda M, N, dt: _bytes(M, N, dt) + 4, _gbps, ["not the least traffic a softmax of"]),

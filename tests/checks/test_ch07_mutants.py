@@ -389,7 +389,7 @@ def programs_per_sm(n_regs, num_warps, shared_bytes=0):
 def test_occupancy_solution_and_mutants(capsys):
     passes(ch07.check_occupancy, [programs_per_sm], "ch07-occupancy", capsys)
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * w), 32)], "ch07-occupancy",
-                 ["registers are per thread"], capsys)
+                 ["registers to each warp", "32 times what you counted"], capsys)
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * 32 * w), 32)], "ch07-occupancy",
                  ["threads run out first"], capsys)
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * 32 * w), 2048 // (32 * w), 32)],
@@ -407,7 +407,7 @@ def test_occupancy_solution_and_mutants(capsys):
     decimal_kib = lambda r, w, s=0: (0 if s > 227 * 1024 else min([65536 // (r * 32 * w), 2048 // (32 * w), 32]
                                                                   + ([228000 // s] if s else [])))
     fails_naming(ch07.check_occupancy, [decimal_kib], "ch07-occupancy",
-                 ["58368 bytes of shared memory", "1,024 bytes"], capsys)
+                 ["58368 bytes of shared memory", "228,000 bytes", "5,472 bytes fewer", "leaves out 1 program"], capsys)
 
 
 # ================================================================================== the targets (d)

@@ -143,3 +143,35 @@ def test_a_hint_called_in_the_exercise_cell_does_not_break_the_judge():
     source = 'softmax_lab.hint("ch07-bandwidth", 1)\n' + cell_of(ex)
     v = judge.run("", {ex: source}, Limits(cell_timeout=60), seed=3)[ex]
     assert v.ok, v.text(ex)
+
+
+def test_the_grader_refuses_predictions_computed_by_code():
+    """ch01's predict-then-run exercises: the judge reads the cell's source as the notebook check does, so a trace
+    or counts computed with torch fail under grading even when the values are right (and the solutions pass)."""
+    import shutil
+
+    from softmax_lab.checks import ch01
+    from softmax_lab.grading import judge
+    from softmax_lab.grading.runner import Limits
+
+    if not shutil.which("bwrap"):
+        pytest.skip("needs bubblewrap")
+    trace = ('    if row == "zeros":\n        return [0.0,',
+             '    x = torch.tensor({"zeros": [0.0] * 3, "thousands": [1000.0] * 3, '
+             '"tie": [1000.0, -1000.0, 1000.0]}[row])\n'
+             '    m, p = x.max(), torch.exp(x - x.max())\n'
+             '    return [float(m), (x - m).tolist(), p.tolist(), float(p.sum()), (p / p.sum()).tolist()]\n'
+             '    if row == "zeros":\n        return [0.0,')
+    counts = ('    return {\n        "chapter": [[0, 0], [4, 0], [4, 0]],',
+              '    import numpy as np\n    return np.zeros((3, 2), int).tolist()\n'
+              '    return {\n        "chapter": [[0, 0], [4, 0], [4, 0]],')
+    exs = ("ch01-shift-trace", "ch01-count-nonfinite")
+    good = judge.run("", {ex: exercise_source(ex) for ex in exs}, Limits(cell_timeout=60), seed=5)
+    assert all(good[ex].ok for ex in exs), {ex: good[ex].text(ex) for ex in exs}
+    bad = judge.run("", {"ch01-shift-trace": mutate("ch01-shift-trace", [trace]),
+                         "ch01-count-nonfinite": mutate("ch01-count-nonfinite", [counts])},
+                    Limits(cell_timeout=60), seed=5)
+    for ex, words in (("ch01-shift-trace", "predicted_trace runs `torch.tensor("),
+                      ("ch01-count-nonfinite", "predicted_counts runs `")):
+        assert not bad[ex].ok
+        assert any(ch01.NUMBERS_CASE in ln and words in ln for ln in bad[ex].lines), bad[ex].text(ex)

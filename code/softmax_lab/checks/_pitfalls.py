@@ -35,10 +35,10 @@ OVERFLOW = ("exp overflowed to inf, and inf/inf is NaN: the kernel called exp on
 UNDERFLOW = ("every exp underflowed to 0, and 0/0 is NaN: every value the kernel passed to exp was below about "
              "-104, where exp rounds to 0 in float32, so the sum became 0")
 PAD_ZERO = ("row of all negative numbers: the padding lanes read 0, above every real score, so the row's max "
-            "became 0 and each padding lane added exp(0 - max) = 1 to the sum: the real outputs come out far too "
-            "small (a masked load without other= reads 0 as well)")
+            "became 0 and each padding lane added exp(0 - 0) = 1 to the sum, more than any real lane's exp(x) < 1: "
+            "the real outputs come out too small (for rows far below 0, almost 0), and they add up to less than 1")
 PAD_ZERO_ANY = ("the padding lanes read 0, so each added exp(0 - max) to the sum: the sum is too large and every "
-                "output too small (a masked load without other= reads 0 as well)")
+                "real output too small, so the row adds up to less than 1")
 UNMASKED_LOAD = ("lanes past the end of the row read the next row's values (the load is not masked): they took part "
                  "in this row's max and sum")
 UNMASKED_STORE = ("the kernel wrote past the end of the last row: the store is not masked, so the padding lanes wrote "
@@ -271,7 +271,8 @@ def traffic_problem(fn, x: torch.Tensor, loads: int, stores: int, what: str, out
                     wrong=None, kernel: str = "") -> str:
     """'' when ``fn(x, out)`` launches a Triton kernel that computes softmax(x) (or what ``wrong(y, x) -> ''``
     accepts) with exactly ``loads`` elements loaded and ``stores`` stored (counted by memcount), else what is
-    wrong; ``what`` says what the kernel should move, in words ("load each element once ..."); ``kernel``: the
+    wrong; ``what`` says what the least traffic is, in words ("load each element once ...": the message names the
+    gap, "2 more loads than a kernel that would load each element once ..."); ``kernel``: the
     name of the kernel the exercise asks for."""
     y, c = counted(fn, x, out)
     if c.launches == 0:
@@ -279,8 +280,10 @@ def traffic_problem(fn, x: torch.Tensor, loads: int, stores: int, what: str, out
     if c._outside_log:
         return OUTSIDE
     if c.loads != loads or c.stores != stores:
-        return (f"your kernel loaded {c.loads} and stored {c.stores} elements for {x.numel()} inputs: it should "
-                f"{what}")
+        gaps = [f"{abs(got - want)} {'more' if got > want else 'fewer'} {verb}" for got, want, verb in
+                ((c.loads, loads, "loads"), (c.stores, stores, "stores")) if got != want]
+        return (f"your kernel loaded {c.loads} and stored {c.stores} elements for {x.numel()} inputs: "
+                f"{' and '.join(gaps)} than a kernel that would {what}")
     # Wrong values are the other cases' verdict, not this one's: here only a launch that does not compute
     # the output at all (an extra kernel, the result taken from torch) is named.
     if (wrong or explain)(y, x) and torch.isnan(y.detach().float()).all():

@@ -5,11 +5,15 @@
 anything but the max overflows there), identical values and random rows of several lengths. A wrong answer is
 explained (overflow, only the denominator shifted, not normalized, ...).
 ``check_shift_trace`` and ``check_count_nonfinite`` grade predictions (numbers written before the cells that
-compute them run) against what float32 computes.
+compute them run) against what float32 computes, and refuse predictions that code computes (``code_in_prediction``:
+the function's body may hold numbers, lists and choices between them, nothing that calls or reads other code).
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import math
+import textwrap
 
 import torch
 
@@ -19,7 +23,8 @@ from .common import Report
 from .judging import KernelJudge, PCall, PythonJudge, fresh_values, np2, softmax_case
 
 __all__ = ["check_stable_row", "ROW_TABLE", "ROW_CASES", "check_shift_trace", "SHIFT_TABLE", "check_count_nonfinite",
-           "COUNT_TABLE", "COUNT_ROWS", "STEPS", "WIDE_ROW"]
+           "COUNT_TABLE", "COUNT_ROWS", "STEPS", "WIDE_ROW", "NUMBERS_CASE", "code_in_prediction",
+           "code_in_source"]
 
 # Each exercise has one case table, read by the notebook check and by the grader's judge alike.
 
@@ -88,16 +93,16 @@ def _number(v) -> bool:
 def trace_mistakes(got, want) -> list[str] | str:
     """The names of the steps where ``got`` differs from ``want`` (a list), or what is malformed (a str)."""
     if not isinstance(got, (list, tuple)) or len(got) != len(STEPS):
-        return f"return {len(STEPS)} values, one per entry of STEPS ({', '.join(STEPS)})"
+        return f"your trace is not a list of {len(STEPS)} values, one per entry of STEPS ({', '.join(STEPS)})"
     wrong = []
     for name, g, w in zip(STEPS, got, want):
         if isinstance(w, list):
             if (not isinstance(g, (list, tuple)) or len(g) != len(w) or not all(_number(v) for v in g)):
-                return f"the step {name!r} is a row: give it as a list of {len(w)} numbers"
+                return f"the step {name!r} is a row of {len(w)} numbers, and your value for it is not"
             if not all(abs(a - b) <= TRACE_TOL for a, b in zip(g, w)):  # (a NaN is never close)
                 wrong.append(name)
         elif not _number(g):
-            return f"the step {name!r} is one number"
+            return f"the step {name!r} is one number, and your value for it is not"
         elif not abs(g - w) <= TRACE_TOL * max(1.0, abs(w)):
             wrong.append(name)
     return wrong
@@ -108,12 +113,13 @@ def changes_problem(flags) -> str:
     truth = [a != b for a, b in zip(true_trace(TRACE_ROWS["zeros"]), true_trace(TRACE_ROWS["thousands"]))]
     if not isinstance(flags, (list, tuple)) or len(flags) != len(STEPS) or not all(
             isinstance(f, bool) for f in flags):
-        return f"return {len(STEPS)} booleans, one per entry of STEPS: True where the value changes"
+        return f"your verdict is not a list of {len(STEPS)} booleans, one per entry of STEPS (True where it changes)"
     if list(flags) == truth:
         return ""
     said = [n for n, f in zip(STEPS, flags) if f] or ["nothing"]
-    return (f"you say {', '.join(said)} change(s) between the rows; put your two traces side by side, step by "
-            "step: after the shift, is anything left of the difference between the rows?")
+    wrong = sum(f != t for f, t in zip(flags, truth))
+    return (f"you say {', '.join(said)} change(s) between the rows: float32's two traces disagree with your verdict "
+            f"at {wrong} of the {len(STEPS)} steps")
 
 
 def trace_problem(value, row: str) -> str:
@@ -126,6 +132,80 @@ def trace_problem(value, row: str) -> str:
     return (f"your trace differs from what float32 computes at the step(s): {', '.join(got)}"
             + (f" (the first of them, {got[0]}, feeds every step after it)" if len(got) > 1 else ""))
 
+
+# ------------------------------------------------- predictions are numbers: what a prediction's body may hold
+
+NUMBERS_CASE = "your predictions are numbers written inside the functions, not computed by code"
+# A prediction's body may hold numbers and the lists, tuples and dicts around them, arithmetic between numbers,
+# choices between them by its own arguments (if row == "zeros": ...), names it assigns itself, raise, and the ways
+# of writing inf and NaN: math.inf, math.nan, float("inf"), float("nan").
+_PLAIN = (ast.Return, ast.If, ast.IfExp, ast.Compare, ast.BoolOp, ast.Constant, ast.List, ast.Tuple, ast.Dict,
+          ast.UnaryOp, ast.BinOp, ast.Subscript, ast.Slice, ast.Assign, ast.Expr, ast.Pass, ast.Load, ast.Store,
+          ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+_INF_NAN = {"inf", "-inf", "infinity", "-infinity", "nan"}
+
+
+def _spelled_number(node: ast.AST) -> bool:
+    """math.inf / math.nan, or float("inf") / float("nan"): inf and NaN written out, not computed."""
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in ("inf", "nan")
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float"
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).strip().lower() in _INF_NAN)
+
+
+def _code_in(fn_node: ast.FunctionDef | ast.Lambda) -> ast.AST | None:
+    """The first node of the function's body that is code rather than a written number (None when there is none)."""
+    own = {a.arg for a in fn_node.args.args + fn_node.args.kwonlyargs + fn_node.args.posonlyargs}
+    body = fn_node.body if isinstance(fn_node.body, list) else [fn_node.body]
+    own |= {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    todo = list(reversed(body))  # depth first, in the order the code reads
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Raise):  # a blank cell's NotImplementedError, or a refusal of an unknown row
+            if "NotImplementedError" in ast.unparse(node):
+                raise NotImplementedError("exercise not written yet")
+            continue
+        if _spelled_number(node):
+            continue
+        if isinstance(node, ast.Name):
+            if node.id not in own:
+                return node
+            continue
+        if not isinstance(node, _PLAIN):
+            return node
+        todo.extend(reversed(list(ast.iter_child_nodes(node))))
+    return None
+
+
+def code_in_source(source: str, name: str) -> str:
+    """'' when function ``name`` (the first lambda when there is none) in ``source`` holds only numbers written out
+    (see _PLAIN), else the first piece of code in it, with why that fails the exercise. Raises NotImplementedError
+    on a blank body. The grader can judge a whole exercise cell with it (``source`` is then the cell)."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except (SyntaxError, IndentationError):
+        return ""  # what runs decides (a cell that does not parse fails before this)
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    node = node or next((n for n in ast.walk(tree) if isinstance(n, ast.Lambda)), None)
+    code = _code_in(node) if node is not None else None
+    if code is None:
+        return ""
+    text = ast.unparse(code).splitlines()[0]
+    text = text if len(text) <= 40 else text[:37] + "..."
+    what = f"reads {text}, a name from outside it" if isinstance(code, ast.Name) else f"runs `{text}`"
+    return (f"{name} {what}: a prediction here must be numbers written inside the function, where the check can see "
+            "that no code computed them - the exercise is to work out what float32 does before anything runs it")
+
+
+def code_in_prediction(fn) -> str:
+    """``code_in_source`` on the learner's function; '' when its source cannot be read (a function built by exec):
+    there the values decide."""
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
+    return code_in_source(source, getattr(fn, "__name__", ""))
 
 # ch01-shift-trace: (name, the learner's function, its arguments, the verdict on what it returns)
 SHIFT_TABLE = [
@@ -143,6 +223,7 @@ def check_shift_trace(predicted_trace, steps_that_change) -> Verdict:
     fns = {"predicted_trace": predicted_trace, "steps_that_change": steps_that_change}
     for name, fn, args, problem in SHIFT_TABLE:
         report.run(name, lambda fn=fn, args=args, problem=problem: problem(fns[fn](*args)))
+    report.run(NUMBERS_CASE, lambda: next(filter(None, (code_in_prediction(f) for f in fns.values())), ""))
     return Verdict(report.show())
 
 
@@ -189,7 +270,8 @@ def counts_problem(got, key: str) -> str:
     want = nonfinite_counts(values)
     if not isinstance(got, (list, tuple)) or len(got) != 3 or not all(
             isinstance(p, (list, tuple)) and len(p) == 2 and all(_whole(v) for v in p) for p in got):
-        return "return three pairs of whole numbers [textbook count, stable count], for x, x + 1000 and x - 1000"
+        return ("your prediction is not three pairs of whole numbers [textbook count, stable count], for x, "
+                "x + 1000 and x - 1000")
     got = [[int(a), int(b)] for a, b in got]
     if got == want:
         return ""
@@ -220,6 +302,7 @@ def check_count_nonfinite(predicted_counts) -> Verdict:
     report = Report("ch01-count-nonfinite")
     for name, key in COUNT_TABLE:
         report.run(name, lambda k=key: counts_problem(predicted_counts(k), k))
+    report.run(NUMBERS_CASE, lambda: code_in_prediction(predicted_counts))
     return Verdict(report.show())
 
 
@@ -236,10 +319,22 @@ def _count_calls(rng):
             for name, key in COUNT_TABLE]
 
 
+def _numbers_in_cell(*names):
+    """The judge's NUMBERS_CASE: ``code_in_source`` on each function of the exercise cell (a blank one: not
+    implemented)."""
+    def problem(source: str) -> str:
+        try:
+            return next(filter(None, (code_in_source(source, n) for n in names)), "")
+        except NotImplementedError:
+            return "not implemented yet"
+    return problem
+
+
 def _judges():
     return {"ch01-stable-row": KernelJudge("softmax_row_kernel", _judge_cases),
-            "ch01-shift-trace": PythonJudge(_shift_calls),
-            "ch01-count-nonfinite": PythonJudge(_count_calls)}
+            "ch01-shift-trace": PythonJudge(_shift_calls, _numbers_in_cell("predicted_trace", "steps_that_change"),
+                                            NUMBERS_CASE),
+            "ch01-count-nonfinite": PythonJudge(_count_calls, _numbers_in_cell("predicted_counts"), NUMBERS_CASE)}
 
 
 JUDGES = _judges()

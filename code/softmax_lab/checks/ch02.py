@@ -105,8 +105,8 @@ def check_masked_rows(softmax_rows) -> Verdict:
     x = random_rows((3, 5), 31).to(_DEVICE)
     report.run(TRAFFIC_CASE, lambda: traffic_problem(
         lambda x, out: softmax_rows(x, out, torch.empty(x.shape[0], device=x.device)), x, 15, 15 + 3,
-        "load each element once, store each output once and one mean per row: the padding lanes are masked, so "
-        "they are neither loaded from memory nor stored", kernel="softmax_rows_kernel"))
+        "load each element once, store each output once and one mean per row, and neither load nor store a "
+        "padding lane", kernel="softmax_rows_kernel"))
     return Verdict(report.show())
 
 

@@ -3,7 +3,7 @@
 A check prints one line per case and a last line with the total, for example::
 
     PASS  random 2x31
-    FAIL  all-negative row [-1002, -1001, -1000]: max became 0 - did you pad with 0 instead of -inf?
+    FAIL  all-negative row [-1002, -1001, -1000]: the padding lanes read 0, above every real score, so ...
     ch02-masked-load: FAILED (7/8 checks passed)
 
 The text must be the same on the CPU interpreter and on a GPU (nbval compares it): verdicts and rounded

@@ -80,7 +80,11 @@ class PCall:
 
 @dataclass
 class PythonJudge:
+    """An exercise of plain Python functions: ``calls`` of them, each decided here by its ``expect``; then
+    ``source_problem(cell source)`` ('' or what is wrong with the cell's code itself), as the item ``source_case``."""
     calls: Callable[[np.random.Generator], list]  # -> list[PCall]
+    source_problem: Callable[[str], str] | None = None
+    source_case: str = "your cell's source"
     kind: str = "python"
 
 

@@ -306,7 +306,7 @@ def _run_group(group, table, rng, scratch: Path, limits: Limits, timeout: float)
         elif table[ident].kind == "numba":
             _numba_verdict(v, rec, table[ident], items, files, n, group[ident])
         else:
-            _python_verdict(v, rec, items)
+            _python_verdict(v, rec, items, table[ident], group[ident])
         out[ident] = v
     return out
 
@@ -467,14 +467,22 @@ def _kernel_verdict(v: Verdict, rec: dict, judge, cases, files: dict[str, bytes]
         v.add(f"{case.name} (grader's launch of {judge.kernel})", problem, case.name)
 
 
-def _python_verdict(v: Verdict, rec: dict, calls) -> None:
+def _python_verdict(v: Verdict, rec: dict, calls, judge, source: str) -> None:
+    """Each call's value decided by its ``expect``, then the cell's own source (``judge.source_problem``)."""
+    ran = _python_calls(v, rec, calls)
+    if judge.source_problem is not None:
+        v.add(judge.source_case, _clean(judge.source_problem(source)) if ran else "not run")
+
+
+def _python_calls(v: Verdict, rec: dict, calls) -> bool:
+    """Add each call's item; False when the cell's functions did not run."""
     if rec.get("status") == "raised":
         v.note = f"your exercise cell raised when the grader ran it alone: {_clean(rec.get('message'), 200)}"
     got = rec.get("results") if rec.get("status") == "ran" else None
     if not isinstance(got, list) or len(got) != len(calls):
         for c in calls:
             v.add(c.name, "not run")
-        return
+        return False
     for c, r in zip(calls, got):
         if not isinstance(r, dict):
             v.add(c.name, "no result")
@@ -489,6 +497,7 @@ def _python_verdict(v: Verdict, rec: dict, calls) -> None:
             except (TypeError, ValueError, OverflowError, IndexError):
                 problem = f"unexpected result {_clean(repr(value), 80)}"
             v.add(c.name, _clean(problem))
+    return True
 
 
 def new_seed() -> int:

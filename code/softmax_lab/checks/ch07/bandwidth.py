@@ -59,20 +59,20 @@ def _bytes_problem(bytes_moved, M, N, dtype) -> str:
             return f"bytes_moved returned {got!r}, a {type(got).__name__}: a count of bytes is a whole number (an int)"
         return ""
     ratio = got / want
+    name = str(dtype).replace("torch.", "")
     if math.isclose(ratio, 0.5):
-        also = (" (or you took 2 bytes per element: a float32 element is 4 bytes, x.element_size())"
-                if dtype == torch.float32 else "")
-        return (f"bytes_moved = {got}, expected {want}: you counted only the reads - each element is also written "
-                f"once{also}")
+        also = (" (or each float32 element counted as 2 bytes, half its 4)" if dtype == torch.float32 else "")
+        return (f"bytes_moved = {got}, expected {want}: half the traffic, {want - got} bytes short - that is the "
+                f"input's reads alone, while every output element is also written to memory{also}")
     if math.isclose(ratio, 1.5):
-        return (f"bytes_moved = {got}, expected {want}: that is three passes over the tensor; the minimum is one "
-                "read and one write per element")
+        return (f"bytes_moved = {got}, expected {want}: that is three passes over the tensor, {got - want} bytes more "
+                f"than the least traffic a softmax of {M} x {N} {name} can have")
     if math.isclose(ratio, 2.0) and dtype != torch.float32:
         size = torch.tensor([], dtype=dtype).element_size()
-        return (f"bytes_moved = {got}, expected {want}: a {str(dtype).replace('torch.', '')} element is {size} "
-                "bytes (x.element_size())")
+        return (f"bytes_moved = {got}, expected {want}: twice the traffic, as if each {name} element were "
+                f"{2 * size} bytes; a {name} element is {size} bytes")
     if math.isclose(ratio, 8.0):
-        return f"bytes_moved = {got}, expected {want}: that is bits; count bytes"
+        return f"bytes_moved = {got}, expected {want}: 8 times too many - that is the traffic in bits, not bytes"
     return (f"bytes_moved = {got}, expected {want}: that is not the least traffic a softmax of {M} x {N} "
             f"{str(dtype).replace('torch.', '')} can have")
 
@@ -93,22 +93,24 @@ def _gbps_problem(achieved_gbps, M, N, dtype, ms) -> str:
         return (f"got {got:.4g}, expected {want:.4g} GB/s: off by a factor of 1000 - the time's unit does not match "
                 "the 'per second' of the rate")
     if math.isclose(ratio, 0.5, rel_tol=1e-6):
-        return f"got {got:.4g}, expected {want:.4g} GB/s: count the bytes written as well as the bytes read"
+        also = " (or each float32 element counted as 2 bytes, half its 4)" if dtype == torch.float32 else ""
+        return (f"got {got:.4g}, expected {want:.4g} GB/s: half the real rate, {want - got:.4g} GB/s too low - the "
+                f"bytes it divides are the input's reads alone, {_bytes_rule(M, N, dtype) // 2} of the "
+                f"{_bytes_rule(M, N, dtype)} the kernel moves{also}")
     return f"got {got:.4g}, expected {want:.4g} GB/s: the units of bytes, time and GB do not work out"
 
 
 def _reads_problem(reads_per_element) -> str:
     got = reads_per_element()
     if not isinstance(got, dict):
-        return f"reads_per_element returned {got!r}: return a dict, kernel name -> reads of each input element"
+        return f"reads_per_element returned {got!r}, not a dict of kernel name -> reads of each input element"
     missing = [k for k in READS_PER_ELEMENT if k not in got]
     if missing:
         return f"no prediction for {', '.join(missing)}"
     wrong = [f"{k} ({KERNEL_DESIGN[k]}): you predicted {got[k]!r}" for k, want in READS_PER_ELEMENT.items()
              if got[k] != want]
     if wrong:
-        return ("memcount's table below counts otherwise for " + "; ".join(wrong) +
-                ". Recall how each kernel walks a row before you look")
+        return "memcount's table below counts otherwise for " + "; ".join(wrong)
     return ""
 
 

@@ -49,13 +49,16 @@ def _occupancy_problem(programs_per_sm, n_regs, warps, shared) -> str:
     if not isinstance(got, int) or isinstance(got, bool):
         return f"got {got!r}: a number of programs is a whole number (an int), and a part of a program does not run"
     if got == REGS_PER_SM // (n_regs * warps) or got == min(REGS_PER_SM // (n_regs * warps), BLOCKS_PER_SM):
-        return f"got {got}: registers are per thread, and a program has 32 * num_warps threads"
+        return (f"got {got}, expected {want}: your count charged {n_regs} registers to each warp, as if a warp were "
+                f"one thread; a program of {warps} warp{'s' if warps > 1 else ''} holds {n_regs * threads:,} "
+                f"registers, 32 times what you counted")
     if shared > SHARED_PER_PROGRAM:
         return (f"got {got}, expected {want}: {shared:,} bytes is more shared memory than one program may have, so "
                 "this kernel cannot launch at all")
     if shared and got == 228000 // shared and want == SHARED_PER_SM // shared:
-        return (f"got {got}, expected {want}: a KiB of shared memory is 1,024 bytes, so the SM's 228 KiB hold more "
-                f"programs of {shared:,} bytes than you counted")
+        return (f"got {got}, expected {want}: your count gave the SM 228,000 bytes of shared memory, its 228 KiB "
+                f"taken as thousands of bytes - {SHARED_PER_SM - 228000:,} bytes fewer than it has, and here that "
+                f"leaves out {want - got} program{'s' if want - got > 1 else ''} of {shared:,} bytes")
     limit = min(by, key=by.get)
     ran_out = {"threads": "the SM's threads run out", "block limit": "the SM's slots for resident programs run out",
                "shared memory": "the SM's shared memory runs out", "registers": "the SM's registers run out"}[limit]

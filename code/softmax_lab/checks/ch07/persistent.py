@@ -48,8 +48,9 @@ def _loop_int_note(fn):
             if "has no attribute 'to'" not in text + f"{cause}":
                 raise
             return ("your code raised AttributeError: 'int' object has no attribute 'to' - in the CPU's interpreter "
-                    "the loop variable of tl.range is a plain Python int, which has no conversion methods: give the "
-                    "64-bit type to a value the loop starts from, before the loop")
+                    "the loop variable of tl.range is a plain Python int, which has no conversion methods, so the "
+                    "conversion your code applies to it fails here (on a GPU the loop variable is a tensor, and "
+                    "it compiles)")
     return run
 
 

@@ -74,7 +74,7 @@ def _spill_problem(predict_spill, block, warps, record=None) -> str:
     want = spill_rule(block, warps) if record is None else record > 0
     got = predict_spill(block, warps)
     if not isinstance(got, (bool, np.bool_)):
-        return f"predict_spill returned {got!r}: return True or False"
+        return f"predict_spill returned {got!r}, not True or False"
     if bool(got) == want:
         return ""
     need = values_rule(block, warps) + REG_OVERHEAD

@@ -17,8 +17,7 @@ from ..common import Report, explain_exception
 NOT_IMPLEMENTED = "not implemented yet - replace `raise NotImplementedError` with your code"
 
 
-WRONG_STRIDE = ("each thread stepped by {step} columns instead of by the number of threads in the block "
-                "({threads}), so {what}")
+WRONG_STRIDE = ("each thread stepped by {step} columns while the block has {threads} threads, so {what}")
 
 
 MISSING_READER = ("write-after-read race on shared memory: a thread overwrote a shared value that other threads had "
@@ -82,8 +81,9 @@ def _explain_error(err: BaseException) -> str:
     if "out of bounds" in text and ("shared" in text or "size" in text):
         return SHARED_OOB
     if isinstance(err, OverflowError):  # the simulator's math.exp raises where the GPU's gives inf
-        return ("exp overflowed (the simulator raises OverflowError where a GPU gives inf): subtract the row "
-                "max before exp")
+        return ("exp overflowed (the simulator raises OverflowError where a GPU gives inf): the kernel passed exp a "
+                "value above 88.7, past what float32 can hold, so on a GPU the sum would be inf and the outputs 0 or "
+                "NaN")
     return explain_exception(err)
 
 

@@ -77,8 +77,8 @@ def tree_problem(function: str, vals: np.ndarray, got: np.ndarray, race: dict | 
     if np.isnan(got).any():
         return f"{int(np.isnan(got).sum())} of {got.size} threads got NaN from {function}"
     if ok[:, 0].all():
-        return (f"thread 0 got the block's {word}, but {int((~ok).sum())} other threads got something else: every "
-                "thread must return it")
+        return (f"thread 0 got the block's {word}, but {int((~ok).sum())} other threads got something else: those "
+                f"threads would go on with a wrong {word} for their own elements")
     first = got[:, :1]
     k = 1
     while k < threads:

@@ -89,7 +89,7 @@ CASE_SEED = 7  # the notebook's made-up report (the judge draws its own)
 def _problem(fn: str, arg, want, got) -> str:
     if fn in ("dram_bound", "waits_on_memory"):
         if not isinstance(got, (bool, np.bool_)):
-            return f"{fn} returned {got!r}: return True or False"
+            return f"{fn} returned {got!r}, not True or False"
         if bool(got) == want:
             return ""
         if fn == "dram_bound":
@@ -99,14 +99,24 @@ def _problem(fn: str, arg, want, got) -> str:
         return (f"said {bool(got)}: this kernel's largest stall is {top} ({arg['stalls'][top]:.1f} cycles); which of "
                 "the stall reasons is a warp waiting for a global load?")
     if not isinstance(got, (int, float)) or isinstance(got, bool) or not math.isfinite(got):
-        return f"{fn} returned {got!r}: return a number"
+        return f"{fn} returned {got!r}, not a number"
     if math.isclose(got, want, rel_tol=0.01, abs_tol=0.005):
         return ""
     if fn == "traffic_ratio":
+        def mb(key: str, names) -> str:
+            return f"{sum(arg[n][key] for n in names) / 1e6:.1f} MB"
+
         reads = sum(arg[n]["dram_read_bytes"] for n in THREE_PASS) / arg["fused"]["dram_read_bytes"]
-        if math.isclose(got, reads, rel_tol=0.01) or math.isclose(got, 3.0, rel_tol=0.01):
-            return (f"got {got:.2f}, the report's byte counts give {want:.2f}: that counts reads (three kernels, one "
-                    "read each), but writes cross DRAM too - and the first kernel writes almost nothing")
+        wrote = (f"leaves out what the kernels wrote to DRAM ({mb('dram_write_bytes', THREE_PASS)} against "
+                 f"{mb('dram_write_bytes', ['fused'])}), so it is {abs(got - want):.2f} too "
+                 f"{'high' if got > want else 'low'}")
+        if math.isclose(got, reads, rel_tol=0.01):
+            return (f"got {got:.2f}, the report's byte counts give {want:.2f}: your ratio compares the bytes read "
+                    f"from DRAM alone ({mb('dram_read_bytes', THREE_PASS)} against "
+                    f"{mb('dram_read_bytes', ['fused'])}) and {wrote}")
+        if math.isclose(got, 3.0, rel_tol=0.01):
+            return (f"got {got:.2f}, the report's byte counts give {want:.2f}: 3 is one pass over the input per "
+                    f"kernel, a count of kernels rather than of the report's bytes, and it {wrote}")
         if math.isclose(got, 1 / want, rel_tol=0.01):
             return (f"got {got:.2f}, the report's byte counts give {want:.2f}: upside down - the three kernels move "
                     "more, not less")

@@ -104,11 +104,11 @@ def prediction_problem(got, name: str, want: tuple) -> str:
     if sectors != want[0]:
         if sectors < want[0]:
             return (f"{sectors} sectors is too few: the bytes the 32 lanes read are spread over more 32-byte "
-                    "sectors than that (write down where each lane's first read starts and ends)")
+                    "sectors than that")
         return (f"{sectors} sectors is too many: some lanes you counted apart read bytes of the same 32-byte "
                 "sector, which the warp load fetches once")
-    return (f"{lines} lines is too {'few' if lines < want[1] else 'many'} (a line is 128 bytes: where do the "
-            "32 reads start and end?)")
+    return (f"{lines} lines is too {'few' if lines < want[1] else 'many'}: the bytes the 32 lanes read span "
+            f"{'more' if lines < want[1] else 'fewer'} 128-byte lines than that")
 
 
 def _sectors_problem(fn, addresses, access_bytes: int) -> str:
