@@ -30,7 +30,10 @@ def _masked_kernel(x_ptr, y_ptr, pad_ptr, x_row_stride, y_row_stride, S, rows_pe
     if CAUSAL:
         keep = keep & (k <= q)
     if HAS_PAD:
-        keep = keep & (k >= tl.load(pad_ptr + row // rows_per_batch))
+        if BUG == "pad-off-by-one":  # the first key after the padding is masked too
+            keep = keep & (k > tl.load(pad_ptr + row // rows_per_batch))
+        else:
+            keep = keep & (k >= tl.load(pad_ptr + row // rows_per_batch))
     x_row = x_ptr + row * x_row_stride
     if BUG == "in-stride":
         x_row = x_ptr + row * S
@@ -48,7 +51,10 @@ def _masked_kernel(x_ptr, y_ptr, pad_ptr, x_row_stride, y_row_stride, S, rows_pe
         total = tl.sum(e.to(tl.float16), axis=0).to(tl.float32)
     else:
         total = tl.sum(e, axis=0)
-    y = e.to(tl.float32) / tl.where(total == 0.0, 1.0, total)
+    if BUG == "guard-max-only":  # a fully masked row: max guarded, then 0 / 0
+        y = e.to(tl.float32) / total
+    else:
+        y = e.to(tl.float32) / tl.where(total == 0.0, 1.0, total)
     y_row = y_ptr + row * y_row_stride
     if BUG == "out-stride":
         y_row = y_ptr + row * x_row_stride
