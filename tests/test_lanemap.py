@@ -50,8 +50,21 @@ def test_unmasked_store_is_named():
 
 def test_wrong_row_stride_is_named():
     m = lanemap.lane_map(launcher(use_stride=False), strided())
-    assert any("input row stride" in f for f in m.findings)
+    assert any("its input row offset is wrong" in f for f in m.findings), m.findings
+    assert not any("output row offset" in f for f in m.findings), m.findings
     assert (m.loads[3, :10] == lanemap.NONE).all(), "row 3 of x is never read"
+
+
+def test_a_wrong_output_row_step_blames_the_output(tmp_path):
+    """The review (2026-12-02): the output stepped by the input's stride was blamed on the input's row stride.
+    Every input row was read whole by its own program: the output's row offsets are what is wrong."""
+    def edit(src):
+        return src.replace("out_ptr + row * out_row_stride", "out_ptr + row * in_row_stride")
+
+    fn = exercise("04_three_kernels_to_one.ipynb", "ch04-fused", tmp_path, edit).my_fused_softmax
+    m = lanemap.lane_map(ch04.lane_launch(fn), strided())
+    assert any("its output row offset is wrong" in f for f in m.findings), m.findings
+    assert not any("input row offset" in f for f in m.findings), m.findings
 
 
 def test_draw_returns_a_picture_and_prints_findings(capsys):

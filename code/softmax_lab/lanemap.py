@@ -42,6 +42,8 @@ class LaneMaps:
     outside: dict = field(default_factory=dict)   # "load"/"store" -> lanes outside every tensor
     findings: list = field(default_factory=list)
     padding: dict = field(default_factory=dict)   # program -> the values its masked-off lanes read (floats)
+    x_step: int = 0                               # elements between the input's rows
+    y_step: int = 0                               # elements between the output's rows
 
 
 def _grid(t: torch.Tensor) -> tuple[int, int, int]:
@@ -117,7 +119,7 @@ def lane_map(launcher, x: torch.Tensor, padding: str | None = None, effect: bool
     for _, _, kind, n in count._outside_log:
         outside[kind] = outside.get(kind, 0) + n
     maps = LaneMaps(x.detach().cpu().float().numpy(), y.detach().cpu().float().numpy(), x.shape[1], loads, stores,
-                    store_counts, outside)
+                    store_counts, outside, x_step=xs, y_step=ys)
     # lanes switched off because they lay outside every tensor were not masked by the kernel: no padding to show
     maps.padding = {} if outside.get("load") else {p: np.concatenate(v) for p, v in sorted(pads.items())}
     maps.findings = diagnose(maps, padding, effect)
@@ -171,20 +173,41 @@ def diagnose(m: LaneMaps, padding: str | None = None, effect: bool = False) -> l
     if gap:
         found.append(f"{gap} lane(s) were stored in the gap between the rows of a strided output: the rows were "
                      "not stepped by the output's own row stride, or the store is not masked")
+    gap = int((m.loads[:, n:] != NONE).sum())
+    if gap:
+        found.append(f"{gap} lane(s) were loaded from the gap between the rows of a strided input: the rows were "
+                     "not stepped by the input's own row stride, or the load is not masked")
     if m.outside.get("store"):
         found.append(f"{m.outside['store']} lane(s) were stored outside every tensor (past the end of the output): "
                      "lanes past a row's end were stored, or whole rows landed beyond the output's last row")
     if m.outside.get("load"):
         found.append(f"{m.outside['load']} lane(s) were loaded from outside every tensor: the load is not masked")
+    # A program that wrote one row but read another: the side whose rows each came whole from one program is
+    # the right one, so the other side's row offsets are wrong (when both look torn, either may be).
+    reads_whole, writes_whole = _whole_rows(m.loads, n), _whole_rows(m.stores, n)
     for r in range(m.stores.shape[0]):
         writers = {int(p) for p in m.stores[r, :n] if p >= 0}
         readers = {int(p) for p in np.unique(m.loads[r, :n]) if p >= 0}
         for p in sorted(writers - readers):
             read_rows = sorted({int(q) for q in np.argwhere(m.loads[:, :n] == p)[:, 0]})
-            if read_rows:
-                found.append(f"program {p} wrote row {r} but read row(s) {_list(read_rows)}: "
-                             "is the input row stride (or row offset) right?")
+            if not read_rows:
+                continue
+            if reads_whole and not writes_whole:
+                found.append(f"program {p} read input row(s) {_list(read_rows)} whole but wrote into output row "
+                             f"{r}: its output row offset is wrong (the output's rows are {m.y_step} apart)")
+            elif writes_whole and not reads_whole:
+                found.append(f"program {p} wrote output row {r} but read input row(s) {_list(read_rows)}: its "
+                             f"input row offset is wrong (the input's rows are {m.x_step} apart)")
+            else:
+                found.append(f"program {p} wrote row {r} but read row(s) {_list(read_rows)}: its input or its "
+                             "output row offset is wrong")
     return found
+
+
+def _whole_rows(owner: np.ndarray, n: int) -> bool:
+    """Whether every row's first ``n`` elements were all loaded (or stored) by one and the same program."""
+    view = owner[:, :n]
+    return bool((view >= 0).all() and (view == view[:, :1]).all())
 
 
 def _list(values: list[int], most: int = 6) -> str:
@@ -284,6 +307,8 @@ def show_on_failure(launcher, make_input=None, title: str = "", padding: str | N
     if effect and read:
         pads = ("; its padding lanes took part in the rows' max and sum" if padding_counted(maps)
                 else "; its padding lanes added nothing to any row's max or sum")
+    if maps.y_step != x.shape[1]:
+        layout += f", into an output with rows {maps.y_step} apart"
     print(f"lane map of your kernel on a {x.shape[0]} x {x.shape[1]} input ({layout}){pads}:")
     for line in maps.findings or ["no lane out of place: every output element stored once, by its own row's program"]:
         print("  " + line)

@@ -17,11 +17,28 @@ LAUNCH_CH04 = """    my_fused_kernel[(n_rows,)](out, x, x.stride(0), out.stride(
                                num_warps=4 if BLOCK <= 1024 else 8)  # simpler than default_num_warps"""
 
 
+ROW64, IN_OFFSET, OUT_OFFSET = "row = tl.program_id(0).to(tl.int64)", "in_ptr + row * in_row_stride", \
+    "out_ptr + row * out_row_stride"
+
 # Wrong answers the check used to pass, before it checked the property the chapter teaches:
 # (exercise, mutant, (old, new) edits of the solution, the case that must fail, words its line must hold)
 MISSED_BEFORE = [
     ("ch04-fused", "32-bit row offsets", [("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")],
      ch04.INT64_CASE, "computed in 32 bits, not 64-bit"),
+    # the review (2026-12-02): widened to 64 bits after a 32-bit multiply passed on the CPU (only the offset's
+    # width where it met the pointer was probed); run as rows past 2**31 / stride, the product wraps
+    ("ch04-fused", "(row * stride).to(tl.int64): widened after the 32-bit multiply",
+     [(ROW64, "row = tl.program_id(0)"), (IN_OFFSET, "in_ptr + (row * in_row_stride).to(tl.int64)"),
+      (OUT_OFFSET, "out_ptr + (row * out_row_stride).to(tl.int64)")],
+     ch04.INT64_CASE, "multiplied in 32 bits and only then made 64-bit"),
+    ("ch04-fused", "tl.cast(row * stride, tl.int64): widened after the 32-bit multiply",
+     [(ROW64, "row = tl.program_id(0)"), (IN_OFFSET, "in_ptr + tl.cast(row * in_row_stride, tl.int64)"),
+      (OUT_OFFSET, "out_ptr + tl.cast(row * out_row_stride, tl.int64)")],
+     ch04.INT64_CASE, "the rows were read and written at wrong addresses"),
+    ("ch04-fused", "only the output's offset widened after the multiply",
+     [(ROW64, "row = tl.program_id(0)"), (IN_OFFSET, "in_ptr + row.to(tl.int64) * in_row_stride"),
+      (OUT_OFFSET, "out_ptr + (row * out_row_stride).to(tl.int64)")],
+     ch04.INT64_CASE, "so the output's rows were written at wrong addresses"),
     ("ch04-fused", "ignores out_row_stride (assumes a contiguous output)",
      [("out_ptr + row * out_row_stride", "out_ptr + row * n_cols")], ch04.STRIDED_OUT_CASES[0][0],
      "not the output's own row stride"),
@@ -109,6 +126,26 @@ def test_int64_probe_sees_pid_derived_32_bit_offsets_only(tmp_path):
     bad = load("ch04-fused", mutate("ch04-fused", [("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")]), tmp_path)
     assert ch04._int64_problem(good.my_fused_softmax) == ""
     assert "64-bit" in ch04._int64_problem(bad.my_fused_softmax)
+
+
+@pytest.mark.parametrize("edits", [
+    [(ROW64, "row = tl.program_id(0)"), (IN_OFFSET, "in_ptr + row.to(tl.int64) * in_row_stride"),
+     (OUT_OFFSET, "out_ptr + tl.cast(row, tl.int64) * out_row_stride")],
+    [(ROW64, "row = tl.program_id(0)"), (IN_OFFSET, "in_ptr + row * in_row_stride.to(tl.int64)"),
+     (OUT_OFFSET, "out_ptr + row * tl.cast(out_row_stride, tl.int64)")],
+], ids=["row widened before the multiply", "stride widened before the multiply"])
+def test_far_rows_pass_64_bit_products(edits, tmp_path):
+    """Run as rows past 2**31 / stride (no memory that far out: only addresses move), a product formed in 64 bits
+    lands on the real rows, however the learner widens it."""
+    right = load("ch04-fused", mutate("ch04-fused", edits), tmp_path)
+    assert ch04._int64_problem(right.my_fused_softmax) == ""
+
+
+def test_far_rows_do_not_blame_64_bits_for_a_wrong_stride(tmp_path):
+    """A kernel already wrong on the small rows (the input stepped by the output's stride) is the strided cases'
+    to name: the far rows would land outside the input for that reason, not a wrap."""
+    wrong = load("ch04-fused", mutate("ch04-fused", [(IN_OFFSET, "in_ptr + row * out_row_stride")]), tmp_path)
+    assert ch04._int64_problem(wrong.my_fused_softmax) == ""
 
 
 # ch04-find-the-bug: wrong layouts a learner could give, (mutant, (old, new) edits of the solution, the cases that

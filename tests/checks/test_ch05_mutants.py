@@ -6,6 +6,7 @@ provisional writes), the test asserts that the mutant passes every case of the c
 The exercises ch05-combine and ch05-long-row get their solution, a blank and their mutants here too, as
 stand-ins and as the notebooks hold them. Sizes stay tiny: the CPU interpreter runs all of it in CI.
 """
+import functools
 import importlib.util
 import math
 
@@ -216,6 +217,8 @@ def _chunk_stats(x_ptr, m_ptr, l_ptr, n, CHUNK, BLOCK: tl.constexpr, BUG: tl.con
     start = c * CHUNK
     end = tl.minimum(start + CHUNK, n)
     last = CHUNK
+    if BUG == "mask-at-n":  # masked at the row's end only: right while CHUNK is whole tiles
+        end = n
     if BUG == "overlap":  # each chunk's sum also counts the next chunk's first element
         end = tl.minimum(start + CHUNK + 1, n)
         last = CHUNK + BLOCK
@@ -310,12 +313,44 @@ def _long(bug="", combine=combine_solution):
     return long_row_softmax
 
 
+class _StatsKernel:
+    """chunk_stats_kernel as the check launches it alone (``kernel[grid](x, m, l, n, CHUNK, BLOCK=...)``):
+    _chunk_stats with one BUG bound, or a blank one."""
+    def __init__(self, bug=""):
+        self.bug = bug
+
+    def __getitem__(self, grid):
+        if self.bug == "blank":
+            return blank
+        return lambda *args, **kwargs: _chunk_stats[grid](*args, BUG=self.bug, **kwargs)
+
+
+def _check(bug=""):
+    """check_long_row with the launcher's chunk_stats_kernel (the notebook passes both)."""
+    return functools.partial(ch05.check_long_row, chunk_stats_kernel=_StatsKernel(bug))
+
+
 def test_long_row_solution(capsys):
-    assert_passes(ch05.check_long_row, _long(), "ch05-long-row", capsys)
+    assert_passes(_check(), _long(), "ch05-long-row", capsys)
 
 
 def test_long_row_blank(capsys):
-    assert_blank(ch05.check_long_row, blank, "ch05-long-row", capsys)
+    assert_blank(_check("blank"), blank, "ch05-long-row", capsys)
+
+
+def test_long_row_masked_only_at_n(capsys):
+    """The review (2026-12-02): a chunk masked only at the row's end is right while the launcher's CHUNK is whole
+    tiles (every case but one), and counts the next chunk's first elements when it is not (the grader's judge
+    had that case, the notebook did not)."""
+    ok, out = check_output(_check("mask-at-n"), _long("mask-at-n"), capsys)
+    assert not ok, out
+    ragged = next(name for name, *_, how in ch05.long_row.LONG_CASES if how == ch05.long_row.RAGGED)
+    for name, *_ in ch05.long_row.LONG_CASES:
+        if name != ragged:
+            assert f"PASS  {name}" in out.splitlines(), out
+    line = next(ln for ln in fail_lines(out) if ln.startswith(f"FAIL  {ragged}:"))
+    assert "took in the first 6 elements of chunk 1" in line and "counted twice" in line, line
+    assert "reaches past its end" in line, line
 
 
 @pytest.mark.parametrize("bug,combine,words", [
@@ -331,9 +366,9 @@ def test_long_row_blank(capsys):
 ], ids=["own-chunk", "pad-zero", "overlap", "combine-no-rescale", "no-guard-kernel", "no-guard-combine",
         "floor-chunk", "one-program", "whole-row-each"])
 def test_long_row_mutants(bug, combine, words, capsys):
-    assert_fails_saying(ch05.check_long_row, _long(bug, combine), words, capsys)
+    assert_fails_saying(_check(bug), _long(bug, combine), words, capsys)
     if bug != "own-chunk":  # the review: padding and overlaps were once diagnosed as per-chunk normalisation
-        ok, out = check_output(ch05.check_long_row, _long(bug, combine), capsys)
+        ok, out = check_output(_check(bug), _long(bug, combine), capsys)
         assert not any("own (m, l)" in line for line in fail_lines(out)), out
 
 

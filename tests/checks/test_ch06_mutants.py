@@ -30,7 +30,12 @@ def _masked_kernel(x_ptr, y_ptr, pad_ptr, x_row_stride, y_row_stride, S, rows_pe
     if CAUSAL:
         keep = keep & (k <= q)
     if HAS_PAD:
-        keep = keep & (k >= tl.load(pad_ptr + row // rows_per_batch))
+        if BUG == "pad-off-by-one":  # the first key after the padding is masked too
+            keep = keep & (k > tl.load(pad_ptr + row // rows_per_batch))
+        elif BUG == "pad-short":  # the last padding key is kept
+            keep = keep & (k >= tl.load(pad_ptr + row // rows_per_batch) - 1)
+        else:
+            keep = keep & (k >= tl.load(pad_ptr + row // rows_per_batch))
     x_row = x_ptr + row * x_row_stride
     if BUG == "in-stride":
         x_row = x_ptr + row * S
@@ -40,7 +45,8 @@ def _masked_kernel(x_ptr, y_ptr, pad_ptr, x_row_stride, y_row_stride, S, rows_pe
     else:
         x = tl.load(x_row + k, mask=keep, other=-float("inf")).to(tl.float32)
     m = tl.max(x, axis=0)
-    m = tl.where(m == -float("inf"), 0.0, m)
+    if BUG != "no-max-guard":
+        m = tl.where(m == -float("inf"), 0.0, m)
     if BUG == "load-twice":  # loads again for the exponentials
         x = tl.load(x_row + k, mask=keep, other=-float("inf")).to(tl.float32)
     e = tl.exp(x - m)
@@ -48,7 +54,10 @@ def _masked_kernel(x_ptr, y_ptr, pad_ptr, x_row_stride, y_row_stride, S, rows_pe
         total = tl.sum(e.to(tl.float16), axis=0).to(tl.float32)
     else:
         total = tl.sum(e, axis=0)
-    y = e.to(tl.float32) / tl.where(total == 0.0, 1.0, total)
+    if BUG == "guard-max-only":  # a fully masked row: max guarded, then 0 / 0
+        y = e.to(tl.float32) / total
+    else:
+        y = e.to(tl.float32) / tl.where(total == 0.0, 1.0, total)
     y_row = y_ptr + row * y_row_stride
     if BUG == "out-stride":
         y_row = y_ptr + row * x_row_stride
@@ -95,6 +104,28 @@ def test_masked_store_kept_only_is_named_not_blamed_on_nan_or_stride(capsys):
     assert any("never written" in line for line in lines), out
     for line in lines:
         assert "exp(-inf - (-inf))" not in line and "another spacing" not in line, line
+
+
+# The review of 2026-12-02: (mutant, words every FAIL line of a case with padding or a fully masked row must hold,
+# words no FAIL line may hold). An off-by-one padding mask was blamed on half precision; a guarded max with an
+# unguarded division was explained as the unguarded max.
+MASKED_DIAGNOSES = [
+    ("pad-off-by-one", "one key too many is masked: the first real token got no probability",
+     ["half precision", "fp16 ulps"]),
+    ("pad-short", "one key too few is masked: the last padding token got probability", ["half precision", "spread"]),
+    ("guard-max-only", "the row's sum is 0, and the division then computed 0/0 = NaN", ["-inf - (-inf)"]),
+    ("no-max-guard", "x - max computed -inf - (-inf) = NaN", ["0/0"]),
+]
+
+
+@pytest.mark.parametrize("bug,words,never", MASKED_DIAGNOSES, ids=[d[0] for d in MASKED_DIAGNOSES])
+def test_masked_feedback_names_the_real_mistake(bug, words, never, capsys):
+    ok, out = check_output(ch06.check_masked_softmax, _masked(bug), capsys)
+    assert not ok, out
+    named = [line for line in fail_lines(out) if "padding" in line or "fully masked" in line]
+    assert named and all(words in line for line in named if "traffic" not in line), out
+    for line in fail_lines(out):
+        assert not any(w in line for w in never), line
 
 
 def test_masked_half_sum(capsys, monkeypatch):

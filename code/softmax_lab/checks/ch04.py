@@ -11,7 +11,9 @@ all-negative rows, large values, identical values, strided views of the input (r
 length) and of the output, and checks the properties the chapter teaches on the learner's own kernel: it is a
 Triton kernel (not ``torch.softmax`` in the launcher), it reads each element once and writes each once (counted
 by memcount), and its row offsets are 64-bit (a probe in the interpreter that flags a 32-bit offset derived from
-the program id; on a GPU also a real launch on rows 2**30 elements apart, past 2**31 elements in all).
+the program id, then the kernel run in the interpreter as rows numbered past 2**31 / stride, where a product
+formed in 32 bits and widened afterwards wraps around; on a GPU also a real launch on rows 2**30 elements apart,
+past 2**31 elements in all).
 """
 from __future__ import annotations
 
@@ -170,8 +172,13 @@ def check_traffic(three_pass_traffic, fused_traffic) -> Verdict:
 
 
 def lane_launch(fused_softmax):
-    """How the lane map (shown after a FAIL) runs the learner's launcher on one small strided input."""
-    return lambda x: _returned(fused_softmax(x, out := torch.empty_like(x)), out)
+    """How the lane map (shown after a FAIL) runs the learner's launcher on one small strided input, into an
+    output whose rows are 2 elements further apart than the row is long (so that either row stride shows)."""
+    def launch(x):
+        out = torch.empty(x.shape[0], x.shape[1] + 2, device=x.device)[:, :x.shape[1]]
+        return _returned(fused_softmax(x, out), out)
+
+    return launch
 
 
 lane_input = None  # the default: 4 rows of 10 inside rows of 14
@@ -247,19 +254,69 @@ def pid_offset_probe():
             setattr(B, n, f)
 
 
+# The shifted launch: its programs run as these rows of a tensor (2**31 // 7 + 1: with rows 7 or 8 elements
+# apart, row * stride is past 2**31 elements, so in 32 bits it wraps around).
+FAR_ROW = 2**31 // 7 + 1
+WIDENED_LATE = ("row * stride was multiplied in 32 bits and only then made 64-bit: run as rows {first:,} to "
+                "{last:,} of tensors whose rows are 8 (input) and 7 (output) elements apart, past 2**31 elements, "
+                "the 32-bit product wrapped around before it was widened, so {what} at wrong addresses")
+WRAPPED = {frozenset({"load"}): "the input's rows were read", frozenset({"store"}): "the output's rows were written",
+           frozenset(): "the rows were read or written"}
+
+
+@contextlib.contextmanager
+def far_rows_probe(first_row: int = FAR_ROW):
+    """While active, Triton's interpreter runs program r as row ``first_row + r``: tl.program_id(0) returns
+    ``first_row`` more, and every 2-D tensor argument's pointer is moved back by ``first_row`` rows (its own row
+    stride), so a kernel whose row offsets are right in 64 bits lands on the tensor's real rows. Only addresses
+    change: no memory is allocated that far out. A 32-bit product that wraps lands outside every tensor, where
+    memcount's guard (``counted``) switches its lanes off and logs them."""
+    from triton.runtime import interpreter as it
+
+    B = it.InterpreterBuilder
+    get_pid, cvt = B.create_get_program_id, it._implicit_cvt
+
+    def far_pid(self, axis):
+        h = get_pid(self, axis)
+        return it.TensorHandle(h.data + np.int32(first_row), h.dtype) if axis == 0 else h
+
+    def far_pointer(arg):
+        t = cvt(arg)
+        if isinstance(arg, torch.Tensor) and arg.dim() == 2:
+            back = first_row * arg.stride(0) * arg.element_size()
+            if 0 < back < arg.data_ptr():
+                t.handle.data = t.handle.data - np.uint64(back)
+        return t
+
+    B.create_get_program_id, it._implicit_cvt = far_pid, far_pointer
+    try:
+        yield
+    finally:
+        B.create_get_program_id, it._implicit_cvt = get_pid, cvt
+
+
 def _int64_problem(fn) -> str:
-    """The probe on a small strided launch (interpreted everywhere); on a GPU with the memory, also real rows
-    2**30 + 64 elements apart, so that the last row starts past 2**31 elements."""
+    """The probe on a small strided launch (interpreted everywhere), then the same launch run as rows past 2**31
+    elements (``far_rows_probe``: a product formed in 32 bits and widened afterwards wraps there); on a GPU with
+    the memory, also real rows 2**30 + 64 elements apart, so that the last row starts past 2**31 elements."""
     x = torch.randn(3, 8, generator=torch.Generator().manual_seed(5)).to(DEVICE)[:, :5]
     out, _ = strided_output(3, 5, 7)
     with pid_offset_probe() as narrow:
-        _, c = counted(fn, x, out)
+        y, c = counted(fn, x, out)
     if c.launches == 0:
         return no_launch("my_fused_kernel")
     if c._outside_log:
         return OUTSIDE
     if narrow:
         return INT64_HINT
+    if explain(y, x):  # wrong already on these small rows (the strided cases say why): far rows would blame 64 bits
+        return ""
+    out, _ = strided_output(3, 5, 7)
+    with far_rows_probe():
+        y, c = counted(fn, x, out)
+    if c._outside_log or explain(y, x):
+        what = WRAPPED.get(frozenset(kind for _, _, kind, _ in c._outside_log), "the rows were read and written")
+        return WIDENED_LATE.format(first=FAR_ROW, last=FAR_ROW + x.shape[0] - 1, what=what)
     return _big_rows_problem(fn) if ON_GPU else ""
 
 

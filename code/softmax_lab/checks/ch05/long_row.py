@@ -94,10 +94,13 @@ def long_row_traffic_problem(fn, x: torch.Tensor, programs: int, block: int, per
 
 
 # The cases, read by the notebook check and by the grader's judge alike: (name, elements, programs, BLOCK, values,
-# dtype, traffic). Values: "random", "rising" (the max in the last chunk), "lead -inf" (the first two chunks all
-# -inf) or "below -1000"; traffic: None, or "per program" / "total" (memcount of the whole launcher). The check
-# runs the learner's launcher on each row drawn from a fixed seed; the judge launches the learner's first kernel,
-# chunk_stats_kernel, on rows drawn from the grader's seed, and adds a chunk that is not whole tiles.
+# dtype, how). Values: "random", "rising" (the max in the last chunk), "lead -inf" (the first two chunks all
+# -inf) or "below -1000"; how: None (the launcher's output), "per program" / "total" (memcount of the whole
+# launcher), or RAGGED: chunk_stats_kernel launched alone with CHUNK = ceil(n / programs), not a whole number of
+# tiles, so that its last tile reaches into the next chunk. The check runs each row drawn from a fixed seed; the
+# judge launches the learner's first kernel, chunk_stats_kernel, on rows drawn from the grader's seed (with the
+# launcher's whole-tile CHUNK, or ceil(n / programs) for RAGGED), and adds a fresh ragged chunk.
+RAGGED = "CHUNK not whole tiles"
 LONG_CASES = [
     ("1 element on 2 programs: the second program's chunk is empty", 1, 2, 32, "random", "float32", None),
     ("37 elements on 3 programs, BLOCK=8", 37, 3, 8, "random", "float32", None),
@@ -111,6 +114,8 @@ LONG_CASES = [
      "random", "float32", "per program"),
     ("one row of 500,000 on 8 programs, BLOCK=4096: correct, 2 reads + 1 write per element", 500_000, 8, 4096,
      "random", "float32", "total"),
+    ("chunk_stats_kernel alone: 70 elements on 4 programs, CHUNK = 18, not a whole number of BLOCK = 8 tiles", 70, 4,
+     8, "random", "float32", RAGGED),
 ]
 CHECK_SEED = 58
 
@@ -132,13 +137,65 @@ def case_row(n: int, programs: int, block: int, kind: str, rng: np.random.Genera
     return x
 
 
-def check_long_row(long_row_softmax) -> Verdict:
-    """Exercise ch05-long-row: ``long_row_softmax(x, out, programs=..., BLOCK=...)`` for one long 1-D row."""
+def chunk_stats(x: np.ndarray, programs: int, chunk: int) -> list[tuple[float, float]]:
+    """Each program's (m, l) of its own chunk x[c*chunk : (c+1)*chunk], in float64."""
+    return [_stats(x[c * chunk:(c + 1) * chunk]) for c in range(programs)]
+
+
+def _stats_close(got: np.ndarray, want: list[tuple[float, float]]) -> list[int]:
+    """The programs whose (m, l) in ``got`` (2 x programs, fp32) is not ``want``'s."""
+    bad = []
+    for c, (m, l) in enumerate(want):
+        gm, gl = float(got[0, c]), float(got[1, c])
+        if not (gm == m or abs(gm - m) <= 1e-5 * max(1.0, abs(m))) or not abs(gl - l) <= 1e-5 * max(1.0, abs(l)):
+            bad.append(c)
+    return bad
+
+
+def ragged_chunk_problem(kernel, x: torch.Tensor, programs: int, block: int) -> str:
+    """'' when ``kernel[(programs,)](x, m, l, n, CHUNK, BLOCK=block)`` stores each chunk's (m, l), with
+    CHUNK = ceil(n / programs), which is not a whole number of tiles: the last tile of a chunk reaches past it."""
+    if kernel is None:
+        return ("chunk_stats_kernel was not given to the check (it is launched alone here): pass it as the second "
+                "argument")
+    n = x.numel()
+    chunk = math.ceil(n / programs)
+    partials = torch.full((2, programs + GUARD_LEN), float("nan"), device=DEVICE)
+    partials[:, programs:] = GUARD
+    with quiet():
+        kernel[(programs,)](x, partials[0], partials[1], n, chunk, BLOCK=block)
+    got = partials.cpu().numpy().astype(np.float64)
+    if bool((got[:, programs:] != GUARD).any()):
+        return f"a (m, l) was stored past the last of the {programs} programs' partials"
+    row = x.detach().cpu().to(torch.float64).numpy()
+    bad = _stats_close(got, chunk_stats(row, programs, chunk))
+    if not bad:
+        return ""
+    c = bad[0]
+    reach = math.ceil(chunk / block) * block  # how far a chunk's tiles go
+    spilled = [_stats(row[k * chunk:min(k * chunk + reach, n)]) for k in range(programs)]
+    if not _stats_close(got, spilled):
+        return (f"program {c}'s (m, l) also took in the first {reach - chunk} elements of chunk {c + 1}: CHUNK = "
+                f"{chunk} is not a whole number of {block}-lane tiles, so a chunk's last tile reaches past its end, "
+                "and those lanes were read as its own - the next chunk's elements are counted twice (in both "
+                "chunks' max and sum), so the row's L comes out too large")
+    return (f"program {c}'s (m, l) is not the max and the sum of exp(x - max) of its own chunk "
+            f"x[{c * chunk}:{min((c + 1) * chunk, n)}]")
+
+
+def check_long_row(long_row_softmax, chunk_stats_kernel=None) -> Verdict:
+    """Exercise ch05-long-row: ``long_row_softmax(x, out, programs=..., BLOCK=...)`` for one long 1-D row, and its
+    ``chunk_stats_kernel`` launched alone on a chunk that is not whole tiles (found among the launcher's globals
+    when it is not passed)."""
+    if chunk_stats_kernel is None:
+        chunk_stats_kernel = getattr(long_row_softmax, "__globals__", {}).get("chunk_stats_kernel")
     report = Report("ch05-long-row")
     rng = np.random.default_rng(CHECK_SEED)
     for name, n, programs, block, kind, dtype, traffic in LONG_CASES:
         x = torch.from_numpy(case_row(n, programs, block, kind, rng)).to(TORCH[dtype]).to(DEVICE)
-        if traffic is None:
+        if traffic == RAGGED:
+            report.run(name, lambda x=x, p=programs, b=block: ragged_chunk_problem(chunk_stats_kernel, x, p, b))
+        elif traffic is None:
             report.run(name, lambda x=x, p=programs, b=block: long_row_problem(long_row_softmax, x, p, b))
         else:
             report.run(name, lambda x=x, p=programs, b=block, t=traffic: long_row_traffic_problem(
@@ -151,7 +208,7 @@ def _stats_case(rng, name, x, programs, block, dtype="float32", whole_tiles=True
     n = x.size
     chunk = chunk_size(n, programs, block) if whole_tiles else math.ceil(n / programs)
     x = cast(x, dtype)  # what the kernel reads
-    stats = [_stats(x[c * chunk:(c + 1) * chunk]) for c in range(programs)]
+    stats = chunk_stats(x, programs, chunk)
     bufs = {"x": Buf(cast(np.concatenate([x, rng.normal(0, 3, GUARD_LEN)]), dtype), dtype)}
     for name_, k in (("m", 0), ("l", 1)):
         storage = np.concatenate([np.full(programs, np.nan), np.full(GUARD_LEN, GUARD)])
@@ -162,9 +219,10 @@ def _stats_case(rng, name, x, programs, block, dtype="float32", whole_tiles=True
 
 def _long_row_cases(rng):
     """The grader's launches of the first kernel of ch05-long-row: every case of the table (rows from its seed),
-    and one chunk that is not whole tiles of BLOCK."""
-    out = [_stats_case(rng, name, case_row(n, programs, block, kind, rng), programs, block, dtype)
-           for name, n, programs, block, kind, dtype, _ in LONG_CASES]
+    and one fresh chunk that is not whole tiles of BLOCK."""
+    out = [_stats_case(rng, name, case_row(n, programs, block, kind, rng), programs, block, dtype,
+                       whole_tiles=how != RAGGED)
+           for name, n, programs, block, kind, dtype, how in LONG_CASES]
     n = int(rng.integers(60, 100))
     out.append(_stats_case(rng, f"{n} elements on 4 programs (CHUNK = {math.ceil(n / 4)}, not a multiple of "
                                 "BLOCK = 8)", rng.normal(0, 3, n), 4, 8, whole_tiles=False))

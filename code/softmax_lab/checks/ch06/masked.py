@@ -34,8 +34,15 @@ from ..judging import (INT64_HINT, TORCH, Buf, KCase, KernelJudge, big_rows_inpu
 
 __all__ = ["check_masked_softmax", "half_sums_in_half"]
 
-FULLY_MASKED = ("a fully masked row gave NaN: its max is -inf, so exp(-inf - (-inf)) is NaN, and its sum is 0 "
-                "(the convention is a row of zeros)")
+FULLY_MASKED = ("a fully masked row gave NaN: its max is -inf, so x - max computed -inf - (-inf) = NaN before any "
+                "exponential, and the NaN reached every output of the row (the convention is a row of zeros)")
+ZERO_SUM = ("a fully masked row gave NaN: its shift left every score at -inf, so every exp(x - max) is 0 and the "
+            "row's sum is 0, and the division then computed 0/0 = NaN (the convention is a row of zeros)")
+NAN_ROW = "a fully masked row gave NaN (the convention is a row of zeros)"
+PAD_SHIFTED = ("left padding off by one: in each padded sequence's rows (sequence {b}, query {q}, for one) one key "
+               "too {what} (keys 0..left_pad[b]-1 are the padding, key left_pad[b] the first real token)")
+PAD_WHAT = {1: "many is masked: the first real token got no probability",
+            -1: "few is masked: the last padding token got probability, and the real keys too little"}
 OFF_BY_ONE = ("causal mask off by one: these rows are the softmax where each query sees one key too many or too few "
               "(query q sees keys 0..q, itself included)")
 LEAK = ("masked positions got probability: keys the mask removes still took part in the max or the sum (a masked "
@@ -170,9 +177,12 @@ def masked_problem(fn, scores: torch.Tensor, causal: bool, left_pad, strict_fp16
             masked_out = ~keep.expand(B, H, S, S).cpu()
             return NOT_WRITTEN if bool((never & ~masked_out).any()) else UNWRITTEN
     if bool(torch.isnan(y64[empty]).any()):
-        return FULLY_MASKED
+        return _nan_source(fn, scores.dtype)
     if bool(torch.isnan(y64).any()):
         return f"{int(torch.isnan(y64).sum())} output value(s) are NaN (still poisoned: not stored, or overflowed)"
+    pad_shifted = _pad_off_by_one(y64, ref, scores, causal, left_pad, atol, rtol)
+    if pad_shifted:
+        return pad_shifted
     if bool((y64[empty] != 0).any()):
         return "a fully masked row must be all zeros, not a spread of probability over masked keys"
     if torch.allclose(y64, ref, atol=atol, rtol=rtol):
@@ -199,6 +209,57 @@ def masked_problem(fn, scores: torch.Tensor, causal: bool, left_pad, strict_fp16
         return f"values differ from the float64 reference by more than the {scores.dtype} tolerance - {FP32}"
     worst = float((y64 - ref).abs().max())
     return f"values differ from the float64 reference (largest error {worst:.1e}; tolerance {atol:g} + {rtol:g}*|y|)"
+
+
+def _pad_off_by_one(y64, ref, scores, causal: bool, left_pad, atol: float, rtol: float) -> str:
+    """The padding mask one key off (each sequence's padding taken one key longer or shorter): which way, and the
+    first row it changed; '' when the output is not that."""
+    if left_pad is None:
+        return ""
+    B, H, S, _ = scores.shape
+    for step in (1, -1):
+        pads = (left_pad.to(scores.device) + step).clamp(min=0)
+        alt = masked_softmax_ref(scores, attention_mask(B, S, causal, pads, device=scores.device)).cpu()
+        if torch.allclose(y64, alt, atol=atol, rtol=rtol):
+            b, _, q = (int(i) for i in (alt - ref).abs().amax(dim=-1).nonzero()[0][:3])
+            return PAD_SHIFTED.format(what=PAD_WHAT[step], b=b, q=q)
+    return ""
+
+
+def _nan_source(fn, dtype) -> str:
+    """Why a fully masked row came out NaN: the launcher run once more (interpreted, by memcount, on a GPU too) on
+    one row of 4 keys that are all padding, with the interpreter's float subtractions and divisions watched for
+    the first NaN made from no NaN: in x - max (the max of the row is -inf) or in the division (its sum is 0)."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    ops = {"create_fsub": FULLY_MASKED, "create_fdiv": ZERO_SUM, "create_precise_divf": ZERO_SUM}
+    saved = {name: getattr(builder, name) for name in ops}
+    first: list[str] = []
+
+    def watched(name):
+        def op(self, lhs, rhs):
+            out = saved[name](self, lhs, rhs)
+            made = np.asarray(out.data)
+            if not first and made.dtype.kind == "f" and np.isnan(made).any() and not any(
+                    np.isnan(np.asarray(a.data)).any() for a in (lhs, rhs) if np.asarray(a.data).dtype.kind == "f"):
+                first.append(name)
+            return out
+        return op
+
+    scores = torch.zeros(1, 1, 4, 4, dtype=dtype, device=DEVICE)
+    pad = torch.tensor([4], dtype=torch.int32, device=DEVICE)
+    for name in ops:
+        setattr(builder, name, watched(name))
+    try:
+        with quiet(), np.errstate(all="ignore"):
+            count_calls(fn, scores, poisoned_like(scores), causal=False, left_pad=pad)
+    except Exception:
+        pass  # the first launch's verdict stands; only its explanation is less specific
+    finally:
+        for name, op in saved.items():
+            setattr(builder, name, op)
+    return ops[first[0]] if first else NAN_ROW
 
 
 def chapter6_row(S: int, dtype=torch.float16) -> torch.Tensor:
