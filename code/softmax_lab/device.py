@@ -59,12 +59,15 @@ _INTERPRETER_LOCK = threading.RLock()  # one interpreted launch at a time, in ev
 
 def guard_interpreter() -> None:
     """On the CPU, once triton is imported: interpreted launches take a lock, and ``@triton.jit`` functions made
-    before ``TRITON_INTERPRET`` was set run interpreted while it is set. Idempotent; nothing on a GPU."""
+    before ``TRITON_INTERPRET`` was set run interpreted while it is set; ints of parameters annotated ``tl.int64``
+    arrive as 64 bits, as on a GPU (``interpreter_ints``). Idempotent; nothing on a GPU."""
     if ON_GPU or "triton" not in sys.modules:
         return
     from triton import knobs
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
+
+    from . import interpreter_ints
 
     if getattr(interpreter.GridExecutor, "_softmax_lab_guarded", False):
         return
@@ -76,6 +79,7 @@ def guard_interpreter() -> None:
 
     interpreter.GridExecutor.__call__ = locked_launch
     interpreter.GridExecutor._softmax_lab_guarded = True
+    interpreter_ints.honour(interpreter)  # `stride: tl.int64` is 64 bits here too, as on a GPU
 
     compiled_run, compiled_call = JITFunction.run, JITFunction.__call__
 

@@ -128,17 +128,36 @@ def test_int64_probe_sees_pid_derived_32_bit_offsets_only(tmp_path):
     assert "64-bit" in ch04._int64_problem(bad.my_fused_softmax)
 
 
+ANNOTATED = "def my_fused_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols"
+
+
 @pytest.mark.parametrize("edits", [
     [(ROW64, "row = tl.program_id(0)"), (IN_OFFSET, "in_ptr + row.to(tl.int64) * in_row_stride"),
      (OUT_OFFSET, "out_ptr + tl.cast(row, tl.int64) * out_row_stride")],
     [(ROW64, "row = tl.program_id(0)"), (IN_OFFSET, "in_ptr + row * in_row_stride.to(tl.int64)"),
      (OUT_OFFSET, "out_ptr + row * tl.cast(out_row_stride, tl.int64)")],
-], ids=["row widened before the multiply", "stride widened before the multiply"])
+    [(ROW64, "row = tl.program_id(0)"),
+     (ANNOTATED, ANNOTATED.replace("in_row_stride, out_row_stride",
+                                   "in_row_stride: tl.int64, out_row_stride: tl.int64"))],
+], ids=["row widened before the multiply", "stride widened before the multiply", "strides annotated tl.int64"])
 def test_far_rows_pass_64_bit_products(edits, tmp_path):
     """Run as rows past 2**31 / stride (no memory that far out: only addresses move), a product formed in 64 bits
-    lands on the real rows, however the learner widens it."""
+    lands on the real rows, however the learner widens it (a parameter annotated ``tl.int64`` is 64 bits in the
+    interpreter too, as on a GPU: ``softmax_lab.interpreter_ints``); the notebook check passes it whole, and so
+    does the grader's judge."""
     right = load("ch04-fused", mutate("ch04-fused", edits), tmp_path)
     assert ch04._int64_problem(right.my_fused_softmax) == ""
+    if "tl.int64, out_row_stride" in mutate("ch04-fused", edits):
+        import shutil
+
+        from softmax_lab.grading import judge
+        from softmax_lab.grading.runner import Limits
+
+        ok, text = run_check("ch04-fused", right, grouped=False)
+        assert ok, text
+        if shutil.which("bwrap"):
+            v = judge.run("", {"ch04-fused": mutate("ch04-fused", edits)}, Limits(cell_timeout=60), seed=7)
+            assert v["ch04-fused"].ok, v["ch04-fused"].text("ch04-fused")
 
 
 def test_far_rows_do_not_blame_64_bits_for_a_wrong_stride(tmp_path):

@@ -20,6 +20,8 @@ CH05 = "05_online_softmax.ipynb"
     ("@triton.jit\ndef k(x):\n    tl.store(x, HELPER)\n", "defined outside"),
     ("@my_decorator\n@triton.jit\ndef k(x):\n    pass\n", "only @triton.jit"),
     ("@triton.jit\ndef k(x, y=print('hi')):\n    pass\n", "constants"),
+    ("@triton.jit\ndef k(x: print('hi')):\n    pass\n", "annotations other than"),
+    ("@triton.jit\ndef k(x: tl.tensor):\n    pass\n", "annotations other than"),
 ])
 def test_judge_defines_only_triton_code(source, words):
     """The judge defines the learner's kernels alone, after checking they are Triton code (on the CPU the

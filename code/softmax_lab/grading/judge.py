@@ -121,6 +121,8 @@ def _harness_command(grader_dir: Path, limits: Limits) -> tuple[list[str], dict]
     shutil.copy(Path(__file__).with_name("judge_harness.py"), grader_dir / "judge_harness.py")
     # chapter 9's numba exercises: the course's simulator additions (shuffles, race recorder), standalone, no answer
     shutil.copy(Path(__file__).parent.parent / "cuda_layer" / "sim.py", grader_dir / "cuda_sim.py")
+    # Triton's interpreter taking `stride: tl.int64` as 64 bits, as a GPU does (standalone, no answer)
+    shutil.copy(Path(__file__).parent.parent / "interpreter_ints.py", grader_dir / "interpreter_ints.py")
     inner = [sys.executable, "-I", "/grader/judge_harness.py"]
     data_limit = limits.data_limit()
     if limits.sandbox:

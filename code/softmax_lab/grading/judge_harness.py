@@ -11,7 +11,8 @@ Standalone on purpose: the ``softmax_lab`` package is not in this sandbox (so no
   Python's builtins, modules or the interpreter), with no Python builtins but those few, and the named one is
   launched with the grader's buffers (``/grader/<file>.npy``), grid and arguments. Every output buffer is kept
   whole (guard zones included). On the CPU interpreter, pointer offsets computed from ``tl.program_id`` in
-  fewer than 64 bits are recorded.
+  fewer than 64 bits are recorded; parameters annotated ``tl.int64`` are 64 bits there, as on a GPU
+  (``/grader/interpreter_ints.py``, the course's ``interpreter_ints``).
 * ``kind: python``: the cell is run, and the named functions are called with the grader's arguments.
 * ``kind: numba``: only the ``@cuda.jit`` functions of the learner's cell are defined (after a check of their syntax
   tree, as for Triton: names are arguments, locals, a few builtins, ``cuda.*``/``math.*`` API, numba's scalar types
@@ -57,6 +58,10 @@ FILES: dict[str, bytes] = {}  # output name -> .npy bytes, sent after the result
 
 # ------------------------------------------------------------------------------------- kernel source check
 
+# What a kernel's parameter may be annotated with: tl.constexpr, or a type compiled Triton honours (`tl.int64`)
+ANNOTATIONS = {f"{m}.{t}" for m in ("tl", "triton.language") for t in (
+    "constexpr", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16",
+    "float32", "float64")}
 ALLOWED_BUILTINS = {"range", "float", "int", "min", "max", "len", "bool", "True", "False", "None"}
 FORBIDDEN_NODES = (ast.Import, ast.ImportFrom, ast.Lambda, ast.Global, ast.Nonlocal, ast.With, ast.AsyncWith,
                    ast.Try, ast.Yield, ast.YieldFrom, ast.Await, ast.Delete, ast.ClassDef, ast.AsyncFunctionDef,
@@ -156,8 +161,9 @@ def _check_kernel(fn: ast.FunctionDef, kernels: set[str]) -> None:
         if not isinstance(default, ast.Constant):
             raise SourceRejected(f"{fn.name}: default values must be constants")
     for a in args.posonlyargs + args.args + args.kwonlyargs:
-        if a.annotation is not None and ast.unparse(a.annotation) not in ("tl.constexpr", "triton.language.constexpr"):
-            raise SourceRejected(f"{fn.name}: argument annotations other than tl.constexpr")
+        if a.annotation is not None and ast.unparse(a.annotation) not in ANNOTATIONS:
+            raise SourceRejected(f"{fn.name}: argument annotations other than tl.constexpr and tl's int and float "
+                                 "types (tl.int64, ...)")
     if args.vararg or args.kwarg:
         raise SourceRejected(f"{fn.name}: *args/**kwargs")
     parents = {}
@@ -229,6 +235,18 @@ class _FromPid(np.ndarray):
 
 
 NARROW = []  # (kernel argument position unknown) one entry per addptr with a narrow pid-derived offset
+
+
+def _honour_int_annotations() -> None:
+    """Parameters annotated ``tl.int64`` take 64-bit ints in the interpreter too, as on a GPU (the course's
+    ``interpreter_ints``, copied here as /grader/interpreter_ints.py: it computes no answer)."""
+    from triton.runtime import interpreter as it
+
+    if IN not in sys.path:
+        sys.path.insert(0, IN)
+    import interpreter_ints
+
+    interpreter_ints.honour(it)
 
 
 def _arm_int64_probe() -> None:
@@ -314,6 +332,8 @@ def run_kernel_exercise(ex: dict) -> dict:
     kernel = kernels.get(ex["kernel"])
     if kernel is None:
         return {"status": "no-kernel", "message": ""}
+    if not GPU:
+        _honour_int_annotations()
     if ex.get("int64") and not GPU:
         _arm_int64_probe()
     cases = []
