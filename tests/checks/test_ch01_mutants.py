@@ -8,7 +8,7 @@ the chapter names (caught by value), so that every named pitfall has a mutant.
 import pytest
 
 from check_helpers import PITFALLS, chapter_rows
-from mutant_helpers import (mutant_passed_the_old_cases_and_is_killed_now, named_pitfall_is_caught,
+from mutant_helpers import (mutate, mutant_passed_the_old_cases_and_is_killed_now, named_pitfall_is_caught,
                             new_exercise_mutant_is_killed)
 from softmax_lab.checks import ch01
 
@@ -95,6 +95,18 @@ NEW_EXERCISES = [
        '    return counts\n'
        '    return {\n        "chapter": [[0, 0], [4, 0], [4, 0]],')],
      ch01.NUMBERS_CASE, "must be numbers written inside the function"),
+    # Ways around the numbers rule found by a learner-reviewer: a default argument, a decorator, a bound method
+    ("ch01-count-nonfinite", "the counts read from a default argument",
+     [("def predicted_counts(row):", "def predicted_counts(row, table=ROWS):")],
+     ch01.NUMBERS_CASE, "predicted_counts reads ROWS, a name from outside it"),
+    ("ch01-count-nonfinite", "the counts replaced by a decorator",
+     [("def predicted_counts(row):", "@lambda f: f\ndef predicted_counts(row):")],
+     ch01.NUMBERS_CASE, "predicted_counts runs `lambda f: f`"),
+    ("ch01-count-nonfinite", "the counts a dict's method, computed beforehand",
+     [("def predicted_counts(row):", "def _counts(row):"),
+      ("    ### END SOLUTION",
+       "    ### END SOLUTION\n\n\npredicted_counts = {k: _counts(k) for k in ROWS}.__getitem__")],
+     ch01.NUMBERS_CASE, "predicted_counts is not a def (or a lambda) written in the exercise cell"),
 ]
 
 # The pitfalls the chapter names (check_helpers.PITFALLS), and more caught by value (same format)
@@ -120,3 +132,10 @@ def test_other_shift_is_killed(ex, mutant, edits, case, words, tmp_path):
 def test_named_pitfall_is_caught(ex, pitfall, edits, case, words, tmp_path):
     """The pitfalls the chapter names that the checks caught before too (by value)."""
     named_pitfall_is_caught(ex, edits, case, words, tmp_path)
+
+
+@pytest.mark.parametrize("ex,mutant,edits,case,words", NEW_EXERCISES[-3:], ids=[m[1] for m in NEW_EXERCISES[-3:]])
+def test_the_judge_reads_the_cell_as_the_check_does(ex, mutant, edits, case, words):
+    """The grader's judge applies ``code_in_source`` to the whole exercise cell: the same ways around it fail."""
+    assert words in ch01.code_in_source(mutate(ex, edits), "predicted_counts")
+    assert ch01.code_in_source(mutate(ex, []), "predicted_counts") == ""

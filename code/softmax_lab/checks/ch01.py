@@ -14,6 +14,7 @@ import ast
 import inspect
 import math
 import textwrap
+import types
 
 import torch
 
@@ -155,11 +156,14 @@ def _spelled_number(node: ast.AST) -> bool:
 
 
 def _code_in(fn_node: ast.FunctionDef | ast.Lambda) -> ast.AST | None:
-    """The first node of the function's body that is code rather than a written number (None when there is none)."""
-    own = {a.arg for a in fn_node.args.args + fn_node.args.kwonlyargs + fn_node.args.posonlyargs}
+    """The first node of the function (its decorators, its arguments' defaults, then its body) that is code rather
+    than a written number (None when there is none)."""
+    args = fn_node.args
+    own = {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}
     body = fn_node.body if isinstance(fn_node.body, list) else [fn_node.body]
     own |= {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    todo = list(reversed(body))  # depth first, in the order the code reads
+    before = [*getattr(fn_node, "decorator_list", []), *args.defaults, *[d for d in args.kw_defaults if d is not None]]
+    todo = list(reversed(before + body))  # depth first, in the order the code reads
     while todo:
         node = todo.pop()
         if isinstance(node, ast.Raise):  # a blank cell's NotImplementedError, or a refusal of an unknown row
@@ -178,34 +182,58 @@ def _code_in(fn_node: ast.FunctionDef | ast.Lambda) -> ast.AST | None:
     return None
 
 
+WHY_NUMBERS = ("a prediction here must be numbers written inside the function, where the check can see that no "
+               "code computed them - the exercise is to work out what float32 does before anything runs it")
+
+
+def _written(tree: ast.AST, name: str) -> ast.FunctionDef | ast.Lambda | None:
+    """``def name`` or ``name = lambda ...`` in ``tree`` (``<lambda>``: the first lambda, as inspect shows one)."""
+    if name == "<lambda>":
+        return next((n for n in ast.walk(tree) if isinstance(n, ast.Lambda)), None)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef) and n.name == name:
+            return n
+        if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Lambda)
+                and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)):
+            return n.value
+    return None
+
+
+def not_written(name: str) -> str:
+    return (f"{name} is not a def (or a lambda) written in the exercise cell, so nothing shows how it was made: "
+            + WHY_NUMBERS)
+
+
 def code_in_source(source: str, name: str) -> str:
-    """'' when function ``name`` (the first lambda when there is none) in ``source`` holds only numbers written out
-    (see _PLAIN), else the first piece of code in it, with why that fails the exercise. Raises NotImplementedError
-    on a blank body. The grader can judge a whole exercise cell with it (``source`` is then the cell)."""
+    """'' when function ``name`` (``def name`` or ``name = lambda``) in ``source`` holds only numbers written out
+    (see _PLAIN), else the first piece of code in it (or that there is no such function), with why that fails the
+    exercise. Raises NotImplementedError on a blank body. The grader judges a whole exercise cell with it."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, IndentationError):
         return ""  # what runs decides (a cell that does not parse fails before this)
-    node = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name), None)
-    node = node or next((n for n in ast.walk(tree) if isinstance(n, ast.Lambda)), None)
-    code = _code_in(node) if node is not None else None
+    node = _written(tree, name)
+    if node is None:
+        return not_written(name)
+    code = _code_in(node)
     if code is None:
         return ""
     text = ast.unparse(code).splitlines()[0]
     text = text if len(text) <= 40 else text[:37] + "..."
     what = f"reads {text}, a name from outside it" if isinstance(code, ast.Name) else f"runs `{text}`"
-    return (f"{name} {what}: a prediction here must be numbers written inside the function, where the check can see "
-            "that no code computed them - the exercise is to work out what float32 does before anything runs it")
+    return f"{name} {what}: {WHY_NUMBERS}"
 
 
-def code_in_prediction(fn) -> str:
-    """``code_in_source`` on the learner's function; '' when its source cannot be read (a function built by exec):
-    there the values decide."""
+def code_in_prediction(fn, name: str) -> str:
+    """``code_in_source`` on the learner's function ``name``; refused when it is not a Python function whose source
+    can be read (a dict's ``__getitem__``, a partial, a function built by exec)."""
+    if not isinstance(fn, types.FunctionType):
+        return not_written(name)
     try:
         source = inspect.getsource(fn)
     except (OSError, TypeError):
-        return ""
-    return code_in_source(source, getattr(fn, "__name__", ""))
+        return not_written(name)
+    return code_in_source(source, fn.__name__)
 
 # ch01-shift-trace: (name, the learner's function, its arguments, the verdict on what it returns)
 SHIFT_TABLE = [
@@ -223,7 +251,7 @@ def check_shift_trace(predicted_trace, steps_that_change) -> Verdict:
     fns = {"predicted_trace": predicted_trace, "steps_that_change": steps_that_change}
     for name, fn, args, problem in SHIFT_TABLE:
         report.run(name, lambda fn=fn, args=args, problem=problem: problem(fns[fn](*args)))
-    report.run(NUMBERS_CASE, lambda: next(filter(None, (code_in_prediction(f) for f in fns.values())), ""))
+    report.run(NUMBERS_CASE, lambda: next(filter(None, (code_in_prediction(f, n) for n, f in fns.items())), ""))
     return Verdict(report.show())
 
 
@@ -302,7 +330,7 @@ def check_count_nonfinite(predicted_counts) -> Verdict:
     report = Report("ch01-count-nonfinite")
     for name, key in COUNT_TABLE:
         report.run(name, lambda k=key: counts_problem(predicted_counts(k), k))
-    report.run(NUMBERS_CASE, lambda: code_in_prediction(predicted_counts))
+    report.run(NUMBERS_CASE, lambda: code_in_prediction(predicted_counts, "predicted_counts"))
     return Verdict(report.show())
 
 
