@@ -170,3 +170,67 @@ def test_the_collection_is_private_to_the_collector_whatever_the_umask(hub_homes
     assert any(p.parent.name == "ann" and ".replaced" in p.parts for p in paths)  # --update's kept copy
     modes = {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in paths}
     assert all(m == ("0o700" if (tmp_path / p).is_dir() else "0o600") for p, m in modes.items()), modes
+
+
+def _manifest_matches_out(out: Path) -> None:
+    import hashlib
+
+    manifest = json.loads((out / ".collected.json").read_text())
+    on_disk = {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+               for p in out.glob("*/*.ipynb")}
+    assert {rel: f["sha256"] for rel, f in manifest["files"].items()} == on_disk
+
+
+def test_a_stopped_collection_is_resumed_by_running_it_again(hub_homes, tmp_path, monkeypatch, capsys):
+    """Ctrl-C, SIGTERM or SIGHUP mid-copy (they raise KeyboardInterrupt while the lock is held): before, OUT held
+    copies and no manifest, and every rerun was refused ("files that no collection wrote"). Now the manifest names
+    every copy made, the stop is one line, and the same command finishes the collection."""
+    from softmax_lab.grading import collect as C
+
+    home, pattern = hub_homes
+    out = tmp_path / "submissions"
+    write, done = C._write_atomically, []
+
+    def stop_after_one(path, data):
+        if path.name != C.MANIFEST and done:
+            raise KeyboardInterrupt
+        write(path, data)
+        done.append(path) if path.name != C.MANIFEST else None
+
+    monkeypatch.setattr(C, "_write_atomically", stop_after_one)
+    args = argparse_namespace(out, pattern)
+    assert C.run(args) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "interrupted" in err and "again" in err, err
+    manifest = json.loads((out / ".collected.json").read_text())
+    assert manifest["collections"][-1]["finished"] is False and len(manifest["files"]) == 1
+    _manifest_matches_out(out)
+    monkeypatch.setattr(C, "_write_atomically", write)
+    rc, stdout, stderr = collect("--out", str(out), "--workspaces", pattern)  # the same command, no --update
+    assert rc == 0 and "finished the collection stopped since" in stderr, stdout + stderr
+    assert "2 new, 0 changed, 1 unchanged" in stdout, stdout
+    _manifest_matches_out(out)
+    assert json.loads((out / ".collected.json").read_text())["collections"][-1]["finished"] is True
+
+
+def test_copies_a_killed_run_made_after_its_last_save_are_recorded(hub_homes, tmp_path):
+    """kill -9 between two saves of the manifest: copies on disk that it does not list (or lists with an older
+    sha256, in --update). The rerun records them as they are, so the manifest matches OUT again."""
+    home, pattern = hub_homes
+    out = tmp_path / "submissions"
+    assert collect("--out", str(out), "--workspaces", pattern)[0] == 0
+    path = out / ".collected.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"].pop(f"bob/{CHAPTERS[0]}")
+    manifest["files"][f"ann/{CHAPTERS[0]}"]["sha256"] = "0" * 64
+    manifest["collections"][-1]["finished"] = False
+    path.write_text(json.dumps(manifest))
+    rc, stdout, stderr = collect("--out", str(out), "--workspaces", pattern)
+    assert rc == 0 and "0 new, 0 changed, 3 unchanged" in stdout, stdout + stderr
+    _manifest_matches_out(out)
+
+
+def argparse_namespace(out, pattern):
+    import argparse
+
+    return argparse.Namespace(roster=None, course=ROOT, chapter=None, workspaces=[pattern], out=out, update=False)

@@ -114,3 +114,21 @@ def test_sigterm_while_held_removes_the_lock(tmp_path):
     run.terminate()
     assert run.communicate(timeout=30)[0].strip() == "stopped"
     assert os.listdir(tmp_path) == []
+
+
+def test_a_stop_while_the_class_is_read_is_one_line(tmp_path, capsys, monkeypatch):
+    """SIGTERM (or Ctrl-C) after the lock is taken but before grading starts (the gradebook opened, the copy check
+    running: seconds on a large class) printed a traceback; now one line, exit 130, no lock left, nothing written."""
+    from softmax_lab.grading import grade
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grade, "open_gradebook", stopped)
+    subs = tmp_path / "sub"
+    subs.mkdir()
+    out = tmp_path / "grades" / "book.csv"
+    assert _grade(subs, "--out", out, "--chapter", "90") == 130
+    err = capsys.readouterr().err
+    assert err == "interrupted before grading anything: nothing changed\n", err
+    assert list(out.parent.iterdir()) == []

@@ -32,6 +32,7 @@ WORKSPACES = "/home/{learner}/softmax-lab/workspace"  # where deploy/start-learn
 MANIFEST = ".collected.json"
 LOCK = ".collect.lock"
 REPLACED = ".replaced"
+SAVE_EVERY_S = 5.0  # while copying, the manifest is written again this often
 MAX_BYTES = 64 * 1024 * 1024  # a chapter notebook with its outputs is far smaller; anything bigger is not one
 
 
@@ -45,6 +46,7 @@ class Report:
     replaced: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line each: a learner or notebook not collected
+    resumed: str = ""  # the start of the stopped collection this run finished, if it did
 
 
 def find_workspaces(patterns: list[str], roster: list[str]) -> tuple[dict[str, tuple[Path, Path]], list[str]]:
@@ -163,51 +165,79 @@ def collect(patterns: list[str], out: Path, chapters: list[str], roster: list[st
         if manifest is None and any(not p.name.startswith(".") for p in out.iterdir()):
             raise CollectError(f"{out} already holds files that no collection wrote: collect into a new (or empty) "
                                "folder, so that nothing of yours is mixed in or replaced")
-        if manifest is not None and not update:
+        unfinished = bool(manifest and manifest.get("collections")
+                          and manifest["collections"][-1].get("finished") is False)
+        if manifest is not None and not update and not unfinished:
             last = manifest["collections"][-1]["time"] if manifest.get("collections") else "?"
             raise CollectError(f"{out} already holds a collection (made {last}): collect into a new folder, or add "
                                "--update to bring in what changed since "
                                f"(replaced copies are kept in {out / REPLACED})")
         manifest = manifest or {"collections": [], "files": {}}
+        report.resumed = manifest["collections"][-1]["time"] if unfinished else ""
         stamp = time.strftime("%Y%m%d-%H%M%S")
         workspaces, report.problems = find_workspaces(patterns, roster)
-        for learner, (workspace, own) in sorted(workspaces.items()):
-            link = _no_links(workspace, own)
-            if link:
-                report.problems.append(f"{learner}: {link} is a link: not followed, nothing collected")
-                continue
-            if not workspace.is_dir():
-                report.problems.append(f"{learner}: {workspace} is not a folder: nothing collected")
-                continue
-            for name in chapters:
-                src = workspace / name
-                if not os.path.lexists(src):
-                    continue
-                rel = f"{learner}/{name}"
-                try:
-                    data = read_notebook(src)
-                except OSError as err:
-                    reason = "a link: not followed" if os.path.islink(src) else (err.strerror or str(err))
-                    report.problems.append(f"{rel}: not collected ({src}: {reason})")
-                    continue
-                dst = out / learner / name
-                if dst.exists():
-                    if _sha(dst.read_bytes()) == _sha(data):
-                        report.unchanged.append(rel)
-                        continue
-                    keep = out / REPLACED / stamp / learner / name
-                    _private_folder(keep.parent)
-                    os.replace(dst, keep)
-                    report.replaced.append(rel)
-                else:
-                    report.copied.append(rel)
-                _write_atomically(dst, data)
-                manifest["files"][rel] = {"sha256": _sha(data), "from": str(src), "collected": stamp}
-        manifest["collections"].append({"time": time.strftime("%Y-%m-%d %H:%M:%S %z"), "workspaces": patterns,
-                                        "copied": len(report.copied), "replaced": len(report.replaced),
-                                        "unchanged": len(report.unchanged), "problems": report.problems})
-        _write_atomically(manifest_path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+        # The manifest is written first (OUT is a collection from now on), every few seconds while copying, and
+        # at the end, however it ends: a stopped run leaves a manifest naming every copy made, and a rerun resumes.
+        record = {"time": time.strftime("%Y-%m-%d %H:%M:%S %z"), "workspaces": patterns, "finished": False}
+        manifest["collections"].append(record)
+        saved = _save(manifest_path, manifest, record, report, False)
+        finished = False
+        try:
+            for learner, (workspace, own) in sorted(workspaces.items()):
+                _collect_learner(learner, workspace, own, chapters, out, stamp, manifest, report)
+                if time.monotonic() - saved > SAVE_EVERY_S:
+                    saved = _save(manifest_path, manifest, record, report, False)
+            finished = True
+        finally:
+            _save(manifest_path, manifest, record, report, finished)
     return report
+
+
+def _collect_learner(learner, workspace: Path, own: Path, chapters, out: Path, stamp: str, manifest: dict,
+                     report: Report) -> None:
+    """Copy one learner's chapter notebooks (each recorded in ``manifest`` as it is written)."""
+    link = _no_links(workspace, own)
+    if link:
+        report.problems.append(f"{learner}: {link} is a link: not followed, nothing collected")
+        return
+    if not workspace.is_dir():
+        report.problems.append(f"{learner}: {workspace} is not a folder: nothing collected")
+        return
+    for name in chapters:
+        src = workspace / name
+        if not os.path.lexists(src):
+            continue
+        rel = f"{learner}/{name}"
+        try:
+            data = read_notebook(src)
+        except OSError as err:
+            reason = "a link: not followed" if os.path.islink(src) else (err.strerror or str(err))
+            report.problems.append(f"{rel}: not collected ({src}: {reason})")
+            continue
+        dst = out / learner / name
+        sha = _sha(data)
+        if dst.exists():
+            if _sha(dst.read_bytes()) == sha:
+                report.unchanged.append(rel)
+                if manifest["files"].get(rel, {}).get("sha256") != sha:  # copied by a run stopped before saving
+                    manifest["files"][rel] = {"sha256": sha, "from": str(src), "collected": stamp}
+                continue
+            keep = out / REPLACED / stamp / learner / name
+            _private_folder(keep.parent)
+            os.replace(dst, keep)
+            report.replaced.append(rel)
+        else:
+            report.copied.append(rel)
+        _write_atomically(dst, data)
+        manifest["files"][rel] = {"sha256": sha, "from": str(src), "collected": stamp}
+
+
+def _save(path: Path, manifest: dict, record: dict, report: Report, finished: bool) -> float:
+    """Write the manifest with this run's counts so far; returns when (time.monotonic)."""
+    record.update(copied=len(report.copied), replaced=len(report.replaced), unchanged=len(report.unchanged),
+                  problems=report.problems, finished=finished)
+    _write_atomically(path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+    return time.monotonic()
 
 
 def class_chapters(course: Path | None, chapter: str | None) -> list[str]:
@@ -253,6 +283,12 @@ def run(args: argparse.Namespace) -> int:
     except (CollectError, OSError, ValueError) as err:
         print(f"softmax-lab collect: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (grading/lock.py)
+        print(f"softmax-lab collect: interrupted: {args.out} holds the notebooks copied so far, each listed in its "
+              f"{MANIFEST}; run the same command again to finish the collection", file=sys.stderr)
+        return 130
+    if report.resumed:
+        print(f"softmax-lab collect: finished the collection stopped since {report.resumed}", file=sys.stderr)
     for line in report.problems:
         print(f"softmax-lab collect: {line}", file=sys.stderr)
     learners = {r.split("/")[0] for r in report.copied + report.replaced + report.unchanged}

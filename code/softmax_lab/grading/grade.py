@@ -84,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
     except LockError as err:
         print(f"softmax-lab grade: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP while the class was read, before anything was written
+        print("interrupted before grading anything: nothing changed", file=sys.stderr)
+        return 130
 
 
 def lock_path(out: Path) -> Path:
