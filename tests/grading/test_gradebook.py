@@ -306,3 +306,26 @@ def test_a_learner_not_on_the_roster_is_graded_with_a_warning(tmp_path):
     assert "warning: learner zed is not on the roster" in proc.stderr and "graded anyway" in proc.stderr, proc.stderr
     rows = read_csv(tmp_path / "g.csv")
     assert {r["submission"].split("/")[0] for r in rows} == {"zed", "ann"}  # zed graded, ann missing
+
+
+@pytest.mark.parametrize("kinds,words", [
+    (["solution"] * 4, "no points withheld (code like the exercise's own solution is only flagged"),
+    (["solution", "package"], "it withheld the points of 1 of them"),
+])
+def test_the_closing_line_says_whether_points_were_withheld(kinds, words, tmp_path, capsys):
+    """A class whose flags were all solution matches (only flagged by default) was told "the points it withheld are
+    in the gradebook" (found by an instructor-reviewer): the line now says what was withheld, if anything."""
+    from types import SimpleNamespace
+
+    from softmax_lab.grading.copies import Copies, CopyPolicy, Flag
+    from softmax_lab.grading.grade import closing_lines
+
+    policy = CopyPolicy()
+    copies = Copies(policy, {(f"l{k}/n.ipynb", "ex"): [Flag(kind, "m", 0.9, "1-3", "1-3")]
+                             for k, kind in enumerate(kinds)})
+    book = SimpleNamespace(out=tmp_path / "g.csv", feedback_dir=tmp_path / "feedback", beside=lambda n: tmp_path / n,
+                           manual_csv_path=tmp_path / "m.csv", manual_md_path=tmp_path / "m.md", copies=copies,
+                           rows={})
+    assert closing_lines(book, policy) == 0
+    err = capsys.readouterr().err
+    assert f"flagged {len(kinds)} exercise(s)" in err and words in err, err

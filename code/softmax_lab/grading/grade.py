@@ -182,9 +182,11 @@ def closing_lines(book: Gradebook, policy: CopyPolicy) -> int:
           f"{book.beside('lms.csv')}, {book.manual_csv_path} and {book.manual_md_path}"
           + (f"; copy check: {book.beside('copies.txt')}" if policy.enabled else ""))
     if book.copies is not None and book.copies.flags:
-        withheld = "" if not policy.withhold else (
-            "; the points it withheld are in the gradebook, not in the lines printed per notebook above, which "
-            "came before the check")
+        held = sum(bool(book.copies.withheld(*key)) for key in book.copies.flags)
+        withheld = (f"; it withheld the points of {held} of them: the gradebook shows it, not the lines printed per "
+                    "notebook above, which came before the check") if held else (
+            "; no points withheld (code like the exercise's own solution is only flagged: "
+            "--withhold-solution-matches)" if policy.withhold else "")
         print(f"softmax-lab grade: the copy check flagged {len(book.copies.flags)} exercise(s): see "
               f"{book.beside('copies.txt')}{withheld}", file=sys.stderr)
     again = sorted(n for n, rows in book.rows.items()
