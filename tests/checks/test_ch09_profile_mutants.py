@@ -69,8 +69,7 @@ def test_a_blank_cell_scores_nothing(tmp_path, capsys):
     ([('return (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]',
        'return 100 * (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]')], "fraction between 0 and 1"),
 ], ids=["L2 hits", "occupancy", "counts kernels", "reads only", "input bytes", "writes only", "the complement",
-                 "barrier", "the L2 hit rate",
-        "a percentage"])
+        "barrier", "the L2 hit rate", "a percentage"])
 def test_a_wrong_reading_is_named(edits, words, tmp_path, capsys):
     ok, out, fails = run(functions(tmp_path, *edits)[0], capsys)
     assert not ok, out
