@@ -113,7 +113,7 @@ def compare(y: torch.Tensor, x: torch.Tensor, expected: torch.Tensor | None = No
         torch.testing.assert_close(y.to(torch.float64).cpu(), ref.cpu(), atol=atol, rtol=rtol, equal_nan=True)
     except AssertionError as err:
         first = str(err).strip().splitlines()
-        return "values differ from the float64 reference: " + "; ".join(l.strip() for l in first[1:4])
+        return "values differ from the float64 reference: " + "; ".join(l.strip() for l in first[1:5] if l.strip())
     return ""
 
 

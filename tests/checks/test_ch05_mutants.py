@@ -222,6 +222,8 @@ def _chunk_stats(x_ptr, m_ptr, l_ptr, n, CHUNK, BLOCK: tl.constexpr, BUG: tl.con
     if BUG == "overlap":  # each chunk's sum also counts the next chunk's first element
         end = tl.minimum(start + CHUNK + 1, n)
         last = CHUNK + BLOCK
+    if BUG == "drop-tail":  # CHUNK // BLOCK whole tiles: a chunk's last, partial tile is never read
+        last = CHUNK // BLOCK * BLOCK
     m = -float("inf")
     l = 0.0
     for offset in range(0, last, BLOCK):
@@ -296,6 +298,8 @@ def _long(bug="", combine=combine_solution):
         chunk = triton.cdiv(triton.cdiv(n, grid), BLOCK) * BLOCK
         if bug == "floor-chunk":
             chunk = n // grid
+        if bug == "drop-tail":  # chunks of ceil(n / programs), not whole tiles
+            chunk = triton.cdiv(n, grid)
         if bug == "whole-row-each":
             _whole_row_each[(grid,)](x, out, n, chunk, BLOCK=BLOCK)
             return out
@@ -363,13 +367,20 @@ def test_long_row_masked_only_at_n(capsys):
     ("floor-chunk", combine_solution, ["belong to no program"]),
     ("one-program", combine_solution, ["only 1 of the 4 programs read x"]),
     ("whole-row-each", combine_solution, ["1 kernel launch(es)"]),
+    ("drop-tail", combine_solution, ["the row sums to inf", "left out of every chunk's max and sum",
+                                     "(M, L) = (-inf, 0)"]),
 ], ids=["own-chunk", "pad-zero", "overlap", "combine-no-rescale", "no-guard-kernel", "no-guard-combine",
-        "floor-chunk", "one-program", "whole-row-each"])
+        "floor-chunk", "one-program", "whole-row-each", "drop-tail"])
 def test_long_row_mutants(bug, combine, words, capsys):
     assert_fails_saying(_check(bug), _long(bug, combine), words, capsys)
     if bug != "own-chunk":  # the review: padding and overlaps were once diagnosed as per-chunk normalisation
         ok, out = check_output(_check(bug), _long(bug, combine), capsys)
         assert not any("own (m, l)" in line for line in fail_lines(out)), out
+    if bug == "drop-tail":  # the review: round(inf) once crashed the check ("your code raised OverflowError")
+        ok, out = check_output(_check(bug), _long(bug, combine), capsys)
+        assert "OverflowError" not in out, out
+        line = next(ln for ln in fail_lines(out) if ln.startswith("FAIL  1 element on 2 programs"))
+        assert "the row sums to inf" in line, line
 
 
 # ============================================== the new exercises as the notebooks hold them (both versions)

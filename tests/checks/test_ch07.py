@@ -91,6 +91,23 @@ def test_ch07_bandwidth_pitfalls(bytes_fn, gbps_fn, words, capsys):
         assert any(w in line for line in fails), out
 
 
+def test_ch07_bandwidth_rate_from_a_dtype_blind_byte_count(capsys):
+    """The review (issue 26): bytes_moved counting 4 bytes whatever the dtype, and achieved_gbps built on it: each
+    fp16/bf16 GB/s line blamed 'the units of bytes, time and GB', though the cause is the byte count named above."""
+    blind = lambda M, N, dt: _bytes(M, N, dt, itemsize=4)
+    gbps = lambda M, N, dt, ms: blind(M, N, dt) / (ms * 1e-3) / 1e9
+    ok = ch07.check_bandwidth(blind, gbps, _reads)
+    out = capsys.readouterr().out
+    assert not ok
+    fails = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    rates = [line for line in fails if line.startswith("FAIL  GB/s:")]
+    assert len(rates) == 3 and all("16" in line.split(":")[1] for line in rates), out  # the fp16 and bf16 cases
+    for line in rates:
+        assert "follows from bytes_moved's" in line and "element is 2 bytes" not in line, line
+    assert not any("do not work out" in line for line in fails), out
+    assert any("element is 2 bytes" in line for line in fails), out
+
+
 def rows_solution(M, N, n_sms):
     block = triton.next_power_of_2(N)
     rows = 1

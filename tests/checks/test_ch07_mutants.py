@@ -389,7 +389,15 @@ def programs_per_sm(n_regs, num_warps, shared_bytes=0):
 def test_occupancy_solution_and_mutants(capsys):
     passes(ch07.check_occupancy, [programs_per_sm], "ch07-occupancy", capsys)
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * w), 32)], "ch07-occupancy",
-                 ["registers to each warp", "32 times what you counted"], capsys)
+                 ["register limit to a warp's registers as if a warp were one thread", "32 times the"], capsys)
+    # the review (issue 26): with every other limit in place, registers counted per warp were told "registers
+    # run out first, and your count did not stop there"; every case it fails must name the per-warp count
+    per_warp = lambda r, w, s=0: (0 if s > 227 * 1024 else
+                                  min([65536 // (r * w), 2048 // (32 * w), 32] + ([228 * 1024 // s] if s else [])))
+    ok = ch07.check_occupancy(per_warp)
+    fails = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("FAIL")]
+    assert not ok and len(fails) == 4, fails
+    assert all("as if a warp were one thread" in ln and "did not stop there" not in ln for ln in fails), fails
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * 32 * w), 32)], "ch07-occupancy",
                  ["threads run out first"], capsys)
     fails_naming(ch07.check_occupancy, [lambda r, w, s=0: min(65536 // (r * 32 * w), 2048 // (32 * w), 32)],

@@ -57,6 +57,10 @@ def test_a_blank_cell_scores_nothing(tmp_path, capsys):
     ([('return three_kernels / dram_bytes("fused")', "return 3.0")], "leaves out what the kernels wrote to DRAM"),
     ([('return report[name]["dram_read_bytes"] + report[name]["dram_write_bytes"]',
        'return report[name]["dram_read_bytes"]')], "leaves out what the kernels wrote to DRAM"),
+    ([('return report[name]["dram_read_bytes"] + report[name]["dram_write_bytes"]',
+       'return report[name]["input_bytes"]')], "what the input's bytes alone give"),
+    ([('return report[name]["dram_read_bytes"] + report[name]["dram_write_bytes"]',
+       'return report[name]["dram_write_bytes"]')], "leaves out what the kernels read from DRAM"),
     ([('return (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]',
        'return second_read_from_dram / k["input_bytes"]')], "came from DRAM, not from L2"),
     ([('return largest == "long_scoreboard"', 'return largest == "barrier"')], "waiting for a global load"),
@@ -64,12 +68,38 @@ def test_a_blank_cell_scores_nothing(tmp_path, capsys):
      "not the second read alone"),
     ([('return (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]',
        'return 100 * (k["input_bytes"] - second_read_from_dram) / k["input_bytes"]')], "fraction between 0 and 1"),
-], ids=["L2 hits", "occupancy", "counts kernels", "reads only", "the complement", "barrier", "the L2 hit rate",
-        "a percentage"])
+], ids=["L2 hits", "occupancy", "counts kernels", "reads only", "input bytes", "writes only", "the complement",
+        "barrier", "the L2 hit rate", "a percentage"])
 def test_a_wrong_reading_is_named(edits, words, tmp_path, capsys):
     ok, out, fails = run(functions(tmp_path, *edits)[0], capsys)
     assert not ok, out
     assert any(words in ln for ln in fails), out
+
+
+@pytest.mark.parametrize("column", ["dram_read_bytes", "input_bytes"])
+def test_a_ratio_of_3_is_worded_for_every_way_to_get_it(column, tmp_path, capsys):
+    """The review (issue 26): a ratio of the input's bytes (requested, not DRAM's) was told it 'compares the bytes
+    read from DRAM alone'; the words now hold for both columns, and name the bytes written that it leaves out."""
+    edit = ('return report[name]["dram_read_bytes"] + report[name]["dram_write_bytes"]',
+            f'return report[name]["{column}"]')
+    ok, out, fails = run(functions(tmp_path, edit)[0], capsys)
+    ratio = [ln for ln in fails if "DRAM bytes / fused's" in ln]
+    assert not ok and len(ratio) == 2, out  # the H200's report and the made-up one
+    for ln in ratio:
+        assert "what the input's bytes alone give" in ln and "leaves out what the kernels wrote to DRAM" in ln, ln
+        assert "bytes read from DRAM alone" not in ln, ln
+
+
+def test_a_writes_only_ratio_is_explained(tmp_path, capsys):
+    """The review (issue 26): the writes-only ratio (2.02 on the H200) got no explanation."""
+    edit = ('return report[name]["dram_read_bytes"] + report[name]["dram_write_bytes"]',
+            'return report[name]["dram_write_bytes"]')
+    ok, out, fails = run(functions(tmp_path, edit)[0], capsys)
+    ratio = [ln for ln in fails if "DRAM bytes / fused's" in ln]
+    assert not ok and len(ratio) == 2, out
+    assert any("got 2.02" in ln for ln in ratio), out
+    for ln in ratio:
+        assert "bytes written to DRAM alone" in ln and "leaves out what the kernels read from DRAM" in ln, ln
 
 
 def test_the_h200_answers_repeated_fail_on_a_made_up_report(tmp_path, capsys):

@@ -47,6 +47,11 @@ def long_row_problem(fn, x: torch.Tensor, programs: int, block: int) -> str:
 
 def sum_problem(s: float) -> str:
     """What a row that sums to ``s`` (not 1) says about the (M, L) it was divided by."""
+    if not math.isfinite(s):
+        return (f"the row sums to {s}: some outputs are inf or NaN, so exp(x - M) / L was divided by an L of 0, or "
+                "an element was larger than the M it was shifted by: elements were left out of every chunk's max "
+                "and sum (a chunk that counted none of its elements keeps the stats (-inf, 0), and a row whose "
+                "chunks all did so is divided by (M, L) = (-inf, 0))")
     if s > 1.5 and abs(s - round(s)) < 1e-3:
         return (f"the row sums to {s:.3f}, a whole number: each of {round(s)} chunks sums to 1 on its own, as if "
                 "each was normalised with its own (m, l), not with the whole row's")

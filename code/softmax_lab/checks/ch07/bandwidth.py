@@ -30,10 +30,10 @@ BANDWIDTH_CASES = [
 # kernels loads every input element (8 x 100 fp32; split_row in 2 chunks). tests/checks/test_ch07.py counts them
 # again with memcount, so the table cannot drift from the kernels.
 READS_PER_ELEMENT = {"row_serial": 3, "three_pass": 2, "fused": 1, "split_row": 2}
-KERNEL_DESIGN = {"row_serial": "one thread walks the row once per step of the softmax (chapter 4)",
-                 "three_pass": "three kernels, one per step (chapter 4)",
-                 "fused": "one program holds the row in registers (chapter 4)",
-                 "split_row": "programs share one row and combine partial (max, sum) pairs (chapter 5)"}
+KERNEL_DESIGN = {"row_serial": "one thread walks the row once per step of the softmax, chapter 4",
+                 "three_pass": "three kernels, one per step, chapter 4",
+                 "fused": "one program holds the row in registers, chapter 4",
+                 "split_row": "programs share one row and combine partial (max, sum) pairs, chapter 5"}
 
 
 def fresh_cases(rng: np.random.Generator) -> list[tuple]:
@@ -77,7 +77,7 @@ def _bytes_problem(bytes_moved, M, N, dtype) -> str:
             f"{str(dtype).replace('torch.', '')} can have")
 
 
-def _gbps_problem(achieved_gbps, M, N, dtype, ms) -> str:
+def _gbps_problem(achieved_gbps, M, N, dtype, ms, bytes_moved=None) -> str:
     want = _bytes_rule(M, N, dtype) / (ms * 1e-3) / 1e9
     got = achieved_gbps(M, N, dtype, ms)
     if got is None:
@@ -97,7 +97,28 @@ def _gbps_problem(achieved_gbps, M, N, dtype, ms) -> str:
         return (f"got {got:.4g}, expected {want:.4g} GB/s: half the real rate, {want - got:.4g} GB/s too low - the "
                 f"bytes it divides are the input's reads alone, {_bytes_rule(M, N, dtype) // 2} of the "
                 f"{_bytes_rule(M, N, dtype)} the kernel moves{also}")
+    wrong_bytes = _wrong_bytes(bytes_moved, M, N, dtype)
+    if wrong_bytes is not None:
+        if math.isclose(ratio, wrong_bytes / _bytes_rule(M, N, dtype), rel_tol=1e-6):
+            return (f"got {got:.4g}, expected {want:.4g} GB/s: the rate follows from bytes_moved's {wrong_bytes} "
+                    f"bytes for this case, not the {_bytes_rule(M, N, dtype)} the kernel moves (the bytes-moved "
+                    "line above says why), so it is wrong by the same factor")
+        return (f"got {got:.4g}, expected {want:.4g} GB/s: off by a factor of {1 / ratio:.4g}, and bytes_moved's "
+                f"count for this case is wrong too ({wrong_bytes} bytes, see above)")
     return f"got {got:.4g}, expected {want:.4g} GB/s: the units of bytes, time and GB do not work out"
+
+
+def _wrong_bytes(bytes_moved, M, N, dtype):
+    """bytes_moved's count for the case when it is a number and not the right one, else None."""
+    if bytes_moved is None:
+        return None
+    try:
+        got = bytes_moved(M, N, dtype)
+    except Exception:  # its own line above reports the error
+        return None
+    if isinstance(got, bool) or not isinstance(got, (int, float, np.integer, np.floating)) or got == 0:
+        return None
+    return None if got == _bytes_rule(M, N, dtype) else got
 
 
 def _reads_problem(reads_per_element) -> str:
@@ -126,7 +147,7 @@ def check_bandwidth(bytes_moved, achieved_gbps, reads_per_element) -> Verdict:
                        lambda M=M, N=N, dt=dtype: _bytes_problem(bytes_moved, M, N, dt))
     for what, M, N, dtype, ms in BANDWIDTH_CASES:
         report.run(f"GB/s: {what}, {ms:g} ms",
-                   lambda M=M, N=N, dt=dtype, ms=ms: _gbps_problem(achieved_gbps, M, N, dt, ms))
+                   lambda M=M, N=N, dt=dtype, ms=ms: _gbps_problem(achieved_gbps, M, N, dt, ms, bytes_moved))
     report.run("predicted reads of each input element: row_serial, three_pass, fused, split_row",
                lambda: _reads_problem(reads_per_element))
     return Verdict(report.show())

@@ -48,10 +48,18 @@ def _occupancy_problem(programs_per_sm, n_regs, warps, shared) -> str:
           "block limit": BLOCKS_PER_SM, "shared memory": SHARED_PER_SM // shared if shared else 10**9}
     if not isinstance(got, int) or isinstance(got, bool):
         return f"got {got!r}: a number of programs is a whole number (an int), and a part of a program does not run"
-    if got == REGS_PER_SM // (n_regs * warps) or got == min(REGS_PER_SM // (n_regs * warps), BLOCKS_PER_SM):
-        return (f"got {got}, expected {want}: your count charged {n_regs} registers to each warp, as if a warp were "
-                f"one thread; a program of {warps} warp{'s' if warps > 1 else ''} holds {n_regs * threads:,} "
-                f"registers, 32 times what you counted")
+    limit = min(by, key=by.get)
+    ran_out = {"threads": "the SM's threads run out", "block limit": "the SM's slots for resident programs run out",
+               "shared memory": "the SM's shared memory runs out", "registers": "the SM's registers run out"}[limit]
+    per_warp = REGS_PER_SM // (n_regs * warps)  # the register limit with a warp taken as one thread
+    others = [v for k, v in by.items() if k != "registers"]
+    if shared <= SHARED_PER_PROGRAM and got in (per_warp, min(per_warp, BLOCKS_PER_SM), min([per_warp] + others)):
+        also = "" if got == per_warp else f" (or it left the registers out: {got} is where another limit stops it)"
+        then = "" if limit == "registers" else f"; here {ran_out} first, and your count did not stop there either"
+        return (f"got {got}, expected {want}: your count applied the register limit to a warp's registers as if a "
+                f"warp were one thread{also} - a program of {warps} warp{'s' if warps > 1 else ''} holds "
+                f"{n_regs * threads:,} registers, {n_regs} for each of its {threads} threads, 32 times the "
+                f"{n_regs * warps:,} your count charged it{then}")
     if shared > SHARED_PER_PROGRAM:
         return (f"got {got}, expected {want}: {shared:,} bytes is more shared memory than one program may have, so "
                 "this kernel cannot launch at all")
@@ -59,9 +67,6 @@ def _occupancy_problem(programs_per_sm, n_regs, warps, shared) -> str:
         return (f"got {got}, expected {want}: your count gave the SM 228,000 bytes of shared memory, its 228 KiB "
                 f"taken as thousands of bytes - {SHARED_PER_SM - 228000:,} bytes fewer than it has, and here that "
                 f"leaves out {want - got} program{'s' if want - got > 1 else ''} of {shared:,} bytes")
-    limit = min(by, key=by.get)
-    ran_out = {"threads": "the SM's threads run out", "block limit": "the SM's slots for resident programs run out",
-               "shared memory": "the SM's shared memory runs out", "registers": "the SM's registers run out"}[limit]
     return f"got {got}, expected {want}: here {ran_out} first, and your count did not stop there"
 
 

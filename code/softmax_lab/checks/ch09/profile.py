@@ -106,17 +106,26 @@ def _problem(fn: str, arg, want, got) -> str:
         def mb(key: str, names) -> str:
             return f"{sum(arg[n][key] for n in names) / 1e6:.1f} MB"
 
-        reads = sum(arg[n]["dram_read_bytes"] for n in THREE_PASS) / arg["fused"]["dram_read_bytes"]
+        def ratio(key: str) -> float:
+            return sum(arg[n][key] for n in THREE_PASS) / arg["fused"][key]
+
+        off = f"so it is {abs(got - want):.2f} too {'high' if got > want else 'low'}"
         wrote = (f"leaves out what the kernels wrote to DRAM ({mb('dram_write_bytes', THREE_PASS)} against "
-                 f"{mb('dram_write_bytes', ['fused'])}), so it is {abs(got - want):.2f} too "
-                 f"{'high' if got > want else 'low'}")
-        if math.isclose(got, reads, rel_tol=0.01):
+                 f"{mb('dram_write_bytes', ['fused'])}), {off}")
+        if math.isclose(got, ratio("input_bytes"), rel_tol=0.01):  # 3: the input's bytes, or DRAM reads, or kernels
+            return (f"got {got:.2f}, the report's byte counts give {want:.2f}: your ratio is what the input's bytes "
+                    f"alone give, one pass over the input per kernel (the three kernels read "
+                    f"{mb('dram_read_bytes', THREE_PASS)} from DRAM against fused's "
+                    f"{mb('dram_read_bytes', ['fused'])}), and it {wrote}")
+        if math.isclose(got, ratio("dram_read_bytes"), rel_tol=0.01):
             return (f"got {got:.2f}, the report's byte counts give {want:.2f}: your ratio compares the bytes read "
                     f"from DRAM alone ({mb('dram_read_bytes', THREE_PASS)} against "
                     f"{mb('dram_read_bytes', ['fused'])}) and {wrote}")
-        if math.isclose(got, 3.0, rel_tol=0.01):
-            return (f"got {got:.2f}, the report's byte counts give {want:.2f}: 3 is one pass over the input per "
-                    f"kernel, a count of kernels rather than of the report's bytes, and it {wrote}")
+        if math.isclose(got, ratio("dram_write_bytes"), rel_tol=0.01):
+            return (f"got {got:.2f}, the report's byte counts give {want:.2f}: your ratio compares the bytes written "
+                    f"to DRAM alone ({mb('dram_write_bytes', THREE_PASS)} against "
+                    f"{mb('dram_write_bytes', ['fused'])}); it leaves out what the kernels read from DRAM "
+                    f"({mb('dram_read_bytes', THREE_PASS)} against {mb('dram_read_bytes', ['fused'])}), {off}")
         if math.isclose(got, 1 / want, rel_tol=0.01):
             return (f"got {got:.2f}, the report's byte counts give {want:.2f}: upside down - the three kernels move "
                     "more, not less")
