@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import threading
 import time
 
@@ -66,6 +67,9 @@ def test_interrupt_shows_a_few_lines_and_no_traceback(monkeypatch, tmp_path):
     shell.user_ns["fn"] = fn
     timer = threading.Timer(2.0, _thread.interrupt_main)
     out = io.StringIO()
+    # A kernel's SIGINT raises KeyboardInterrupt; where pytest was started in the background (`cmd &` in a script)
+    # SIGINT is ignored and interrupt_main does nothing, so the never-ending kernel would run for ever.
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer.start()
     try:
         with contextlib.redirect_stdout(out):
@@ -73,6 +77,7 @@ def test_interrupt_shows_a_few_lines_and_no_traceback(monkeypatch, tmp_path):
                                     "check_online_softmax(fn)")
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, ignored)
     assert isinstance(result.error_in_exec, guard.CheckInterrupted)
     shown = result.error_in_exec._render_traceback_()
     assert len(shown) <= 10 and shown[0].startswith("Interrupted during the case"), shown
