@@ -234,3 +234,32 @@ def argparse_namespace(out, pattern):
     import argparse
 
     return argparse.Namespace(roster=None, course=ROOT, chapter=None, workspaces=[pattern], out=out, update=False)
+
+
+def test_a_stop_mid_write_leaves_no_temporary_and_update_never_leaves_a_gap(tmp_path):
+    """Found by re-trying the stops: a stop inside a write left `.NN_x.ipynb.<pid>.tmp` in OUT (never removed), and
+    `--update` moved the old copy aside before writing the new one (OUT lacked the notebook in between)."""
+    from softmax_lab.grading import collect as C
+
+    path = tmp_path / "ann" / "01_x.ipynb"
+    C._write_atomically(path, b"old")
+    seen = []
+
+    def aside():  # what --update does: runs once the new bytes are all written, before the rename
+        seen.append(sorted(p.name for p in path.parent.iterdir()))
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        C._write_atomically(path, b"new", before=aside)
+    assert seen == [[f".01_x.ipynb.{os.getpid()}.tmp", "01_x.ipynb"]]
+    assert [p.name for p in path.parent.iterdir()] == ["01_x.ipynb"] and path.read_bytes() == b"old"
+
+
+def test_temporaries_of_a_killed_run_are_swept_by_the_next(hub_homes, tmp_path):
+    home, pattern = hub_homes
+    out = tmp_path / "submissions"
+    assert collect("--out", str(out), "--workspaces", pattern)[0] == 0
+    stray = out / "ann" / f".{CHAPTERS[0]}.99999.tmp"  # kill -9 in the middle of a write
+    stray.write_bytes(b"half a notebook")
+    rc, stdout, stderr = collect("--out", str(out), "--workspaces", pattern, "--update")
+    assert rc == 0 and not stray.exists(), stdout + stderr

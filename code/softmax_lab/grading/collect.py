@@ -15,11 +15,14 @@ and not nbgrader's exchange.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import hashlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +35,7 @@ WORKSPACES = "/home/{learner}/softmax-lab/workspace"  # where deploy/start-learn
 MANIFEST = ".collected.json"
 LOCK = ".collect.lock"
 REPLACED = ".replaced"
+TMP = ".tmp"
 SAVE_EVERY_S = 5.0  # while copying, the manifest is written again this often
 MAX_BYTES = 64 * 1024 * 1024  # a chapter notebook with its outputs is far smaller; anything bigger is not one
 
@@ -122,15 +126,44 @@ def _private_folder(path: Path) -> None:
     os.chmod(path, 0o700)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` as a private file (mode 600, whatever the umask): learners' work is theirs."""
+def _write_atomically(path: Path, data: bytes, before=None) -> None:
+    """Write ``data`` to ``path`` as a private file (mode 600, whatever the umask): learners' work is theirs. The
+    bytes go to a hidden temporary file first; ``before()`` runs once they are all written, just before the rename
+    (``--update`` moves the old copy aside there, so OUT never lacks the notebook). A stop removes the temporary."""
     _private_folder(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), 0o600)
-        f.write(data)
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(data)
+        if before is not None:
+            before()
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _sweep_temporaries(out: Path) -> None:
+    """Remove the hidden temporaries a run killed mid-write left (the lock is held: no other run is writing)."""
+    for tmp in out.glob(f"*/.*{TMP}"):
+        if tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Ctrl-C, SIGTERM and SIGHUP wait while the manifest is written (a second Ctrl-C must not cut it short)."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class _Lock(Lock):
@@ -180,6 +213,7 @@ def collect(patterns: list[str], out: Path, chapters: list[str], roster: list[st
         # at the end, however it ends: a stopped run leaves a manifest naming every copy made, and a rerun resumes.
         record = {"time": time.strftime("%Y-%m-%d %H:%M:%S %z"), "workspaces": patterns, "finished": False}
         manifest["collections"].append(record)
+        _sweep_temporaries(out)
         saved = _save(manifest_path, manifest, record, report, False)
         finished = False
         try:
@@ -189,7 +223,8 @@ def collect(patterns: list[str], out: Path, chapters: list[str], roster: list[st
                     saved = _save(manifest_path, manifest, record, report, False)
             finished = True
         finally:
-            _save(manifest_path, manifest, record, report, finished)
+            with _signals_held():
+                _save(manifest_path, manifest, record, report, finished)
     return report
 
 
@@ -224,11 +259,11 @@ def _collect_learner(learner, workspace: Path, own: Path, chapters, out: Path, s
                 continue
             keep = out / REPLACED / stamp / learner / name
             _private_folder(keep.parent)
-            os.replace(dst, keep)
+            _write_atomically(dst, data, before=lambda: os.replace(dst, keep))
             report.replaced.append(rel)
         else:
+            _write_atomically(dst, data)
             report.copied.append(rel)
-        _write_atomically(dst, data)
         manifest["files"][rel] = {"sha256": sha, "from": str(src), "collected": stamp}
 
 
