@@ -162,8 +162,7 @@ def _check_kernel(fn: ast.FunctionDef, kernels: set[str]) -> None:
             raise SourceRejected(f"{fn.name}: default values must be constants")
     for a in args.posonlyargs + args.args + args.kwonlyargs:
         if a.annotation is not None and ast.unparse(a.annotation) not in ANNOTATIONS:
-            raise SourceRejected(f"{fn.name}: argument annotations other than tl.constexpr and tl's int and float "
-                                 "types (tl.int64, ...)")
+            raise SourceRejected(f"{fn.name}: argument annotations other than tl.constexpr and tl's types")
     if args.vararg or args.kwarg:
         raise SourceRejected(f"{fn.name}: *args/**kwargs")
     parents = {}
