@@ -9,4 +9,4 @@ export PYTHONPATH=$PWD/code:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:
 python3 -c "import quack.softmax, liger_kernel" || echo "peers did not import"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 timeout "${BENCH_SECONDS:-240}" python3 -m softmax_lab.bench --lm-widths --peers --no-kernels --rep 40 --out "$OUT" \
-  --name h200-bench-lm-widths 2>&1 | tee "$OUT/bench.log" | grep -v "^\[bench"
+  --name "${BENCH_NAME:-h200-bench-lm-widths}" 2>&1 | tee "$OUT/bench.log" | grep -v "^\[bench"

@@ -18,7 +18,8 @@ forward-mode rules are written below), so double backward, Hessian-vector produc
 Forward mode uses the same kernel, since the Jacobian diag(y) - y yᵀ is symmetric: ``ẏ = y·(ẋ - Σ y·ẋ)``.
 
 In eager mode ``softmax`` routes each call the cheapest correct way: a plain call (no grad, no transform, no
-tracing) launches the kernel directly, skipping the dispatcher (its per-call cost: ``docs/performance.md``);
+tracing) launches the kernel directly, skipping the dispatcher (its per-call cost: ``docs/performance.md``), and
+on inputs so small that the launch is the whole cost (``torch_is_quicker``), PyTorch's own kernel;
 calls that need autograd, forward AD or ``torch.func`` go through an ``autograd.Function`` that calls the
 operators; ``torch.compile``/``torch.export``/``torch.jit.trace`` see the operators themselves.
 """
@@ -35,6 +36,7 @@ from .device import ON_GPU
 from .dispatch import choose, plan_2d, plan_backward_2d, softmax_2d
 from .kernels import double
 from .kernels._launch import check_mask, check_tensor
+from .kernels.tuning import TORCH_EAGER_BYTES, TORCH_EAGER_COLS
 from .kernels.backward import softmax_backward as backward_2d
 from .kernels.masked import MAX_COLS as MASKED_MAX_COLS
 from .kernels.masked import masked_softmax as masked_kernel
@@ -475,9 +477,25 @@ _PLANS_LOCK = threading.Lock()
 MAX_PLANS = 256
 
 
+# Inputs up to this many bytes (0: none) run torch's kernel in eager calls; SOFTMAX_LAB_TORCH_BELOW=0 (read at
+# import) keeps every input on the course's kernels.
+TORCH_BELOW = int(os.environ.get("SOFTMAX_LAB_TORCH_BELOW", TORCH_EAGER_BYTES))
+
+
+def torch_is_quicker(x: Tensor, dim: int) -> bool:
+    """Whether an eager call on x (a CUDA tensor, checked) costs less on PyTorch's own kernel: contiguous
+    float16/bfloat16/float32 inputs of at most ``TORCH_BELOW`` bytes and rows of at most 16,384, where a call's
+    cost is its launch and torch's launch is the cheaper (``kernels/tuning.py``). Same results within rounding."""
+    return (x.device.type == "cuda" and x.dim() > 0 and x.dtype in _PLANNED_DTYPES and x.is_contiguous()
+            and x.numel() * x.element_size() <= TORCH_BELOW and x.shape[dim] <= TORCH_EAGER_COLS)
+
+
 def _plan(x: Tensor, dim: int):
     """The function ``plan(x, x.data_ptr())`` that a plain call ``softmax(x, dim)`` (checked, dim non-negative)
-    runs for inputs like x: allocate, launch the compiled kernel (``dispatch.plan_2d``); else the usual path."""
+    runs for inputs like x: allocate, launch the compiled kernel (``dispatch.plan_2d``), or PyTorch's where
+    that is quicker (``torch_is_quicker``); else the usual path."""
+    if x.numel() and torch_is_quicker(x, dim):
+        return lambda x, x_ptr: torch._softmax(x, dim, False)
     if x.numel() and dim == x.dim() - 1 and (x.is_contiguous() or (x.dim() == 2 and x.stride(1) == 1)):
         x2 = x if x.dim() == 2 else x.view(-1, x.shape[-1])
         run = plan_2d(x2)
@@ -500,12 +518,16 @@ _BACKWARD_PLANS: dict = {}
 
 
 def _backward_plan(y: Tensor, dy: Tensor, dim: int):
-    """``plan(y, dy, y.data_ptr(), dy.data_ptr())`` for backward calls like this one (checked dims): allocate dx
-    and launch the compiled kernel (``dispatch.plan_backward_2d``), where y and dy are float tensors alike with
-    contiguous rows along the last dim; else the usual path."""
+    """``plan(y, dy, y.data_ptr(), dy.data_ptr())`` for backward calls like this one (checked dims): PyTorch's
+    kernel where ``torch_is_quicker``; else allocate dx and launch the compiled kernel
+    (``dispatch.plan_backward_2d``), where y and dy are float tensors alike with contiguous rows along the last
+    dim; else the usual path."""
     def rows_of(t):
         return t.is_contiguous() or (t.dim() == 2 and t.stride(1) == 1)
 
+    if (y.numel() and dy.dtype == y.dtype and dy.shape == y.shape and dy.is_contiguous() and type(dy) is Tensor
+            and torch_is_quicker(y, dim)):
+        return lambda y, dy, y_ptr, dy_ptr: torch._softmax_backward_data(dy, y, dim, y.dtype)
     if (y.numel() and y.dtype in _PLANNED_DTYPES and dy.dtype == y.dtype and dy.shape == y.shape
             and dim == y.dim() - 1 and rows_of(y) and rows_of(dy) and type(y) is Tensor and type(dy) is Tensor):
         n = y.shape[-1]

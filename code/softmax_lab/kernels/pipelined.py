@@ -17,8 +17,10 @@ they are published, and it finishes. If not, every program whose item is in an e
 the end every program waits on this row, holding one of its chunks each: more chunks than programs, which
 the launcher refused. (An earlier version took its next ticket but published it only after the wait: a
 program could then hold, unpublished, a chunk of the very row it waited for, and an H200 test hung.) In the CPU
-interpreter (programs run one after another) and with ``one_launch=False``, two launches run the same loop:
-the first only publishes, the second finishes (its waits pass at once).
+interpreter (programs run one after another) and with ``one_launch=False``, two launches, with nothing to wait
+for and so nothing to overlap, loop over their items in a plain ``range``: the first only publishes, the second
+writes. (They once ran the pipelined loop above with tickets counted from the program id; on an H200 the
+publishing launch wrote nothing for 2 rows of 31 in one chunk each: the loop is kept to the one launch.)
 """
 from __future__ import annotations
 
@@ -31,13 +33,6 @@ from ._launch import cdiv, next_power_of_2, num_sms, prepare
 from .combine import safe_shift
 from .cooperative import count_in, default_block, default_warps, resident_programs, row_state, wait_for_partners
 from .fast_exp import fast_exp
-
-
-@triton.jit
-def next_ticket(count_ptr, t, ONE_LAUNCH: tl.constexpr):
-    if ONE_LAUNCH:
-        return tl.atomic_add(count_ptr, 1, sem="relaxed")  # tickets in the order programs ask
-    return t + tl.num_programs(0)
 
 
 @triton.jit
@@ -70,27 +65,40 @@ def reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks, 
 
 
 @triton.jit
+def write_chunk(out_ptr, pair_ptr, count_ptr, out_row_stride, t, m_t, e, seen, n_chunks, n_cols,
+                BLOCK: tl.constexpr, CHUNKS: tl.constexpr):
+    """Wait for item t's row, combine its pairs, write t's chunk from its ``e`` (still in registers)."""
+    row = (t // n_chunks).to(tl.int64)
+    wait_for_partners(count_ptr + 1 + row, seen, n_chunks)
+    row_max, inv_total = row_state(pair_ptr, row, n_chunks, CHUNKS)
+    cols = (t % n_chunks) * BLOCK + tl.arange(0, BLOCK)
+    y = e.to(tl.float32) * (tl.exp(m_t - row_max) * inv_total)
+    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+@triton.jit
 def pipelined_softmax_kernel(out_ptr, in_ptr, pair_ptr, count_ptr, in_row_stride, out_row_stride, n_cols,
                              n_chunks, n_items, BLOCK: tl.constexpr, CHUNKS: tl.constexpr,
                              KEEP_16: tl.constexpr, PUBLISH: tl.constexpr, FINISH: tl.constexpr):
-    ONE_LAUNCH: tl.constexpr = PUBLISH and FINISH
-    t = next_ticket(count_ptr, tl.program_id(0) - tl.num_programs(0), ONE_LAUNCH)
-    m_t, e, seen = reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks, n_cols, n_items,
-                                      BLOCK, KEEP_16, PUBLISH)
-    while t < n_items:
-        # 1. The next item: load, reduce, publish and count in *before* waiting for this one's row.
-        t_next = next_ticket(count_ptr, t, ONE_LAUNCH)
-        m_n, e_n, seen_n = reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t_next, n_chunks, n_cols,
+    if PUBLISH and FINISH:  # one launch: tickets in the order programs ask
+        t = tl.atomic_add(count_ptr, 1, sem="relaxed")
+        m_t, e, seen = reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks, n_cols, n_items,
+                                          BLOCK, KEEP_16, True)
+        while t < n_items:
+            # 1. The next item: load, reduce, publish and count in *before* waiting for this one's row.
+            t_next = tl.atomic_add(count_ptr, 1, sem="relaxed")
+            m_n, e_n, seen_n = reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t_next, n_chunks,
+                                                  n_cols, n_items, BLOCK, KEEP_16, True)
+            # 2. Wait for this item's row, combine its pairs, write this chunk from registers.
+            write_chunk(out_ptr, pair_ptr, count_ptr, out_row_stride, t, m_t, e, seen, n_chunks, n_cols, BLOCK, CHUNKS)
+            t, m_t, e, seen = t_next, m_n, e_n, seen_n
+    else:  # two launches: the first publishes every item, the second writes them (its waits pass at once)
+        for t in range(tl.program_id(0), n_items, tl.num_programs(0)):
+            m_t, e, seen = reduce_and_publish(in_ptr, pair_ptr, count_ptr, in_row_stride, t, n_chunks, n_cols,
                                               n_items, BLOCK, KEEP_16, PUBLISH)
-        # 2. Wait for this item's row, combine its pairs, write this chunk from registers.
-        if FINISH:
-            row = (t // n_chunks).to(tl.int64)
-            wait_for_partners(count_ptr + 1 + row, seen, n_chunks)
-            row_max, inv_total = row_state(pair_ptr, row, n_chunks, CHUNKS)
-            cols = (t % n_chunks) * BLOCK + tl.arange(0, BLOCK)
-            y = e.to(tl.float32) * (tl.exp(m_t - row_max) * inv_total)
-            tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
-        t, m_t, e, seen = t_next, m_n, e_n, seen_n
+            if FINISH:
+                write_chunk(out_ptr, pair_ptr, count_ptr, out_row_stride, t, m_t, e, seen, n_chunks, n_cols, BLOCK,
+                            CHUNKS)
 
 
 def pipelined_softmax(x: torch.Tensor, out: torch.Tensor | None = None, BLOCK: int | None = None,

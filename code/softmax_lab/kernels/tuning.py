@@ -99,3 +99,11 @@ L2_REREAD_PROGRAMS_PER_SM = 4  # l2_reread: programs per SM (all resident at onc
 L2_REREAD_BYTES = 24 << 20  # l2_reread: chunks in flight (read once, read again from the 60 MB L2) at most
 STREAM_BLOCK = 4096  # the tile of online and split-row softmax (rows streamed through)
 SPLIT_ROW_PROGRAMS_PER_SM = 4  # split-row: enough (row, chunk) programs to fill the GPU about 4 times
+
+
+# --- Plain eager calls on small inputs: PyTorch's own kernel (``op._plan``). There a call costs its launch, not
+# its bytes, and a Triton launch costs this host more than torch's whole call (H200: 12-13 µs against 6-7; torch's
+# kernel through our fast path: 9-10). Up to 4 MiB of input, rows up to 16,384 (torch gives longer rows a block
+# each: 4x70001 bf16 takes it 17 µs); the crossover: docs/performance.md, "Issue 28, round 5".
+TORCH_EAGER_BYTES = 4 << 20
+TORCH_EAGER_COLS = 16384

@@ -1,0 +1,87 @@
+"""Plain eager calls on small CUDA inputs run PyTorch's own kernel (``op.torch_is_quicker``): which inputs, and
+that the results, gradients and the switch behave. (tests/conftest.py switches it off for the other tests.)"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import softmax_lab
+from softmax_lab import op
+from softmax_lab.kernels.tuning import TORCH_EAGER_BYTES
+from softmax_lab.testing import randn
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.fixture
+def routed(monkeypatch):
+    monkeypatch.setattr(op, "TORCH_BELOW", TORCH_EAGER_BYTES)
+    op._PLANS.clear(), op._BACKWARD_PLANS.clear()
+    yield
+    op._PLANS.clear(), op._BACKWARD_PLANS.clear()
+
+
+def test_the_switch_is_read_at_import():
+    code = "import softmax_lab.op as op; print(op.TORCH_BELOW)"
+    env = {k: v for k, v in os.environ.items() if k != "SOFTMAX_LAB_TORCH_BELOW"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert int(out.stdout) == 4 << 20
+    out = subprocess.run([sys.executable, "-c", code], env=dict(env, SOFTMAX_LAB_TORCH_BELOW="0"),
+                         capture_output=True, text=True, check=True)
+    assert int(out.stdout) == 0
+
+
+def test_cpu_inputs_never_take_torch(routed):
+    x = randn((4, 128), device="cpu")
+    assert not op.torch_is_quicker(x, 1)
+    if not softmax_lab.ON_GPU:  # (the package runs on the GPU where there is one, and refuses CPU tensors there)
+        torch.testing.assert_close(softmax_lab.softmax(x), torch.softmax(x.double(), -1).float())
+
+
+@GPU
+def test_which_inputs_take_torch(routed):
+    def quick(shape, dtype=torch.float32, dim=-1, view=None):
+        x = torch.empty(shape, dtype=dtype, device="cuda")
+        x = view(x) if view else x
+        return op.torch_is_quicker(x, dim % max(x.dim(), 1))
+
+    assert quick((1, 128)) and quick((1024, 1024)) and quick((2048, 1024), torch.bfloat16)
+    assert quick((4, 8, 16)) and quick((4, 8, 16), dim=1) and quick((64, 16384))
+    assert not quick((1025, 1024))  # more than 4 MiB
+    assert not quick((4, 70001), torch.bfloat16)  # rows past 16,384: torch gives each a block
+    assert not quick((64, 256), view=lambda x: x.t())  # not contiguous
+    assert not quick((64, 128), torch.float64) and not quick(())
+
+
+@GPU
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_routed_calls_give_torchs_results(routed, dtype):
+    for shape, dim in [((1, 128), -1), ((32, 1024), -1), ((4, 16, 77), 1), ((3, 5, 7), 0)]:
+        x = randn(shape, dtype=dtype, device="cuda")
+        for _ in range(2):  # the first call makes the plan, the second runs it
+            assert torch.equal(softmax_lab.softmax(x, dim), torch.softmax(x, dim))
+    big = randn((2048, 1024), device="cuda")  # 8 MiB: the course's kernel
+    want = softmax_lab.dispatch.softmax_2d(big)
+    for _ in range(2):
+        assert torch.equal(softmax_lab.softmax(big), want)
+
+
+@GPU
+def test_routed_backward_and_autograd(routed):
+    y = torch.softmax(randn((64, 1000), device="cuda"), -1)
+    dy = randn((64, 1000), device="cuda")
+    for _ in range(2):
+        assert torch.equal(op.softmax_backward(y, dy), torch._softmax_backward_data(dy, y, 1, y.dtype))
+    x = randn((8, 300), device="cuda").requires_grad_()
+    w = randn((8, 300), device="cuda")
+    (softmax_lab.softmax(x) * w).sum().backward()
+    xr = x.detach().double().requires_grad_()
+    (torch.softmax(xr, -1) * w.double()).sum().backward()
+    torch.testing.assert_close(x.grad.double(), xr.grad, atol=1e-6, rtol=1e-5)
+    y = softmax_lab.softmax(x.detach().t().contiguous().t())  # a transposed view: the course's kernels
+    torch.testing.assert_close(y.double(), torch.softmax(x.detach().double(), -1), atol=1e-6, rtol=1e-5)
+    assert y.is_contiguous()
