@@ -493,9 +493,16 @@ def torch_is_quicker(x: Tensor, dim: int) -> bool:
 def _plan(x: Tensor, dim: int):
     """The function ``plan(x, x.data_ptr())`` that a plain call ``softmax(x, dim)`` (checked, dim non-negative)
     runs for inputs like x: allocate, launch the compiled kernel (``dispatch.plan_2d``), or PyTorch's where
-    that is quicker (``torch_is_quicker``); else the usual path."""
+    that is quicker (``torch_is_quicker``) and no CUDA graph is being captured (a graph's replays cost GPU time
+    alone, and there the course's kernels are the quicker); else the usual path."""
+    ours = _kernel_plan(x, dim)
     if x.numel() and torch_is_quicker(x, dim):
-        return lambda x, x_ptr: torch._softmax(x, dim, False)
+        capturing = torch._C._cuda_isCurrentStreamCapturing
+        return lambda x, x_ptr: ours(x, x_ptr) if capturing() else torch._softmax(x, dim, False)
+    return ours
+
+
+def _kernel_plan(x: Tensor, dim: int):
     if x.numel() and dim == x.dim() - 1 and (x.is_contiguous() or (x.dim() == 2 and x.stride(1) == 1)):
         x2 = x if x.dim() == 2 else x.view(-1, x.shape[-1])
         run = plan_2d(x2)
@@ -518,16 +525,13 @@ _BACKWARD_PLANS: dict = {}
 
 
 def _backward_plan(y: Tensor, dy: Tensor, dim: int):
-    """``plan(y, dy, y.data_ptr(), dy.data_ptr())`` for backward calls like this one (checked dims): PyTorch's
-    kernel where ``torch_is_quicker``; else allocate dx and launch the compiled kernel
-    (``dispatch.plan_backward_2d``), where y and dy are float tensors alike with contiguous rows along the last
-    dim; else the usual path."""
+    """``plan(y, dy, y.data_ptr(), dy.data_ptr())`` for backward calls like this one (checked dims): allocate dx
+    and launch the compiled kernel (``dispatch.plan_backward_2d``), where y and dy are float tensors alike with
+    contiguous rows along the last dim; else the usual path. (No PyTorch kernel for small inputs here: a backward
+    call's cost is its Python path, not its launch; docs/performance.md, "Issue 28, round 5".)"""
     def rows_of(t):
         return t.is_contiguous() or (t.dim() == 2 and t.stride(1) == 1)
 
-    if (y.numel() and dy.dtype == y.dtype and dy.shape == y.shape and dy.is_contiguous() and type(dy) is Tensor
-            and torch_is_quicker(y, dim)):
-        return lambda y, dy, y_ptr, dy_ptr: torch._softmax_backward_data(dy, y, dim, y.dtype)
     if (y.numel() and y.dtype in _PLANNED_DTYPES and dy.dtype == y.dtype and dy.shape == y.shape
             and dim == y.dim() - 1 and rows_of(y) and rows_of(dy) and type(y) is Tensor and type(dy) is Tensor):
         n = y.shape[-1]

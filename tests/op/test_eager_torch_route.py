@@ -74,8 +74,9 @@ def test_routed_calls_give_torchs_results(routed, dtype):
 def test_routed_backward_and_autograd(routed):
     y = torch.softmax(randn((64, 1000), device="cuda"), -1)
     dy = randn((64, 1000), device="cuda")
-    for _ in range(2):
-        assert torch.equal(op.softmax_backward(y, dy), torch._softmax_backward_data(dy, y, 1, y.dtype))
+    want = softmax_lab.kernels.softmax_backward(y, dy)
+    for _ in range(2):  # the backward stays on the course's kernel (torch's saves nothing there)
+        assert torch.equal(op.softmax_backward(y, dy), want)
     x = randn((8, 300), device="cuda").requires_grad_()
     w = randn((8, 300), device="cuda")
     (softmax_lab.softmax(x) * w).sum().backward()
@@ -85,3 +86,22 @@ def test_routed_backward_and_autograd(routed):
     y = softmax_lab.softmax(x.detach().t().contiguous().t())  # a transposed view: the course's kernels
     torch.testing.assert_close(y.double(), torch.softmax(x.detach().double(), -1), atol=1e-6, rtol=1e-5)
     assert y.is_contiguous()
+
+
+@GPU
+def test_a_captured_call_runs_the_course_kernel(routed):
+    # In a CUDA graph a call costs GPU time alone: the course's kernel, not torch's, is captured.
+    x = randn((32, 1024), device="cuda")
+    want = softmax_lab.dispatch.softmax_2d(x)
+    assert torch.equal(softmax_lab.softmax(x), torch.softmax(x, -1))  # eager: torch's kernel
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        softmax_lab.softmax(x)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = softmax_lab.softmax(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, want)
