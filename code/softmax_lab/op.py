@@ -247,6 +247,15 @@ _legacy_batched = torch._C._functorch.is_legacy_batchedtensor  # torch._vmap_int
 
 def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
     """Differentiable ``dx = y·(dy - Σ dy·y)`` along ``dim`` (y: a softmax output, dy: its gradient)."""
+    if (type(dim) is int and type(y) is Tensor and type(dy) is Tensor and y.layout is torch.strided
+            and dy.layout is torch.strided and _route(y, dy) == PLAIN and not y.is_neg() and not dy.is_neg()):
+        # The fast path: a plain eager call of a kind seen before (see _backward_plan): no checks, no choices.
+        y_ptr, dy_ptr = y.data_ptr(), dy.data_ptr()
+        d = dim + y.dim() if dim < 0 else dim
+        plan = _BACKWARD_PLANS.get((y.shape, y.stride(), dy.shape, dy.stride(), y.dtype, dy.dtype, y.get_device(),
+                                    y_ptr & 15, dy_ptr & 15, d))
+        if plan is not None:
+            return plan(y, dy, y_ptr, dy_ptr)
     d = normalize_dim(dim, y.dim())
     route = _route(y, dy)
     if route == PLAIN:
@@ -527,8 +536,22 @@ _BACKWARD_PLANS: dict = {}
 def _backward_plan(y: Tensor, dy: Tensor, dim: int):
     """``plan(y, dy, y.data_ptr(), dy.data_ptr())`` for backward calls like this one (checked dims): allocate dx
     and launch the compiled kernel (``dispatch.plan_backward_2d``), where y and dy are float tensors alike with
-    contiguous rows along the last dim; else the usual path. (No PyTorch kernel for small inputs here: a backward
-    call's cost is its Python path, not its launch; docs/performance.md, "Issue 28, round 5".)"""
+    contiguous rows along the last dim, or PyTorch's kernel where that is quicker (``torch_is_quicker``, as in
+    ``_plan``, and ``BACKWARD_ON_TORCH``); else the usual path."""
+    ours = _backward_kernel_plan(y, dy, dim)
+    if (BACKWARD_ON_TORCH and y.numel() and dy.dtype == y.dtype and dy.shape == y.shape and dy.is_contiguous()
+            and type(dy) is Tensor and torch_is_quicker(y, dim)):
+        capturing = torch._C._cuda_isCurrentStreamCapturing
+        return lambda y, dy, y_ptr, dy_ptr: (ours(y, dy, y_ptr, dy_ptr) if capturing()
+                                             else torch._softmax_backward_data(dy, y, dim, y.dtype))
+    return ours
+
+
+# Whether small backward calls run torch's kernel too (measured: docs/performance.md, "Issue 28, round 5").
+BACKWARD_ON_TORCH = True
+
+
+def _backward_kernel_plan(y: Tensor, dy: Tensor, dim: int):
     def rows_of(t):
         return t.is_contiguous() or (t.dim() == 2 and t.stride(1) == 1)
 
@@ -538,9 +561,12 @@ def _backward_plan(y: Tensor, dy: Tensor, dim: int):
         run = plan_backward_2d(y.view(-1, n) if y.dim() != 2 else y, dy.view(-1, n) if dy.dim() != 2 else dy)
         if run is not None:
             shape, dtype, device = y.shape, y.dtype, y.device
+            empty_like = torch.empty_like  # contiguous for a contiguous y, and faster than torch.empty
+            if not y.is_contiguous():
+                empty_like = lambda y: torch.empty(shape, dtype=dtype, device=device)
 
             def fast(y, dy, y_ptr, dy_ptr):
-                dx = torch.empty(shape, dtype=dtype, device=device)
+                dx = empty_like(y)
                 run(dx.data_ptr(), y_ptr, dy_ptr)
                 return dx
 

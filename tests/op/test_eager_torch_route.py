@@ -20,6 +20,7 @@ GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU
 @pytest.fixture
 def routed(monkeypatch):
     monkeypatch.setattr(op, "TORCH_BELOW", TORCH_EAGER_BYTES)
+    monkeypatch.setattr(op, "BACKWARD_ON_TORCH", True)
     op._PLANS.clear(), op._BACKWARD_PLANS.clear()
     yield
     op._PLANS.clear(), op._BACKWARD_PLANS.clear()
@@ -74,9 +75,18 @@ def test_routed_calls_give_torchs_results(routed, dtype):
 def test_routed_backward_and_autograd(routed):
     y = torch.softmax(randn((64, 1000), device="cuda"), -1)
     dy = randn((64, 1000), device="cuda")
+    for _ in range(2):
+        assert torch.equal(op.softmax_backward(y, dy), torch._softmax_backward_data(dy, y, 1, y.dtype))
+    op._BACKWARD_PLANS.clear()
+    op.BACKWARD_ON_TORCH = False  # (monkeypatched below: restored by the fixture's monkeypatch)
     want = softmax_lab.kernels.softmax_backward(y, dy)
-    for _ in range(2):  # the backward stays on the course's kernel (torch's saves nothing there)
+    for _ in range(2):
         assert torch.equal(op.softmax_backward(y, dy), want)
+    op.BACKWARD_ON_TORCH = True
+    big_y, big_dy = torch.softmax(randn((2048, 1024), device="cuda"), -1), randn((2048, 1024), device="cuda")
+    want = softmax_lab.kernels.softmax_backward(big_y, big_dy)  # 8 MiB: the course's kernel
+    for _ in range(2):
+        assert torch.equal(op.softmax_backward(big_y, big_dy), want)
     x = randn((8, 300), device="cuda").requires_grad_()
     w = randn((8, 300), device="cuda")
     (softmax_lab.softmax(x) * w).sum().backward()
@@ -105,3 +115,12 @@ def test_a_captured_call_runs_the_course_kernel(routed):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, want)
+    dy = randn((32, 1024), device="cuda")
+    want = softmax_lab.kernels.softmax_backward(y, dy)
+    assert torch.equal(op.softmax_backward(y, dy), torch._softmax_backward_data(dy, y, 1, y.dtype))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dx = op.softmax_backward(y, dy)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(dx, want)
