@@ -3,7 +3,7 @@ calls"): µs per call of torch's, of the course's kernels alone (``SOFTMAX_LAB_T
 (small inputs on torch's kernel through our fast path: ``op.torch_is_quicker``), forward and backward, over sizes
 from 4 KB to 64 MB. Run on a GPU with the checkout's package first on PYTHONPATH:
 
-    PYTHONPATH=code python3 benchmarks/eager_crossover.py OUT.json [label]
+    PYTHONPATH=code python3 benchmarks/eager_crossover.py OUT.json [label] [forward,backward]
 
 Eager: median µs per call of a Python loop of back-to-back calls (``bench._time_eager``); GPU time: CUDA graph.
 """
@@ -53,9 +53,11 @@ def measure(kind, dtype, width, size):
     return row
 
 
-def main(path, label=""):
+def main(path, label="", kinds="forward,backward"):
     records = []
     for kind, widths, sizes in (("forward", WIDTHS, SIZES), ("backward", (128, 1024, 16384), SIZES[:6])):
+        if kind not in kinds.split(","):
+            continue
         for dtype in (torch.float32, torch.bfloat16):
             for width in widths:
                 for size in sorted({max(size, width * dtype.itemsize) for size in sizes}):
