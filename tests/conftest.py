@@ -35,8 +35,9 @@ from softmax_lab import DEVICE
 _counter = itertools.count()
 
 # Eager calls on small CUDA inputs run PyTorch's kernel (softmax_lab.op.torch_is_quicker); the GPU tests compare
-# the course's kernels' bits, so they keep every input on them. tests/op/test_eager_torch_route.py turns it on.
-os.environ.setdefault("SOFTMAX_LAB_TORCH_BELOW", "0")
+# the course's kernels' bits, so they keep every input on them (whatever the shell says). tests/op/
+# test_eager_torch_route.py turns it on.
+os.environ["SOFTMAX_LAB_TORCH_BELOW"] = "0"
 
 
 # ------------------------------------------------------------------------------------------------ marks

@@ -19,10 +19,24 @@ GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU
 
 @pytest.fixture
 def routed(monkeypatch):
+    """Routing on, and ``calls``: how many times torch's forward and backward kernels were called."""
     monkeypatch.setattr(op, "TORCH_BELOW", TORCH_EAGER_BYTES)
     monkeypatch.setattr(op, "BACKWARD_ON_TORCH", True)
+    calls = {"forward": 0, "backward": 0}
+    forward, backward = torch._softmax, torch._softmax_backward_data
+
+    def spy_forward(*args):
+        calls["forward"] += 1
+        return forward(*args)
+
+    def spy_backward(*args):
+        calls["backward"] += 1
+        return backward(*args)
+
+    monkeypatch.setattr(torch, "_softmax", spy_forward)
+    monkeypatch.setattr(torch, "_softmax_backward_data", spy_backward)
     op._PLANS.clear(), op._BACKWARD_PLANS.clear()
-    yield
+    yield calls
     op._PLANS.clear(), op._BACKWARD_PLANS.clear()
 
 
@@ -63,12 +77,16 @@ def test_which_inputs_take_torch(routed):
 def test_routed_calls_give_torchs_results(routed, dtype):
     for shape, dim in [((1, 128), -1), ((32, 1024), -1), ((4, 16, 77), 1), ((3, 5, 7), 0)]:
         x = randn(shape, dtype=dtype, device="cuda")
-        for _ in range(2):  # the first call makes the plan, the second runs it
+        for i in range(2):  # the first call makes the plan, the second runs it
+            before = routed["forward"]
             assert torch.equal(softmax_lab.softmax(x, dim), torch.softmax(x, dim))
+            assert routed["forward"] == before + 1, (shape, i)
     big = randn((2048, 1024), device="cuda")  # 8 MiB: the course's kernel
     want = softmax_lab.dispatch.softmax_2d(big)
+    before = routed["forward"]
     for _ in range(2):
         assert torch.equal(softmax_lab.softmax(big), want)
+    assert routed["forward"] == before
 
 
 @GPU
@@ -77,6 +95,7 @@ def test_routed_backward_and_autograd(routed):
     dy = randn((64, 1000), device="cuda")
     for _ in range(2):
         assert torch.equal(op.softmax_backward(y, dy), torch._softmax_backward_data(dy, y, 1, y.dtype))
+    assert routed["backward"] == 4  # two routed calls, two references
     op._BACKWARD_PLANS.clear()
     op.BACKWARD_ON_TORCH = False  # (monkeypatched below: restored by the fixture's monkeypatch)
     want = softmax_lab.kernels.softmax_backward(y, dy)
@@ -87,9 +106,12 @@ def test_routed_backward_and_autograd(routed):
     want = softmax_lab.kernels.softmax_backward(big_y, big_dy)  # 8 MiB: the course's kernel
     for _ in range(2):
         assert torch.equal(op.softmax_backward(big_y, big_dy), want)
+    assert routed["backward"] == 4
     x = randn((8, 300), device="cuda").requires_grad_()
     w = randn((8, 300), device="cuda")
+    before = dict(routed)
     (softmax_lab.softmax(x) * w).sum().backward()
+    assert routed["forward"] == before["forward"] + 1  # (the backward: torch's autograd of ours, the operator's)
     xr = x.detach().double().requires_grad_()
     (torch.softmax(xr, -1) * w.double()).sum().backward()
     torch.testing.assert_close(x.grad.double(), xr.grad, atol=1e-6, rtol=1e-5)
@@ -110,8 +132,10 @@ def test_a_captured_call_runs_the_course_kernel(routed):
         softmax_lab.softmax(x)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
+    before = routed["forward"]
     with torch.cuda.graph(graph):
         y = softmax_lab.softmax(x)
+    assert routed["forward"] == before  # captured: not torch's kernel
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, want)
@@ -119,8 +143,31 @@ def test_a_captured_call_runs_the_course_kernel(routed):
     want = softmax_lab.kernels.softmax_backward(y, dy)
     assert torch.equal(op.softmax_backward(y, dy), torch._softmax_backward_data(dy, y, 1, y.dtype))
     graph = torch.cuda.CUDAGraph()
+    before = routed["backward"]
     with torch.cuda.graph(graph):
         dx = op.softmax_backward(y, dy)
+    assert routed["backward"] == before
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(dx, want)
+
+
+def test_backward_fast_path_gives_the_usual_path_results_and_errors():
+    # The backward's plan is looked up before any check (op.softmax_backward): a second call of a kind must give
+    # what the first gave, and the errors of the checked path must still come.
+    device = softmax_lab.DEVICE
+    y = torch.softmax(randn((5, 33), device=device), -1)
+    dy = randn((5, 33), device=device)
+    first = op.softmax_backward(y, dy)
+    for dim in (-1, 1):
+        torch.testing.assert_close(op.softmax_backward(y, dy, dim), first, atol=0, rtol=0)
+    torch.testing.assert_close(op.softmax_backward(y, dy, 0), softmax_lab.kernels.softmax_backward(y.t().contiguous(), dy.t().contiguous()).t(),
+                               atol=0, rtol=0)
+    with pytest.raises(IndexError, match="out of range"):
+        op.softmax_backward(y, dy, 2)
+    with pytest.raises(IndexError, match="out of range"):
+        op.softmax_backward(y, dy, -3)
+    with pytest.raises(TypeError, match="dim"):
+        op.softmax_backward(y, dy, True)
+    with pytest.raises(ValueError, match="shape"):
+        op.softmax_backward(y, dy[:, :32])

@@ -104,6 +104,6 @@ SPLIT_ROW_PROGRAMS_PER_SM = 4  # split-row: enough (row, chunk) programs to fill
 # --- Plain eager calls on small inputs: PyTorch's own kernel (``op._plan``). There a call costs its launch, not
 # its bytes, and a Triton launch costs this host more than torch's whole call (H200: 12-13 µs against 6-7; torch's
 # kernel through our fast path: 9-10). Up to 4 MiB of input, rows up to 16,384 (torch gives longer rows a block
-# each: 4x70001 bf16 takes it 17 µs); the crossover: docs/performance.md, "Issue 28, round 5".
+# each: 4x70001 bf16 takes it 18 µs); the crossover: docs/performance.md, "Issue 28, round 5".
 TORCH_EAGER_BYTES = 4 << 20
 TORCH_EAGER_COLS = 16384
