@@ -46,7 +46,8 @@ FORWARD = {
         (8192, ("fused", dict(num_warps=16))),
         (32768, ("resident", dict(num_warps=8, overlap=True))),
         (65536, ("clustered", dict(parts=4, num_warps=4, vectors=2))),
-        (131072, ("clustered", dict(parts=4, num_warps=4, vectors=1))),
+        (81920, ("clustered", dict(parts=4, num_warps=4, vectors=1))),
+        (131072, ("clustered", dict(parts=8, num_warps=2, vectors=1))),
         (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
 # Where a Gluon kernel cannot run (the CPU interpreter, GPUs before Hopper, where they were not measured, rows
