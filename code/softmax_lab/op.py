@@ -76,13 +76,16 @@ def _softmax_impl(x: Tensor, dim: int) -> Tensor:
 
 
 def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
+    if y.shape != dy.shape:  # (rows alike are not enough: y 2x3x4 and dy 3x2x4 fold to the same rows)
+        raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}: softmax_backward "
+                         "needs them alike")
     y, dy = y.resolve_neg(), dy.resolve_neg()
     dim = normalize_dim(dim, y.dim())
     if y.layout is not torch.strided or dy.layout is not torch.strided:
         return _backward_rows(y, dy, dim)
     y_ptr, dy_ptr = y.data_ptr(), dy.data_ptr()
-    key = (y.shape, y.stride(), dy.shape, dy.stride(), y.dtype, dy.dtype, y.get_device(), y_ptr & 15, dy_ptr & 15,
-           dim)
+    key = (y.shape, y.stride(), dy.shape, dy.stride(), y.dtype, dy.dtype, y.get_device(), dy.get_device(),
+           y_ptr & 15, dy_ptr & 15, dim)
     plan = _BACKWARD_PLANS.get(key)
     if plan is None:
         with _PLANS_LOCK:
@@ -253,7 +256,7 @@ def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
         y_ptr, dy_ptr = y.data_ptr(), dy.data_ptr()
         d = dim + y.dim() if dim < 0 else dim
         plan = _BACKWARD_PLANS.get((y.shape, y.stride(), dy.shape, dy.stride(), y.dtype, dy.dtype, y.get_device(),
-                                    y_ptr & 15, dy_ptr & 15, d))
+                                    dy.get_device(), y_ptr & 15, dy_ptr & 15, d))
         if plan is not None:
             return plan(y, dy, y_ptr, dy_ptr)
     d = normalize_dim(dim, y.dim())

@@ -171,3 +171,8 @@ def test_backward_fast_path_gives_the_usual_path_results_and_errors():
         op.softmax_backward(y, dy, True)
     with pytest.raises(ValueError, match="shape"):
         op.softmax_backward(y, dy[:, :32])
+    y3 = torch.softmax(randn((2, 3, 4), device=device), -1)
+    for _ in range(2):  # same rows, other shape: refused as torch refuses it, before and after a plan exists
+        with pytest.raises(ValueError, match=r"dy has shape \(3, 2, 4\) but y has shape \(2, 3, 4\)"):
+            op.softmax_backward(y3, randn((3, 2, 4), device=device))
+        op.softmax_backward(y3, randn((2, 3, 4), device=device))
