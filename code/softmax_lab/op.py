@@ -84,8 +84,7 @@ def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     if y.layout is not torch.strided or dy.layout is not torch.strided:
         return _backward_rows(y, dy, dim)
     y_ptr, dy_ptr = y.data_ptr(), dy.data_ptr()
-    key = (y.shape, y.stride(), dy.shape, dy.stride(), y.dtype, dy.dtype, y.get_device(), dy.get_device(),
-           y_ptr & 15, dy_ptr & 15, dim)
+    key = _backward_key(y, dy, y_ptr, dy_ptr, dim)
     plan = _BACKWARD_PLANS.get(key)
     if plan is None:
         with _PLANS_LOCK:
@@ -93,6 +92,12 @@ def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
                 _BACKWARD_PLANS.clear()
             plan = _BACKWARD_PLANS[key] = _backward_plan(y, dy, dim)
     return plan(y, dy, y_ptr, dy_ptr)
+
+
+def _backward_key(y: Tensor, dy: Tensor, y_ptr: int, dy_ptr: int, dim: int) -> tuple:
+    """The kind of a backward call (dim non-negative), which its plan in ``_BACKWARD_PLANS`` is made for."""
+    return (y.shape, y.stride(), dy.shape, dy.stride(), y.dtype, dy.dtype, y.get_device(), dy.get_device(),
+            y_ptr & 15, dy_ptr & 15, dim)
 
 
 def _backward_rows(y: Tensor, dy: Tensor, dim: int) -> Tensor:
@@ -255,8 +260,7 @@ def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
         # The fast path: a plain eager call of a kind seen before (see _backward_plan): no checks, no choices.
         y_ptr, dy_ptr = y.data_ptr(), dy.data_ptr()
         d = dim + y.dim() if dim < 0 else dim
-        plan = _BACKWARD_PLANS.get((y.shape, y.stride(), dy.shape, dy.stride(), y.dtype, dy.dtype, y.get_device(),
-                                    dy.get_device(), y_ptr & 15, dy_ptr & 15, d))
+        plan = _BACKWARD_PLANS.get(_backward_key(y, dy, y_ptr, dy_ptr, d))
         if plan is not None:
             return plan(y, dy, y_ptr, dy_ptr)
     d = normalize_dim(dim, y.dim())
@@ -542,8 +546,8 @@ def _backward_plan(y: Tensor, dy: Tensor, dim: int):
     contiguous rows along the last dim, or PyTorch's kernel where that is quicker (``torch_is_quicker``, as in
     ``_plan``, and ``BACKWARD_ON_TORCH``); else the usual path."""
     ours = _backward_kernel_plan(y, dy, dim)
-    if (BACKWARD_ON_TORCH and y.numel() and dy.dtype == y.dtype and dy.shape == y.shape and dy.is_contiguous()
-            and type(dy) is Tensor and torch_is_quicker(y, dim)):
+    if (BACKWARD_ON_TORCH and y.numel() and dy.dtype == y.dtype and dy.is_contiguous() and type(dy) is Tensor
+            and torch_is_quicker(y, dim)):  # (shapes alike: _backward_impl checked them)
         capturing = torch._C._cuda_isCurrentStreamCapturing
         return lambda y, dy, y_ptr, dy_ptr: (ours(y, dy, y_ptr, dy_ptr) if capturing()
                                              else torch._softmax_backward_data(dy, y, dim, y.dtype))
