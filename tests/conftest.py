@@ -121,6 +121,25 @@ def exercise_module(tmp_path):
     return make
 
 
+# ------------------------------------------------------------------------------------------- CUDA graphs
+
+
+def captured(fn):
+    """``fn()`` run once on a side stream (CUDA's warm-up before a capture), then captured in a CUDA graph:
+    ``(graph, what the captured call returned)``; ``graph.replay()`` runs it again."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
 # ------------------------------------------------------------------------------------------------ checks
 
 

@@ -7,6 +7,7 @@ too), and on a GPU each plan gives the launcher's bits on repeated calls, altern
 misaligned views and two streams at once."""
 import pytest
 import torch
+from conftest import captured
 
 import softmax_lab
 from softmax_lab import dispatch, op
@@ -131,14 +132,7 @@ def test_cooperative_plans_in_a_cuda_graph():
     op._PLANS.clear()
     x = _rand((3, 500000))
     want = softmax_lab.softmax(x)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        softmax_lab.softmax(x)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y = softmax_lab.softmax(x)
+    graph, y = captured(lambda: softmax_lab.softmax(x))
     for _ in range(3):
         graph.replay()
         torch.testing.assert_close(y, want, atol=0, rtol=0)
