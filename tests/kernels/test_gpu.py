@@ -40,12 +40,14 @@ def test_every_kernel_standard_cases(name, dtype):
 @pytest.mark.parametrize("name,shape", [
     ("naive", (64, 1000)), ("naive", (4, 4096)), ("row_serial", (512, 1000)), ("three_pass", (4096, 1024)),
     ("three_pass", (8, 100_000)), ("fused", (300, 65536)), ("multirow", (3000, 2048)), ("multirow", (5000, 77)),
+    ("multirow_tail", (65536, 130)), ("multirow_tail", (100_000, 77)), ("multirow_tail", (3000, 1030)),
     ("online", (200, 100_000)), ("online", (3, 1 << 20)), ("split_row", (16, 1 << 20)),
     ("split_row", (5, 300_001))])
 def test_kernels_at_gpu_sizes(name, shape):
+    fn = (lambda t, out=None: ALL["multirow"](t, out=out, tail=True)) if name == "multirow_tail" else ALL[name]
     for dtype in (torch.float32, torch.bfloat16):
         x = _randn(shape, dtype)
-        assert check_softmax(ALL[name], x) == ""
+        assert check_softmax(fn, x) == ""
 
 
 # The benchmark's shapes, through the dispatcher.
@@ -82,6 +84,9 @@ def test_more_than_2_31_elements():
         y = ALL[name](x)
         _check_rows(y, x, rows)
         del y
+    y = ALL["multirow"](x[:, :1000], tail=True)  # 1000 = 512 + a tail of 512 (488 used), rows 1024 apart
+    _check_rows(y, x[:, :1000], rows)
+    del y
     y = softmax(x)
     _check_rows(y, x, rows)
     dy = torch.randn_like(y)

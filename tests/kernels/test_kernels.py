@@ -401,3 +401,35 @@ def test_rows_in_pieces_narrower_than_a_vector(dtype):
     assert part_vector(10, torch.empty(3, 10, device=DEV)) == 1
     far = torch.empty_strided((2, 1030), (2**31 + 2, 1), dtype=torch.bfloat16, device="meta")
     assert part_vector(1030, far) == 1  # (rows 2**31 or more apart: 64-bit ints, as row_vector)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_multirow_tail(dtype):
+    # tail=True: a row as a power-of-two tile and a narrow tail tile (130 = 128 + 2, 77 = 64 + 16, 9 = 8 + 1).
+    tail = lambda x, out=None: ALL["multirow"](x, out=out, tail=True)
+    assert_softmax_correct(tail, dtype)
+    for shape in [(5, 9), (9, 77), (4, 130), (3, 144)]:
+        x = randn(shape, device=DEV, dtype=dtype)
+        x[0] = float("-inf")  # an all -inf row: NaN, as torch gives
+        x[1, : shape[1] // 2] = float("-inf")
+        for rows in (1, 4):
+            assert check_softmax(lambda t, out=None: ALL["multirow"](t, out=out, ROWS=rows, tail=True), x) == ""
+    big = randn((6, 300), device=DEV, dtype=dtype)
+    assert check_softmax(tail, big[::2, 3:133]) == ""  # strided rows, not on 16 bytes
+
+
+def test_multirow_tail_tiles():
+    from softmax_lab.kernels.multirow import launch_setup
+
+    def tiles(n_cols, dtype=torch.float32, BLOCK=None):
+        x = torch.empty((2, n_cols), dtype=dtype, device=DEV)
+        o = launch_setup(torch.empty_like(x), x, BLOCK=BLOCK, tail=True)[3]
+        return o["BLOCK"], o["TAIL"], o["VEC"]
+    assert tiles(130) == (128, 2, 1)
+    assert tiles(130, torch.bfloat16) == (128, 2, 2)  # 4-byte pieces: the tail is one of them
+    assert tiles(77) == (64, 16, 1)
+    assert tiles(128) == (128, 0, 4)  # a power of two: no tail
+    assert tiles(144, torch.bfloat16) == (128, 16, 8)
+    assert tiles(130, BLOCK=64) == (64, 128, 1)
+    with pytest.raises(TypeError, match="tail must be True or False"):
+        ALL["multirow"](torch.ones((2, 3), device=DEV), tail=1)
