@@ -4,7 +4,8 @@ The tuned numbers are rule lists in ``kernels/tuning.py`` (``pick(rules, key)``:
 >= the key); this module only applies them, and imports every kernel it may launch at the top (``LAUNCHERS``),
 so a tensor can be followed from ``softmax_2d`` into its kernel. The rules, by row length (``FORWARD``):
 
-* short rows: ``multirow``, several rows per program;
+* short rows: ``multirow``, several rows per program; rows a little past a power of two (130, 1100, 8200): its
+  ``tail=True`` tiles, the power of two in one tile and the rest in a narrow second one (``TAIL_TILES``);
 * rows that fit one block: ``fused``, one row per program, more warps for longer rows, fewer for rows a little
   longer than a power of two (their blocks are up to half padding);
 * medium rows on a GPU: ``resident`` (a Gluon kernel: the row sits in shared memory instead of registers, so
@@ -44,10 +45,11 @@ import torch
 from .device import ON_GPU
 from .kernels import (backward, clustered, cooperative, fused, l2_reread, multirow, pipelined, resident, staged,
                       unaligned, unaligned_resident)
-from .kernels._launch import device_limits, part_vector, relauncher, scratch_pointers
+from .kernels._launch import device_limits, next_power_of_2, part_vector, relauncher, scratch_pointers
 # The policy this module applies (MULTIROW_TILE: also read here by chapter 7's checks).
 from .kernels.tuning import (FORWARD, GLUON_CAPABILITY, GLUON_FALLBACK, GLUON_KERNELS, MULTIROW_TILE,
-                             UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK, element_size, pick)
+                             TAIL_TILES, UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK, element_size,
+                             pick)
 
 __all__ = ["FORWARD", "GLUON_CAPABILITY", "GLUON_FALLBACK", "GLUON_KERNELS", "LAUNCHERS", "MULTIROW_TILE", "PLANNED",
            "REFUSALS", "UNALIGNED_BACKWARD", "UNALIGNED_FORWARD", "choose", "choose_unaligned", "element_size", "pick",
@@ -98,9 +100,24 @@ def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
     contiguous and start on 16 bytes; ``softmax_2d`` sends other rows that would take a Gluon kernel
     (``resident``, ``clustered``) to ``GLUON_FALLBACK``."""
     name, knobs = pick(FORWARD[element_size(dtype)], n_cols)
+    tail = tail_knobs(n_cols, dtype)
+    if tail:
+        return "multirow", LAUNCHERS["multirow"], tail
     if name in GLUON_KERNELS and not _gluon_tuned():  # (Triton's CPU interpreter cannot run Gluon kernels at all)
         name, knobs = pick(GLUON_FALLBACK[element_size(dtype)], n_cols)
     return name, LAUNCHERS[name], dict(knobs)
+
+
+def tail_knobs(n_cols: int, dtype: torch.dtype) -> dict | None:
+    """``multirow``'s knobs with ``tail=True`` for rows a little past a power of two (``TAIL_TILES``), or None:
+    16-bit rows, and fp32 rows that are not whole 16-byte vectors, whose part past the largest power of two they
+    hold fits a tile a quarter of it."""
+    size = element_size(dtype)
+    main = 1 << (n_cols.bit_length() - 1)
+    if n_cols == main or next_power_of_2(n_cols - main) > main // 4 or (size == 4 and n_cols % 4 == 0):
+        return None
+    tile = pick(TAIL_TILES[size], main)
+    return tile and dict(ROWS=tile[0], num_warps=tile[1], tail=True)
 
 
 def _gluon_tuned() -> bool:
@@ -126,7 +143,7 @@ def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     pieces = name in ("fused", "multirow") and x2.data_ptr() % 16 == 0 and part_vector(n_cols, x2) >= 4
     if name in GLUON_KERNELS and REFUSALS[name](x2, **knobs):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
-    if name != "l2_reread" and not pieces and unaligned.takes(x2):  # rows off 16 bytes: unaligned.py
+    if name != "l2_reread" and not pieces and not knobs.get("tail") and unaligned.takes(x2):  # rows off 16 bytes
         register = name, knobs
         name, knobs = choose_unaligned(n_cols, x2.dtype) or register
         if name == "unaligned_resident" and (not _gluon_tuned() or unaligned_resident.refusal(x2, None, **knobs)):

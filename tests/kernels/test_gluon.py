@@ -240,16 +240,17 @@ WINDOW_SCRIPT = textwrap.dedent("""
     from softmax_lab.machine_code import compile_for_h200, sass_ops
 
     INTS = ("in_first", "in_row_stride", "out_first", "out_row_stride", "n_cols")
-    for dtype, n, warps in (("bf16", 50257, 8), ("fp16", 10001, 2), ("fp32", 50257, 16)):
-        block, chunk = shared_window(n, 4 if dtype == "fp32" else 2, warps)
+    for dtype, n, warps, line in (("bf16", 50257, 8, 16), ("fp16", 10001, 2, 16), ("fp32", 50257, 16, 16),
+                                  ("bf16", 50257, 8, 128), ("fp32", 50257, 16, 128)):
+        block, chunk = shared_window(n, 4 if dtype == "fp32" else 2, warps, line)
         sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **{i: "i32" for i in INTS}, "BLOCK": "constexpr",
-               "CHUNK": "constexpr"}
-        compiled = compile_for_h200(unaligned_resident_kernel, sig, dict(BLOCK=block, CHUNK=chunk), warps,
+               "CHUNK": "constexpr", "LINE": "constexpr"}
+        compiled = compile_for_h200(unaligned_resident_kernel, sig, dict(BLOCK=block, CHUNK=chunk, LINE=line), warps,
                                     unaligned=INTS)  # (odd widths and strides: no int is a multiple of 16)
         ops, regs = sass_ops(compiled)
         count = lambda *prefixes: sum(n for op, n in ops.items() if op.startswith(prefixes))
         copies = count("LDGSTS")
-        print(dtype, n, block, compiled.metadata.shared, copies, copies - count("LDGSTS.E.BYPASS.128"),
+        print(dtype, n, line, block, compiled.metadata.shared, copies, copies - count("LDGSTS.E.BYPASS.128"),
               count("STG.E.128"), count("STG") - count("STG.E.128"), count("LDG."),
               count("STL", "LDL"), regs)
     """)
@@ -262,16 +263,18 @@ def test_the_window_kernel_copies_whole_vectors_and_stores_the_row_body_16_bytes
     run = subprocess.run([sys.executable, "-c", WINDOW_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.splitlines()
-    assert len(lines) == 3, run.stdout
+    assert len(lines) == 5, run.stdout
     for line in lines:
-        dtype, n, block, shared, copies, narrow_copies, wide_stores, narrow_stores, loads, spills, regs = line.split()
+        dtype, n, start, block, shared, copies, narrow_copies, wide_stores, narrow_stores, loads, spills, regs = \
+            line.split()
         size = 4 if dtype == "fp32" else 2
-        assert int(n) + 16 // size - 1 <= int(block) and int(block) * size <= int(shared) <= int(block) * size + 1024
+        assert int(n) + int(start) // size - 1 <= int(block) <= int(shared) // size, line
+        assert int(shared) <= int(block) * size + 1024, line
         assert int(copies) > 0 and narrow_copies == "0", line
         assert int(wide_stores) >= 1 and narrow_stores == "1" and loads == "1", line  # (the pieces)
         assert spills == "0", line
-    bf16 = lines[0].split()
-    assert 2 * int(bf16[3]) <= 227 * 1024, bf16  # two programs of a 50,257-element bf16 row share a multiprocessor
+    for bf16 in (lines[0].split(), lines[3].split()):  # (windows from 16 and from 128 bytes before the row)
+        assert 2 * int(bf16[4]) <= 227 * 1024, bf16  # two programs of a 50,257-element bf16 row share a multiprocessor
 
 
 def test_the_window_kernel_refuses_what_it_cannot_take():

@@ -538,6 +538,10 @@ def test_unaligned_more_than_2_31_elements():
     _check_rows(unaligned_softmax(x[:, :4095]), x[:, :4095], rows)
 
 
+def _size(dtype):
+    return torch.empty((), dtype=dtype).element_size()
+
+
 # 16-bit rows that do not start on 16 bytes, their window in shared memory (kernels/unaligned_resident.py).
 @HOPPER
 @pytest.mark.parametrize("shape", [(2048, 50257), (33, 16383), (7, 40001), (3, 57337), (1, 16385), (64, 30003),
@@ -555,7 +559,11 @@ def test_unaligned_resident_at_gpu_sizes(shape, dtype):
     for what, x, out in (("contiguous", _randn(shape, dtype), torch.full(shape, float("nan"), dtype=dtype,
                                                                           device="cuda")),
                          ("one in", wide[:, 1:n + 1], torch.full((n_rows, n + 9), float("nan"), dtype=dtype,
-                                                                 device="cuda")[:, 1:n + 1])):
+                                                                 device="cuda")[:, 1:n + 1]),
+                         # an output alike around 16-byte vectors, not around 128-byte lines (16 bytes further in)
+                         ("lines apart", wide[:, 1:n + 1], torch.full((n_rows, n + 9 + 16 // _size(dtype)),
+                                                                      float("nan"), dtype=dtype, device="cuda")
+                          [:, 1 + 16 // _size(dtype):n + 1 + 16 // _size(dtype)])):
         rows = sorted({0, 1 % n_rows, 2 % n_rows, n_rows // 2, n_rows - 1})
         if n > 1 and n_rows > 3:
             x[0, : n // 3] = float("-inf")
@@ -564,20 +572,21 @@ def test_unaligned_resident_at_gpu_sizes(shape, dtype):
             x[n_rows - 1, :] = float("-inf")
             x[n_rows - 1, n - 1] = 2.0
         keep = [r for r in rows if n_rows <= 3 or r != 1]
-        for warps in (8, 16, 32):
-            why = refusal(x, out, warps)
+        for warps, line in ((8, 16), (16, 16), (32, 16), (8, 128), (16, 128)):  # (line: where windows start)
+            why = refusal(x, out, warps, line)
             if why:  # (fp32 rows of 50,257 at 8 warps: 50 chunks; of 57,337: more than shared memory holds)
                 assert "chunks" in why or "shared memory" in why, (what, warps, why)
                 continue
-            y = unaligned_resident_softmax(x, out=out.fill_(float("nan")), num_warps=warps)
+            y = unaligned_resident_softmax(x, out=out.fill_(float("nan")), num_warps=warps, line=line)
             assert y.data_ptr() == out.data_ptr()
             _check_rows(y, x, keep)
             if n_rows > 3:
                 assert torch.isnan(y[1]).all()
                 assert not torch.isnan(y[keep]).any()
-        if what == "one in":  # the poisoned padding around the rows is left alone
-            base = out.as_strided((n_rows, n + 9), (n + 9, 1), out.storage_offset() - 1)
-            assert torch.isnan(base[:, 0]).all() and torch.isnan(base[:, n + 1:]).all()
+        if what != "contiguous":  # the poisoned padding around the rows is left alone
+            lead, stride = out.storage_offset(), out.stride(0)
+            base = out.as_strided((n_rows, stride), (stride, 1), 0)
+            assert torch.isnan(base[:, :lead]).all() and torch.isnan(base[:, lead + n:]).all()
     fits = [w for w in (8, 16, 32) if not refusal(x, None, w)]
     if fits:
         z = x.clone()

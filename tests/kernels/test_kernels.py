@@ -353,7 +353,7 @@ def test_unaligned_windows_and_rules():
     assert dispatch.choose_unaligned(65537, torch.bfloat16)[0] == "unaligned_cooperative"
     assert dispatch.choose_unaligned(130, torch.bfloat16) == ("multirow", dict(ROWS=8, num_warps=1))
     assert dispatch.choose_unaligned(1000, torch.bfloat16) is None  # 16-bit tiles keep the register kernels
-    assert dispatch.choose_unaligned(50257, torch.float32) == ("unaligned_resident", dict(num_warps=16))  # (a GPU's)
+    assert dispatch.choose_unaligned(50257, torch.float32) == ("unaligned_resident", dict(num_warps=16, line=128))
     assert dispatch.choose_unaligned(65537, torch.float32) is None  # fp32 cooperative rows keep the register kernels
 
 
@@ -373,10 +373,13 @@ def test_the_unaligned_gluon_kernel_falls_back_off_the_gpu():
         assert "unaligned_cooperative_softmax" in refusal(x)
         with pytest.raises(ValueError, match="needs a GPU"):
             unaligned_resident_softmax(x)
-    # 16-bit rows of whole 8-byte pieces that FORWARD gives fused or multirow stay there (8 bytes at a time)
-    assert dispatch._runnable(torch.empty(2, 4100, dtype=torch.bfloat16, device=DEV))[0] == "fused"
+    # 16-bit rows of whole 8-byte pieces that FORWARD gives fused or multirow stay there (8 bytes at a time);
+    # those a little past a power of two take the tail tiles (TAIL_TILES), in pieces too
+    assert dispatch._runnable(torch.empty(2, 6100, dtype=torch.bfloat16, device=DEV))[0] == "fused"
+    assert dispatch._runnable(torch.empty(2, 4100, dtype=torch.bfloat16, device=DEV)) == ("multirow", dict(
+        ROWS=1, num_warps=8, tail=True))
     assert dispatch._runnable(torch.empty(2, 130, dtype=torch.bfloat16, device=DEV)) == ("multirow", dict(
-        ROWS=8, num_warps=1))
+        ROWS=8, num_warps=1, tail=True))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
@@ -433,3 +436,23 @@ def test_multirow_tail_tiles():
     assert tiles(130, BLOCK=64) == (64, 128, 1)
     with pytest.raises(TypeError, match="tail must be True or False"):
         ALL["multirow"](torch.ones((2, 3), device=DEV), tail=1)
+
+
+def test_rows_a_little_past_a_power_of_two_take_the_tail_tiles():
+    # TAIL_TILES: 16-bit rows, and fp32 rows that are not whole 16-byte vectors, whose part past the largest power
+    # of two fits a quarter of it; others keep FORWARD's tiles (and the window kernels).
+    from softmax_lab import dispatch
+
+    tail = lambda n, dtype: dispatch.tail_knobs(n, dtype)
+    assert tail(130, torch.bfloat16) == dict(ROWS=8, num_warps=1, tail=True)
+    assert tail(1100, torch.float16) == dict(ROWS=1, num_warps=1, tail=True)
+    assert tail(8200, torch.bfloat16) == dict(ROWS=1, num_warps=8, tail=True)
+    assert tail(77, torch.float32) == dict(ROWS=8, num_warps=1, tail=True)
+    assert tail(2050, torch.float32) == dict(ROWS=1, num_warps=8, tail=True)
+    for n, dtype in ((128, torch.bfloat16), (192, torch.bfloat16), (1000, torch.float32), (80, torch.float32),
+                     (4100, torch.float32), (16400, torch.bfloat16), (50257, torch.bfloat16), (33, torch.float32)):
+        assert tail(n, dtype) is None, (n, dtype)  # a power of two, a tail over a quarter, whole fp32 vectors, long
+    assert dispatch.choose(8, 130, torch.float32)[0::2] == ("multirow", dict(ROWS=4, num_warps=1, tail=True))
+    x = randn((9, 77), device=DEV)
+    assert dispatch._runnable(x)[0] == "multirow"  # before the unaligned tile
+    assert check_softmax(lambda t, out=None: softmax_lab.softmax(t), x) == ""

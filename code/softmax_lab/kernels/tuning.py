@@ -45,11 +45,21 @@ FORWARD = {
         (6144, ("fused", dict(num_warps=4))), (7680, ("fused", dict(num_warps=8))),
         (8192, ("fused", dict(num_warps=16))),
         (32768, ("resident", dict(num_warps=8, overlap=True))),
+        (57344, ("resident", dict(num_warps=16, overlap=True))),
         (65536, ("clustered", dict(parts=4, num_warps=4, vectors=2))),
         (81920, ("clustered", dict(parts=4, num_warps=4, vectors=1))),
         (131072, ("clustered", dict(parts=8, num_warps=2, vectors=1))),
         (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
+# Rows a little past a power of two (``multirow``'s ``tail=True``): the largest power of two the row holds in one
+# tile, the rest (at most a quarter of it: 130 = 128 + 2, 1100 = 1024 + 128) in a second, narrow one, where one
+# power-of-two tile would be up to half padding. Every 16-bit row so placed, and fp32 rows that are not whole 16-byte
+# vectors, measured faster so on the H200 (fp32 rows of whole vectors measured either way: 520 and 8200 faster, 80,
+# 272 and 4200 slower, so FORWARD keeps them). (ROWS, num_warps) by the power-of-two tile; None: no tail.
+TAIL_TILES = {4: [(32, None), (64, (8, 1)), (128, (4, 1)), (256, (2, 1)), (512, (1, 2)), (1024, (1, 4)),
+                  (4096, (1, 8)), (8192, (1, 16)), (None, None)],
+              2: [(64, None), (128, (8, 1)), (256, (4, 1)), (512, (2, 1)), (1024, (1, 1)), (2048, (4, 8)),
+                  (8192, (1, 8)), (None, None)]}
 # Where a Gluon kernel cannot run (the CPU interpreter, GPUs before Hopper, where they were not measured, rows
 # that do not start on 16 bytes): the kernels they replaced, by element size and row length.
 GLUON_KERNELS = ("resident", "clustered")
@@ -62,20 +72,22 @@ GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resi
 # than the register kernels reading one element at a time: short fp32 rows in a tile, and every backward. On a
 # GPU, longer rows whose window fits shared memory wait there (``unaligned_resident.py``, fewer warps for shorter
 # windows: fp32 windows past 16,384, 16-bit ones of 1,032 to 57,344, two programs a multiprocessor at the
-# longest); the longest 16-bit rows go to cooperating programs. Short 16-bit rows keep the register kernels, 8
-# rows a program on one warp from 129 elements (in 4-byte pieces where the row allows: ``_launch.part_vector``),
-# and so do 16-bit rows of whole 8-byte pieces that FORWARD gives fused or multirow (``dispatch._runnable``).
+# longest; from 24,576 each window starts on the 128-byte line before its row, ``line=128``, so that a warp's
+# copies fill whole lines); the longest 16-bit rows go to cooperating programs. Short 16-bit rows keep the register
+# kernels, 8 rows a program on one warp from 129 elements (in 4-byte pieces where the row allows:
+# ``_launch.part_vector``), and so do 16-bit rows of whole 8-byte pieces that FORWARD gives fused or multirow
+# (``dispatch._runnable``). Rows a little past a power of two take ``TAIL_TILES`` before any of these.
 # Rules by window length: (kernel, knobs); ("tile", None): the unaligned tile with FORWARD's rows and warps for
 # that window; None: the register kernels (FORWARD). Backward: 16-bit windows up to ``short`` take ROWS rows and
 # num_warps warps per tile; 16-bit rows for cooperating programs, BLOCK and cooperative_warps (else the
 # launchers' defaults).
 UNALIGNED_FORWARD = {4: [(128, ("unaligned", dict(ROWS=8, num_warps=2))), (16384, ("tile", None)),
-                         (57344, ("unaligned_resident", dict(num_warps=16))), (None, None)],
+                         (57344, ("unaligned_resident", dict(num_warps=16, line=128))), (None, None)],
                      2: [(135, None), (263, ("multirow", dict(ROWS=8, num_warps=1))), (1031, None),
                          (2055, ("unaligned_resident", dict(num_warps=1))),
                          (16384, ("unaligned_resident", dict(num_warps=2))),
-                         (24575, ("unaligned_resident", dict(num_warps=4))),
-                         (57344, ("unaligned_resident", dict(num_warps=8))),
+                         (24575, ("unaligned_resident", dict(num_warps=4, line=128))),
+                         (57344, ("unaligned_resident", dict(num_warps=8, line=128))),
                          (None, ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4)))]}
 # Where ``unaligned_resident`` (a Gluon kernel) cannot run (not on a GPU it was tuned on; an output whose rows lie
 # otherwise around vectors), by window length: what ran there before it (None: the register kernels; "tile":

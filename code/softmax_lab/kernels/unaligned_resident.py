@@ -24,31 +24,38 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from ._launch import cdiv, device_refusal, device_limits, prepare, check_input
 from .unaligned import vector_of, windows
 
+LINES = (16, 32, 64, 128)  # where a row's window may start: on 16 bytes (its vector) up to a 128-byte cache line
+
 
 @gluon.jit
 def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first, out_row_stride, n_cols,
-                              BLOCK: gl.constexpr, CHUNK: gl.constexpr):
+                              BLOCK: gl.constexpr, CHUNK: gl.constexpr, LINE: gl.constexpr = 16):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])  # one vector a thread
     one: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])  # the head and tail pieces
     LOG2E: gl.constexpr = 1.4426950408889634
     N: gl.constexpr = BLOCK // CHUNK
     window = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [N, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    A: gl.constexpr = LINE // (16 // VEC)  # the window starts on a LINE-byte boundary: A elements
     row = gl.program_id(0).to(gl.int64)
+    # (elements from the LINE-byte boundary before in_ptr to it: a whole number of vectors, in_ptr is on 16 bytes)
+    lead = ((in_ptr.to(gl.int64, bitcast=True) % LINE) // 16) * VEC
     start = in_first + row * in_row_stride
-    base = (start // VEC) * VEC  # the vector boundary at or before the row's first element
+    base = ((start + lead) // A) * A - lead  # the LINE-byte boundary at or before the row's first element
     head = (start - base).to(gl.int32)  # the row is window positions [head, end)
     end = head + n_cols
-    reach = ((end + VEC - 1) // VEC) * VEC  # up to the vector holding the row's last element
+    first_v = (head // VEC) * VEC  # from the vector holding the row's first element...
+    reach = ((end + VEC - 1) // VEC) * VEC  # ...up to the vector holding its last element
     src = in_ptr + base
     cols = gl.arange(0, CHUNK, layout=layout)
     for c in gl.static_range(N):  # 1. the window on its way, a commit group per chunk
-        cp.async_copy_global_to_shared(window.index(c), src + c * CHUNK + cols, mask=c * CHUNK + cols < reach)
+        p = c * CHUNK + cols
+        cp.async_copy_global_to_shared(window.index(c), src + p, mask=(p >= first_v) & (p < reach))
         cp.commit_group()
     # The head and tail pieces, [head, lo) and [max(hi, lo), end), loaded again now so that the loads overlap.
     lo, hi = ((head + VEC - 1) // VEC) * VEC, (end // VEC) * VEC  # the whole vectors inside the row: [lo, hi)
     j = gl.arange(0, 2 * VEC, layout=one)
-    q = gl.where(j < VEC, j, hi + j - VEC)
+    q = gl.where(j < VEC, first_v + j, hi + j - VEC)
     ok = (q >= head) & (q < end) & gl.where(j < VEC, q < lo, q >= lo)
     x_q = gl.load(src + q, mask=ok, other=0.0).to(gl.float32)
     m = gl.full([CHUNK], float("-inf"), gl.float32, layout)
@@ -65,7 +72,8 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
         total += gl.where(inside, gl.exp2(x * LOG2E - m_row), 0.0)
     scale = 1.0 / gl.sum(total, axis=0)
     out_start = out_first + row * out_row_stride
-    dst = out_ptr + (out_start // VEC) * VEC  # the output's rows lie like the input's: same head
+    dst = out_ptr + ((out_start - head) // VEC) * VEC  # window position 0 (the output's rows lie like the input's
+    # around vectors: out_start - head is a whole number of vectors)
     for c in range(N):  # 4. the whole vectors inside the row, 16 bytes at a time
         x = window.index(c).load(layout).to(gl.float32)
         p = c * CHUNK + cols
@@ -75,18 +83,20 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
     gl.store(dst + q, y_q.to(out_ptr.dtype.element_ty), mask=ok)
 
 
-def shared_window(n_cols: int, element_size: int, num_warps: int) -> tuple[int, int]:
-    """(BLOCK, CHUNK): the window's room in shared memory, whole chunks of one 16-byte vector a thread."""
-    vec = 16 // element_size
-    chunk = 32 * num_warps * vec
-    return cdiv(n_cols + vec - 1, chunk) * chunk, chunk
+def shared_window(n_cols: int, element_size: int, num_warps: int, line: int = 16) -> tuple[int, int]:
+    """(BLOCK, CHUNK): the window's room in shared memory (the row and up to a ``line`` of bytes before it),
+    whole chunks of one 16-byte vector a thread."""
+    chunk = 32 * num_warps * 16 // element_size
+    return cdiv(n_cols + line // element_size - 1, chunk) * chunk, chunk
 
 
-def refusal(x: torch.Tensor, y: torch.Tensor | None = None, num_warps: int = 8) -> str:
+def refusal(x: torch.Tensor, y: torch.Tensor | None = None, num_warps: int = 8, line: int = 16) -> str:
     """Why this GPU, ``x`` or its output ``y`` (None: a new contiguous one) cannot take the kernel, or ''."""
     if x.device.type != "cuda":
         return "unaligned_resident_softmax needs a GPU (a Gluon kernel); use unaligned_cooperative_softmax"
-    block, chunk = shared_window(x.shape[1], x.element_size(), num_warps)
+    if line not in LINES:
+        return f"line must be one of {LINES} (bytes: where each row's window starts), got {line!r}"
+    block, chunk = shared_window(x.shape[1], x.element_size(), num_warps, line)
     if block // chunk > 32:
         return (f"unaligned_resident_softmax copies at most 32 chunks of {chunk} elements per row at {num_warps} "
                 f"warps; this row needs {block // chunk}: use more warps, or unaligned_cooperative_softmax")
@@ -109,17 +119,18 @@ def refusal(x: torch.Tensor, y: torch.Tensor | None = None, num_warps: int = 8) 
     return ""
 
 
-def launch_setup(y, x, num_warps=None):
+def launch_setup(y, x, num_warps=None, line=None):
     """(kernel, grid, args, options) of one launch; the first two args are the window pointers of y and x."""
-    num_warps = num_warps or 8
+    num_warps, line = num_warps or 8, line or 16
     (x_base, y_base), (x_first, y_first), _ = windows(x, y)
-    BLOCK, chunk = shared_window(x.shape[1], x.element_size(), num_warps)
+    BLOCK, chunk = shared_window(x.shape[1], x.element_size(), num_warps, line)
     args = (y_base, x_base, x_first, x.stride(0), y_first, y.stride(0), x.shape[1])
-    return unaligned_resident_kernel, (x.shape[0],), args, dict(BLOCK=BLOCK, CHUNK=chunk, num_warps=num_warps)
+    options = dict(BLOCK=BLOCK, CHUNK=chunk, LINE=line, num_warps=num_warps)
+    return unaligned_resident_kernel, (x.shape[0],), args, options
 
 
 def unaligned_resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None,
-                               num_warps: int | None = None) -> torch.Tensor:
+                               num_warps: int | None = None, line: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` whose rows need not start on 16 bytes (GPU; the row's window must
     fit one program's shared memory in at most 32 chunks of one vector a thread; the output's rows must lie like
     the input's around 16-byte vectors). Knob: ``num_warps`` (default 8)."""
@@ -127,9 +138,9 @@ def unaligned_resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None,
     x, y = prepare(x, out, num_warps=num_warps)
     if x.numel() == 0:
         return y
-    why = refusal(x, y, num_warps or 8)
+    why = refusal(x, y, num_warps or 8, line or 16)
     if why:
         raise ValueError(why)
-    kernel, grid, args, options = launch_setup(y, x, num_warps)
+    kernel, grid, args, options = launch_setup(y, x, num_warps, line)
     kernel[grid](*args, **options)
     return y
