@@ -48,8 +48,8 @@ from .kernels import (backward, clustered, cooperative, fused, l2_reread, multir
 from .kernels._launch import device_limits, next_power_of_2, part_vector, relauncher, scratch_pointers
 # The policy this module applies (MULTIROW_TILE: also read here by chapter 7's checks).
 from .kernels.tuning import (FORWARD, GLUON_CAPABILITY, GLUON_FALLBACK, GLUON_KERNELS, MULTIROW_TILE,
-                             TAIL_TILES, UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK, element_size,
-                             pick)
+                             TAIL_MAX, TAIL_TILES, UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK,
+                             element_size, pick)
 
 __all__ = ["FORWARD", "GLUON_CAPABILITY", "GLUON_FALLBACK", "GLUON_KERNELS", "LAUNCHERS", "MULTIROW_TILE", "PLANNED",
            "REFUSALS", "UNALIGNED_BACKWARD", "UNALIGNED_FORWARD", "choose", "choose_unaligned", "element_size", "pick",
@@ -111,10 +111,10 @@ def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
 def tail_knobs(n_cols: int, dtype: torch.dtype) -> dict | None:
     """``multirow``'s knobs with ``tail=True`` for rows a little past a power of two (``TAIL_TILES``), or None:
     16-bit rows, and fp32 rows that are not whole 16-byte vectors, whose part past the largest power of two they
-    hold fits a tile a quarter of it."""
+    hold fits a tile a quarter of it, and ``TAIL_MAX`` elements at most."""
     size = element_size(dtype)
     main = 1 << (n_cols.bit_length() - 1)
-    if n_cols == main or next_power_of_2(n_cols - main) > main // 4 or (size == 4 and n_cols % 4 == 0):
+    if n_cols == main or next_power_of_2(n_cols - main) > min(main // 4, TAIL_MAX) or (size == 4 and n_cols % 4 == 0):
         return None
     tile = pick(TAIL_TILES[size], main)
     return tile and dict(ROWS=tile[0], num_warps=tile[1], tail=True)
@@ -146,6 +146,9 @@ def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     if name != "l2_reread" and not pieces and not knobs.get("tail") and unaligned.takes(x2):  # rows off 16 bytes
         register = name, knobs
         name, knobs = choose_unaligned(n_cols, x2.dtype) or register
+        if name == "unaligned_resident" and knobs.get("line", 16) != 16 and unaligned_resident.refusal(x2, None,
+                                                                                                      **knobs):
+            knobs = dict(knobs, line=16)  # (a window from the vector before the row needs less room)
         if name == "unaligned_resident" and (not _gluon_tuned() or unaligned_resident.refusal(x2, None, **knobs)):
             name, knobs = choose_unaligned(n_cols, x2.dtype, UNALIGNED_GLUON_FALLBACK) or register
     return name, dict(knobs)

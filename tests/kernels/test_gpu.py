@@ -506,10 +506,12 @@ def test_unaligned_rows_forward_and_backward(shape, dtype):
 def test_unaligned_plans_match_the_launchers():
     from softmax_lab import dispatch, op
 
-    for x in (_randn((4096, 77)), _randn((512, 4099)), _randn((64, 1003))[:, 1:1002],
-              _randn((64, 1008))[:, 1:1001]):
+    for x, kernel in ((_randn((4096, 9)), "unaligned"), (_randn((512, 3001)), "unaligned"),
+                      (_randn((64, 1003))[:, 1:1002], "unaligned"), (_randn((64, 1008))[:, 1:1001], "unaligned"),
+                      (_randn((4096, 77)), "multirow"), (_randn((512, 4099)), "multirow"),  # (the tail tiles)
+                      (_randn((64, 140))[:, 1:131], "multirow")):
         name, knobs = dispatch._runnable(x)
-        assert name == "unaligned" and dispatch.plan_2d(x) is not None
+        assert name == kernel and dispatch.plan_2d(x) is not None, (x.shape, name)
         op._PLANS.clear()
         want = dispatch.LAUNCHERS[name](x, **knobs)
         for _ in range(3):
