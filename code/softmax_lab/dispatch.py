@@ -47,8 +47,8 @@ from .kernels import (backward, clustered, cooperative, fused, l2_reread, multir
                       unaligned, unaligned_resident)
 from .kernels._launch import device_limits, next_power_of_2, part_vector, relauncher, scratch_pointers
 # The policy this module applies (MULTIROW_TILE: also read here by chapter 7's checks).
-from .kernels.tuning import (FORWARD, GLUON_CAPABILITY, GLUON_FALLBACK, GLUON_KERNELS, MULTIROW_TILE,
-                             TAIL_MAX, TAIL_TILES, UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK,
+from .kernels.tuning import (FORWARD, GLUON_CAPABILITY, GLUON_FALLBACK, GLUON_KERNELS, MULTIROW_TILE, TAIL_MAX,
+                             TAIL_PART, TAIL_TILES, UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK,
                              element_size, pick)
 
 __all__ = ["FORWARD", "GLUON_CAPABILITY", "GLUON_FALLBACK", "GLUON_KERNELS", "LAUNCHERS", "MULTIROW_TILE", "PLANNED",
@@ -111,10 +111,11 @@ def choose(n_rows: int, n_cols: int, dtype: torch.dtype):
 def tail_knobs(n_cols: int, dtype: torch.dtype) -> dict | None:
     """``multirow``'s knobs with ``tail=True`` for rows a little past a power of two (``TAIL_TILES``), or None:
     16-bit rows, and fp32 rows that are not whole 16-byte vectors, whose part past the largest power of two they
-    hold fits a tile a quarter of it, and ``TAIL_MAX`` elements at most."""
+    hold fits a tile of at most ``1 / TAIL_PART`` of it and ``TAIL_MAX`` elements."""
     size = element_size(dtype)
     main = 1 << (n_cols.bit_length() - 1)
-    if n_cols == main or next_power_of_2(n_cols - main) > min(main // 4, TAIL_MAX) or (size == 4 and n_cols % 4 == 0):
+    tail = next_power_of_2(n_cols - main)
+    if n_cols == main or tail > min(main // TAIL_PART[size], TAIL_MAX) or (size == 4 and n_cols % 4 == 0):
         return None
     tile = pick(TAIL_TILES[size], main)
     return tile and dict(ROWS=tile[0], num_warps=tile[1], tail=True)

@@ -449,9 +449,9 @@ def test_rows_a_little_past_a_power_of_two_take_the_tail_tiles():
     assert tail(8200, torch.bfloat16) == dict(ROWS=1, num_warps=8, tail=True)
     assert tail(77, torch.float32) == dict(ROWS=8, num_warps=1, tail=True)
     assert tail(2050, torch.float32) == dict(ROWS=1, num_warps=8, tail=True)
-    for n, dtype in ((128, torch.bfloat16), (192, torch.bfloat16), (1000, torch.float32), (80, torch.float32),
+    for n, dtype in ((128, torch.bfloat16), (160, torch.bfloat16), (1000, torch.float32), (80, torch.float32),
                      (4100, torch.float32), (16400, torch.bfloat16), (50257, torch.bfloat16), (33, torch.float32)):
-        assert tail(n, dtype) is None, (n, dtype)  # a power of two, a tail over a quarter, whole fp32 vectors, long
+        assert tail(n, dtype) is None, (n, dtype)  # a power of two, a 16-bit tail over an eighth, whole fp32 vectors
     assert dispatch.choose(8, 130, torch.float32)[0::2] == ("multirow", dict(ROWS=4, num_warps=1, tail=True))
     x = randn((9, 77), device=DEV)
     assert dispatch._runnable(x)[0] == "multirow"  # before the unaligned tile

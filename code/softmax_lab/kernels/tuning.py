@@ -52,16 +52,19 @@ FORWARD = {
         (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
 # Rows a little past a power of two (``multirow``'s ``tail=True``): the largest power of two the row holds in one
-# tile, the rest (at most a quarter of it: 130 = 128 + 2, 1100 = 1024 + 128) in a second, narrow one, where one
-# power-of-two tile would be up to half padding. Every 16-bit row so placed, and fp32 rows that are not whole 16-byte
-# vectors, measured faster so on the H200 (fp32 rows of whole vectors measured either way: 520 and 8200 faster, 80,
-# 272 and 4200 slower, so FORWARD keeps them). (ROWS, num_warps) by the power-of-two tile; None: no tail. Tails
-# longer than TAIL_MAX were not measured (an fp32 row of 12,000 as 8192 + 4096 measured slower than fused).
+# tile, the rest (up to 1 / TAIL_PART of it and TAIL_MAX elements: 130 = 128 + 2, 1100 = 1024 + 76) in a second,
+# narrow one, where one power-of-two tile would be up to half padding. 16-bit rows, and fp32 rows that are not whole
+# 16-byte vectors, measured faster so on the H200 (fp32 rows of whole vectors measured either way: 520 and 8200
+# faster, 80, 272 and 4200 slower, so FORWARD keeps them). A quarter past: fp32 77 = 64 + 13 measured faster (138.9
+# against 123.7% of copy), bf16 160 = 128 + 32 slower (85.4 against 91.1), so 16-bit tails stop at an eighth.
+# (ROWS, num_warps) by the power-of-two tile; None: no tail. Longer tails were not measured (an fp32 row of
+# 12,000 as 8192 + 4096 measured slower than fused).
 TAIL_TILES = {4: [(32, None), (64, (8, 1)), (128, (4, 1)), (256, (2, 1)), (512, (1, 2)), (1024, (1, 4)),
                   (4096, (1, 8)), (8192, (1, 16)), (None, None)],
               2: [(64, None), (128, (8, 1)), (256, (4, 1)), (512, (2, 1)), (1024, (1, 1)), (2048, (4, 8)),
                   (8192, (1, 8)), (None, None)]}
 TAIL_MAX = 1024
+TAIL_PART = {4: 4, 2: 8}
 # Where a Gluon kernel cannot run (the CPU interpreter, GPUs before Hopper, where they were not measured, rows
 # that do not start on 16 bytes): the kernels they replaced, by element size and row length.
 GLUON_KERNELS = ("resident", "clustered")
