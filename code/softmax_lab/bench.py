@@ -314,7 +314,7 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
             add("torch.softmax", lambda i: torch.softmax(xs[i], -1))
             from softmax_lab.op import torch_is_quicker
 
-            ran = _runnable(xs[0])[0]  # (as it ran; a small input's eager calls run torch's kernel, not graphs)
+            ran = _ran(xs[0])  # (as it ran; a small input's eager calls run torch's kernel, not graphs)
             ran += " (eager: torch's kernel)" if torch_is_quicker(xs[0], 1) else ""
             add("softmax_lab.softmax", lambda i: softmax(xs[i]))["choice"] = ran
             for name, (f, _) in others.items():
@@ -378,6 +378,13 @@ def _measure(rec, fn, n_buffers, rep_ms, timer="graph", eager=False, verdict=Non
     return rec
 
 
+def _ran(x2) -> str:
+    """The kernel the dispatcher runs for ``x2``, with the knob that changes what it does: 'multirow (tail tiles)',
+    'unaligned_resident (line=128)'."""
+    name, knobs = _runnable(x2)
+    return name + (" (tail tiles)" if knobs.get("tail") else f" (line={knobs['line']})" if knobs.get("line") else "")
+
+
 def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=False, timer="graph",
             with_torch=True, view_pad=0):
     """Time a few implementations of one shape as ``softmax-lab bench`` does; returns one record each.
@@ -420,7 +427,7 @@ def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=
         rec = _measure(dict(base, impl=name, knobs=knobs), fn, n_buf, rep_ms, timer, eager,
                        None if name == "copy" else verdict(fn))
         if name == "softmax_lab.softmax" and kind == "forward":
-            rec["choice"] = _runnable(xs[0])[0]  # (as it ran: rows off 16 bytes take the unaligned kernels)
+            rec["choice"] = _ran(xs[0])  # (as it ran: rows off 16 bytes take the unaligned kernels)
         records.append(rec)
     _relative(records)
     return records

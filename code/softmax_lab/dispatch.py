@@ -4,7 +4,8 @@ The tuned numbers are rule lists in ``kernels/tuning.py`` (``pick(rules, key)``:
 >= the key); this module only applies them, and imports every kernel it may launch at the top (``LAUNCHERS``),
 so a tensor can be followed from ``softmax_2d`` into its kernel. The rules, by row length (``FORWARD``):
 
-* short rows: ``multirow``, several rows per program; rows a little past a power of two (130, 1100, 8200): its
+* short rows: ``multirow``, several rows per program; rows a little past a power of two (bf16 130, 1100, 8200;
+  fp32 77, 130, 2050): its
   ``tail=True`` tiles, the power of two in one tile and the rest in a narrow second one (``TAIL_TILES``);
 * rows that fit one block: ``fused``, one row per program, more warps for longer rows, fewer for rows a little
   longer than a power of two (their blocks are up to half padding);
@@ -112,6 +113,8 @@ def tail_knobs(n_cols: int, dtype: torch.dtype) -> dict | None:
     """``multirow``'s knobs with ``tail=True`` for rows a little past a power of two (``TAIL_TILES``), or None:
     16-bit rows, and fp32 rows that are not whole 16-byte vectors, whose part past the largest power of two they
     hold fits a tile of at most ``1 / TAIL_PART`` of it and ``TAIL_MAX`` elements."""
+    if n_cols < 2:
+        return None
     size = element_size(dtype)
     main = 1 << (n_cols.bit_length() - 1)
     tail = next_power_of_2(n_cols - main)
@@ -119,6 +122,15 @@ def tail_knobs(n_cols: int, dtype: torch.dtype) -> dict | None:
         return None
     tile = pick(TAIL_TILES[size], main)
     return tile and dict(ROWS=tile[0], num_warps=tile[1], tail=True)
+
+
+def _line_costs_room(x2: torch.Tensor, knobs: dict) -> bool:
+    """Whether ``unaligned_resident``'s window from a line before the row takes more shared memory than one from
+    the vector before it (a chunk more: fewer programs a multiprocessor), or cannot run at all."""
+    warps, size = knobs["num_warps"], x2.element_size()
+    room = unaligned_resident.shared_window(x2.shape[1], size, warps, knobs["line"])[0]
+    return room > unaligned_resident.shared_window(x2.shape[1], size, warps)[0] or bool(
+        unaligned_resident.refusal(x2, None, **knobs))
 
 
 def _gluon_tuned() -> bool:
@@ -147,9 +159,8 @@ def _runnable(x2: torch.Tensor) -> tuple[str, dict]:
     if name != "l2_reread" and not pieces and not knobs.get("tail") and unaligned.takes(x2):  # rows off 16 bytes
         register = name, knobs
         name, knobs = choose_unaligned(n_cols, x2.dtype) or register
-        if name == "unaligned_resident" and knobs.get("line", 16) != 16 and unaligned_resident.refusal(x2, None,
-                                                                                                      **knobs):
-            knobs = dict(knobs, line=16)  # (a window from the vector before the row needs less room)
+        if name == "unaligned_resident" and knobs.get("line", 16) != 16 and _line_costs_room(x2, knobs):
+            knobs = dict(knobs, line=16)  # (a window from the vector before the row: less room)
         if name == "unaligned_resident" and (not _gluon_tuned() or unaligned_resident.refusal(x2, None, **knobs)):
             name, knobs = choose_unaligned(n_cols, x2.dtype, UNALIGNED_GLUON_FALLBACK) or register
     return name, dict(knobs)

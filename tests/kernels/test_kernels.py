@@ -422,6 +422,7 @@ def test_multirow_tail(dtype):
 
 
 def test_multirow_tail_tiles():
+    from softmax_lab import dispatch
     from softmax_lab.kernels.multirow import launch_setup
 
     def tiles(n_cols, dtype=torch.float32, BLOCK=None):
@@ -433,9 +434,13 @@ def test_multirow_tail_tiles():
     assert tiles(77) == (64, 16, 1)
     assert tiles(128) == (128, 0, 4)  # a power of two: no tail
     assert tiles(144, torch.bfloat16) == (128, 16, 8)
-    assert tiles(130, BLOCK=64) == (64, 128, 1)
+    assert tiles(130, BLOCK=128) == (128, 2, 1) and tiles(130, BLOCK=256) == (256, 0, 1)
+    with pytest.raises(ValueError, match="BLOCK=64 must hold at least half the row"):
+        tiles(130, BLOCK=64)  # (the tail tile would be wider than the first)
     with pytest.raises(TypeError, match="tail must be True or False"):
         ALL["multirow"](torch.ones((2, 3), device=DEV), tail=1)
+    assert dispatch.tail_knobs(0, torch.float32) is None and dispatch.tail_knobs(1, torch.bfloat16) is None
+    assert softmax_lab.softmax(torch.empty((3, 0), device=DEV)).shape == (3, 0)
 
 
 def test_rows_a_little_past_a_power_of_two_take_the_tail_tiles():

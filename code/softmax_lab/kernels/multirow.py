@@ -79,10 +79,14 @@ def launch_setup(y, x, ROWS=None, BLOCK=None, num_warps=None, tail=False):
         BLOCK = BLOCK or max(vec, next_power_of_2(n_cols + 1) // 2)  # (a power of two at most n_cols)
         TAIL = next_power_of_2(n_cols - BLOCK) if n_cols > BLOCK else 0
         TAIL = TAIL and max(TAIL, vec)  # (whole pieces: the tail starts on one, at BLOCK)
+        if TAIL > BLOCK:
+            raise ValueError(f"with tail=True, BLOCK={BLOCK} must hold at least half the row ({n_cols}): the tail "
+                             f"tile would be {TAIL} wide; use BLOCK={max(vec, next_power_of_2(n_cols + 1) // 2)} "
+                             "(the default) or more")
     BLOCK = BLOCK or next_power_of_2(n_cols)
     if BLOCK + TAIL < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the tile must hold whole rows")
-    ROWS = ROWS or max(1, MULTIROW_TILE // BLOCK)
+    ROWS = ROWS or max(1, next_power_of_2(MULTIROW_TILE // (BLOCK + TAIL) + 1) // 2)  # (a power of two)
     options = dict(ROWS=ROWS, BLOCK=BLOCK, VEC=vec, TAIL=TAIL,
                    num_warps=num_warps or default_num_warps(ROWS * BLOCK))
     args = (y, x, x.stride(0) // vec, y.stride(0) // vec, n_rows, n_cols // vec)

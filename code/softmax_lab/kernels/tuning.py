@@ -57,13 +57,13 @@ FORWARD = {
 # 16-byte vectors, measured faster so on the H200 (fp32 rows of whole vectors measured either way: 520 and 8200
 # faster, 80, 272 and 4200 slower, so FORWARD keeps them). A quarter past: fp32 77 = 64 + 13 measured faster (138.9
 # against 123.7% of copy), bf16 160 = 128 + 32 slower (85.4 against 91.1), so 16-bit tails stop at an eighth.
-# (ROWS, num_warps) by the power-of-two tile; None: no tail. Longer tails were not measured (an fp32 row of
-# 12,000 as 8192 + 4096 measured slower than fused).
+# (ROWS, num_warps) by the power-of-two tile; None: no tail. Tails past TAIL_MAX were not measured (the longest
+# measured: 1100 = 1024 + 76, in a tile of 128; an fp32 row of 12,000 as 8192 + 4096 measured slower than fused).
 TAIL_TILES = {4: [(32, None), (64, (8, 1)), (128, (4, 1)), (256, (2, 1)), (512, (1, 2)), (1024, (1, 4)),
                   (4096, (1, 8)), (8192, (1, 16)), (None, None)],
               2: [(64, None), (128, (8, 1)), (256, (4, 1)), (512, (2, 1)), (1024, (1, 1)), (2048, (4, 8)),
                   (8192, (1, 8)), (None, None)]}
-TAIL_MAX = 1024
+TAIL_MAX = 128
 TAIL_PART = {4: 4, 2: 8}
 # Where a Gluon kernel cannot run (the CPU interpreter, GPUs before Hopper, where they were not measured, rows
 # that do not start on 16 bytes): the kernels they replaced, by element size and row length.
@@ -91,7 +91,7 @@ UNALIGNED_FORWARD = {4: [(128, ("unaligned", dict(ROWS=8, num_warps=2))), (16384
                      2: [(135, None), (263, ("multirow", dict(ROWS=8, num_warps=1))), (1031, None),
                          (2055, ("unaligned_resident", dict(num_warps=1))),
                          (16384, ("unaligned_resident", dict(num_warps=2))),
-                         (24575, ("unaligned_resident", dict(num_warps=4, line=128))),
+                         (24575, ("unaligned_resident", dict(num_warps=4))),
                          (57344, ("unaligned_resident", dict(num_warps=8, line=128))),
                          (None, ("unaligned_cooperative", dict(BLOCK=4096, num_warps=4)))]}
 # Where ``unaligned_resident`` (a Gluon kernel) cannot run (not on a GPU it was tuned on; an output whose rows lie

@@ -3,15 +3,21 @@
 ``resident.py`` keeps a row in shared memory so that several programs share a multiprocessor, but it copies whole
 16-byte vectors from the row's first element, so it refuses rows that do not start on 16 bytes (a bf16 row of
 50,257 elements: row r starts 2r mod 16 bytes past a vector boundary). This kernel copies the row's window
-instead, as ``unaligned.py`` loads it: from the vector boundary just before the row to the vector holding its
-last element (``cp.async``, 16 bytes at a time; the first and last vector also hold neighbouring rows' elements,
+instead, as ``unaligned.py`` loads it: the vectors from the one holding the row's first element to the one holding
+its last (``cp.async``, 16 bytes at a time; the first and last vector also hold neighbouring rows' elements,
 copied, never used). The max and sum passes skip positions outside the row; the store pass writes the whole
 vectors inside the row 16 bytes at a time, and the row's head and tail pieces (fewer than VEC elements each,
 loaded once more from global memory at the start) one element at a time.
 
+Where the window starts in shared memory is ``LINE``: on the 16-byte vector before the row, or on the 128-byte
+line before it (``line=128``). A warp copies 512 contiguous bytes at a time; from a line boundary, those are 4
+whole 128-byte lines, from anywhere else they touch 5. The row's copies and stores do not change, only how
+they fall on lines: 2048×50257 bf16 ran at 88.0% of copy from lines, 86.0 from vectors (docs/performance.md).
+
 ``unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first, out_row_stride, n_cols, BLOCK,
-CHUNK)``: one program per row; the pointers are rounded down to 16 bytes and ``*_first`` counts the elements
-from them to row 0; the output's rows must lie like the input's around vectors (the launcher checks).
+CHUNK, LINE=16)``: one program per row; the pointers are rounded down to 16 bytes and ``*_first`` counts the
+elements from them to row 0; the output's rows must lie like the input's around vectors (the launcher checks;
+around lines they may lie otherwise: then only the input's copies fall on whole lines).
 
 GPU only (Gluon). The dispatcher takes it for 16-bit rows whose window fits two programs per multiprocessor
 (``tuning.UNALIGNED_FORWARD``; what it measured: ``docs/performance.md``).
@@ -121,7 +127,7 @@ def refusal(x: torch.Tensor, y: torch.Tensor | None = None, num_warps: int = 8, 
 
 def launch_setup(y, x, num_warps=None, line=None):
     """(kernel, grid, args, options) of one launch; the first two args are the window pointers of y and x."""
-    num_warps, line = num_warps or 8, line or 16
+    num_warps, line = num_warps or 8, 16 if line is None else line
     (x_base, y_base), (x_first, y_first), _ = windows(x, y)
     BLOCK, chunk = shared_window(x.shape[1], x.element_size(), num_warps, line)
     args = (y_base, x_base, x_first, x.stride(0), y_first, y.stride(0), x.shape[1])
@@ -133,12 +139,13 @@ def unaligned_resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None,
                                num_warps: int | None = None, line: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` whose rows need not start on 16 bytes (GPU; the row's window must
     fit one program's shared memory in at most 32 chunks of one vector a thread; the output's rows must lie like
-    the input's around 16-byte vectors). Knob: ``num_warps`` (default 8)."""
+    the input's around 16-byte vectors). Knobs: ``num_warps`` (default 8); ``line`` (bytes: 16, the default, starts
+    each row's window on the vector before it; 32, 64 or 128 on the line of that size before it)."""
     check_input(x)
     x, y = prepare(x, out, num_warps=num_warps)
     if x.numel() == 0:
         return y
-    why = refusal(x, y, num_warps or 8, line or 16)
+    why = refusal(x, y, num_warps or 8, 16 if line is None else line)
     if why:
         raise ValueError(why)
     kernel, grid, args, options = launch_setup(y, x, num_warps, line)
