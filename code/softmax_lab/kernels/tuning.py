@@ -77,11 +77,11 @@ GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resi
 # than the register kernels reading one element at a time: short fp32 rows in a tile, and every backward. On a
 # GPU, longer rows whose window fits shared memory wait there (``unaligned_resident.py``, fewer warps for shorter
 # windows: fp32 windows past 16,384, 16-bit ones of 1,032 to 57,344, two programs a multiprocessor at the
-# longest; from 24,576 each window starts on the 128-byte line before its row, ``line=128``, so that a warp's
-# copies fill whole lines); the longest 16-bit rows go to cooperating programs. Short 16-bit rows keep the register
-# kernels, 8 rows a program on one warp from 129 elements (in 4-byte pieces where the row allows:
-# ``_launch.part_vector``), and so do 16-bit rows of whole 8-byte pieces that FORWARD gives fused or multirow
-# (``dispatch._runnable``). Rows a little past a power of two take ``TAIL_TILES`` before any of these.
+# longest; 16-bit windows from 24,576 and fp32 ones from 16,385 start on the 128-byte line before their row,
+# ``line=128``, so that a warp's copies fill whole lines); the longest 16-bit rows go to cooperating programs.
+# Short 16-bit rows keep the register kernels, 8 rows a program on one warp from 129 elements (in 4-byte pieces
+# where the row allows: ``_launch.part_vector``), and so do 16-bit rows of whole 8-byte pieces that FORWARD gives
+# fused or multirow (``dispatch._runnable``). Rows a little past a power of two take ``TAIL_TILES`` before these.
 # Rules by window length: (kernel, knobs); ("tile", None): the unaligned tile with FORWARD's rows and warps for
 # that window; None: the register kernels (FORWARD). Backward: 16-bit windows up to ``short`` take ROWS rows and
 # num_warps warps per tile; 16-bit rows for cooperating programs, BLOCK and cooperative_warps (else the
