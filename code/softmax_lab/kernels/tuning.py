@@ -55,10 +55,10 @@ FORWARD = {
 # tile, the rest (up to 1 / TAIL_PART of it and TAIL_MAX elements: 130 = 128 + 2, 1100 = 1024 + 76) in a second,
 # narrow one, where one power-of-two tile would be up to half padding. 16-bit rows, and fp32 rows that are not whole
 # 16-byte vectors, measured faster so on the H200 (fp32 rows of whole vectors measured either way: 520 and 8200
-# faster, 80, 272 and 4200 slower, so FORWARD keeps them). A quarter past: fp32 77 = 64 + 13 measured faster (138.9
+# faster, 80, 272 and 4200 slower, so FORWARD keeps them). A quarter past: fp32 77 = 64 + 13 measured faster (136.2
 # against 123.7% of copy), bf16 160 = 128 + 32 slower (85.4 against 91.1), so 16-bit tails stop at an eighth.
-# (ROWS, num_warps) by the power-of-two tile; None: no tail. Tails past TAIL_MAX were not measured (the longest
-# measured: 1100 = 1024 + 76, in a tile of 128; an fp32 row of 12,000 as 8192 + 4096 measured slower than fused).
+# (ROWS, num_warps) by the power-of-two tile; None: no tail. TAIL_MAX: the longest tail tile measured faster (1100 =
+# 1024 + 76, in a tile of 128); the one longer tail measured, 12,000 fp32 as 8192 + 4096, ran slower than fused.
 TAIL_TILES = {4: [(32, None), (64, (8, 1)), (128, (4, 1)), (256, (2, 1)), (512, (1, 2)), (1024, (1, 4)),
                   (4096, (1, 8)), (8192, (1, 16)), (None, None)],
               2: [(64, None), (128, (8, 1)), (256, (4, 1)), (512, (2, 1)), (1024, (1, 1)), (2048, (4, 8)),

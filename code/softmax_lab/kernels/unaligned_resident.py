@@ -19,8 +19,8 @@ CHUNK, LINE=16)``: one program per row; the pointers are rounded down to 16 byte
 elements from them to row 0; the output's rows must lie like the input's around vectors (the launcher checks;
 around lines they may lie otherwise: then only the input's copies fall on whole lines).
 
-GPU only (Gluon). The dispatcher takes it for 16-bit rows whose window fits two programs per multiprocessor
-(``tuning.UNALIGNED_FORWARD``; what it measured: ``docs/performance.md``).
+GPU only (Gluon). The dispatcher takes it for 16-bit windows of 1,032-57,344 positions and fp32 windows of
+16,385-57,344 (``tuning.UNALIGNED_FORWARD``; what it measured: ``docs/performance.md``).
 """
 import torch
 from triton.experimental import gluon
