@@ -30,7 +30,7 @@ from softmax_lab.kernels.clustered import cluster_barrier, shared_layout, slices
 
 F32, BF16 = torch.float32, torch.bfloat16
 SHARED_BYTES = 227 * 1024
-LOG2E = 1.4426950408889634
+LOG2E = gl.constexpr(1.4426950408889634)  # (a global a kernel reads must be a constexpr)
 
 
 @gluon.jit
