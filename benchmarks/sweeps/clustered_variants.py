@@ -91,6 +91,17 @@ def streamed_kernel(out_ptr, in_ptr, partial_ptr, n_rows, n_cols, n_cols_v, in_s
     cp.wait_group(0)
 
 
+def _setup(x, out, parts, num_warps, vectors):
+    """The output, the launch's constexprs, and the args after the row count: as ``clustered.launch_setup``."""
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x) if out is None else out
+    vec = 16 // x.element_size()
+    o = slices(n_cols, x.element_size(), parts, num_warps, vectors)
+    o["OUT_VEC"] = out_vec = row_vector(n_cols, y)
+    partials = torch.empty(n_rows * 2 * o["PARTS"], dtype=torch.float32, device=x.device)
+    return y, o, (n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec), partials
+
+
 _ACTIVE = {}
 
 
@@ -98,20 +109,15 @@ def streamed_softmax(x, out=None, parts=None, num_warps=None, vectors=None):
     """The persistent variant: a grid of as many clusters as the GPU holds at once."""
     from triton.runtime import driver
 
-    n_rows, n_cols = x.shape
-    y = torch.empty_like(x) if out is None else out
-    vec = 16 // x.element_size()
-    o = slices(n_cols, x.element_size(), parts, num_warps, vectors)
-    o["OUT_VEC"] = out_vec = row_vector(n_cols, y)
-    partials = torch.empty(n_rows * 2 * o["PARTS"], dtype=torch.float32, device=x.device)
-    args = (y, x, partials, n_rows, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
-    key = (n_cols, x.dtype, tuple(sorted(o.items())))
+    y, o, rest, partials = _setup(x, out, parts, num_warps, vectors)
+    args = (y, x, partials, x.shape[0], *rest)
+    key = (x.shape[1], x.dtype, tuple(sorted(o.items())))
     if key not in _ACTIVE:
         compiled = streamed_kernel.warmup(*args, grid=(1,), **o)
         compiled._init_handles()
         _ACTIVE[key] = driver.active.utils.cuOccupancyMaxActiveClusters(compiled.function, compiled.metadata.shared,
                                                                         o["PARTS"])
-    streamed_kernel[(max(1, min(n_rows, _ACTIVE[key])),)](*args, **o)
+    streamed_kernel[(max(1, min(x.shape[0], _ACTIVE[key])),)](*args, **o)
     return y
 
 
@@ -180,14 +186,8 @@ def keep_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out
 
 
 def keep_softmax(x, out=None, parts=None, num_warps=None, vectors=None, ftz=True, keep=True):
-    n_rows, n_cols = x.shape
-    y = torch.empty_like(x) if out is None else out
-    vec = 16 // x.element_size()
-    o = slices(n_cols, x.element_size(), parts, num_warps, vectors)
-    o["OUT_VEC"] = out_vec = row_vector(n_cols, y)
-    partials = torch.empty(n_rows * 2 * o["PARTS"], dtype=torch.float32, device=x.device)
-    keep_kernel[(n_rows,)](y, x, partials, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec,
-                           FTZ=ftz, KEEP=keep, **o)
+    y, o, rest, partials = _setup(x, out, parts, num_warps, vectors)
+    keep_kernel[(x.shape[0],)](y, x, partials, *rest, FTZ=ftz, KEEP=keep, **o)
     return y
 
 
