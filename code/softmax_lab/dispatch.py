@@ -5,8 +5,8 @@ The tuned numbers are rule lists in ``kernels/tuning.py`` (``pick(rules, key)``:
 so a tensor can be followed from ``softmax_2d`` into its kernel. The rules, by row length (``FORWARD``):
 
 * short rows: ``multirow``, several rows per program; rows a little past a power of two (bf16 130, 1100, 8200;
-  fp32 77, 130, 2050): its
-  ``tail=True`` tiles, the power of two in one tile and the rest in a narrow second one (``TAIL_TILES``);
+  fp32 77, 130, 2050): its ``tail=True`` tiles, the power of two in one tile and the rest in a narrow second one
+  (``TAIL_TILES``);
 * rows that fit one block: ``fused``, one row per program, more warps for longer rows, fewer for rows a little
   longer than a power of two (their blocks are up to half padding);
 * medium rows on a GPU: ``resident`` (a Gluon kernel: the row sits in shared memory instead of registers, so
@@ -46,7 +46,8 @@ import torch
 from .device import ON_GPU
 from .kernels import (backward, clustered, cooperative, fused, l2_reread, multirow, pipelined, resident, staged,
                       unaligned, unaligned_resident)
-from .kernels._launch import device_limits, next_power_of_2, part_vector, relauncher, scratch_pointers
+from .kernels._launch import (device_limits, next_power_of_2, part_vector, power_of_2_at_most, relauncher,
+                              scratch_pointers)
 # The policy this module applies (MULTIROW_TILE: also read here by chapter 7's checks).
 from .kernels.tuning import (FORWARD, GLUON_CAPABILITY, GLUON_FALLBACK, GLUON_KERNELS, MULTIROW_TILE, TAIL_MAX,
                              TAIL_PART, TAIL_TILES, UNALIGNED_BACKWARD, UNALIGNED_FORWARD, UNALIGNED_GLUON_FALLBACK,
@@ -116,7 +117,7 @@ def tail_knobs(n_cols: int, dtype: torch.dtype) -> dict | None:
     if n_cols < 2:
         return None
     size = element_size(dtype)
-    main = 1 << (n_cols.bit_length() - 1)
+    main = power_of_2_at_most(n_cols)
     tail = next_power_of_2(n_cols - main)
     if n_cols == main or tail > min(main // TAIL_PART[size], TAIL_MAX) or (size == 4 and n_cols % 4 == 0):
         return None

@@ -348,6 +348,11 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
+def power_of_2_at_most(n: int) -> int:
+    """The largest power of two <= n (n >= 1)."""
+    return 1 << (n.bit_length() - 1)
+
+
 def relauncher(kernel, grid, args, per_call=2, **options):
     """Compile ``kernel`` as ``kernel[grid](*args, **options)`` would, and return ``run(out_ptr, in_ptr)``,
     which launches the compiled kernel again with new output and input addresses (ints: ``t.data_ptr()``)

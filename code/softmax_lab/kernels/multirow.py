@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from .tuning import MULTIROW_TILE
-from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, part_vector
+from ._launch import prepare, default_num_warps, cdiv, next_power_of_2, part_vector, power_of_2_at_most
 from .fast_exp import fast_exp
 
 MAX_COLS = 65536
@@ -76,17 +76,17 @@ def launch_setup(y, x, ROWS=None, BLOCK=None, num_warps=None, tail=False):
     vec = part_vector(n_cols, x, y)  # the ints go in vectors, or in the widest pieces rows allow (fused.py)
     TAIL = 0
     if tail:
-        BLOCK = BLOCK or max(vec, next_power_of_2(n_cols + 1) // 2)  # (a power of two at most n_cols)
+        default = max(vec, power_of_2_at_most(max(1, n_cols)))
+        BLOCK = BLOCK or default
         TAIL = next_power_of_2(n_cols - BLOCK) if n_cols > BLOCK else 0
         TAIL = TAIL and max(TAIL, vec)  # (whole pieces: the tail starts on one, at BLOCK)
         if TAIL > BLOCK:
             raise ValueError(f"with tail=True, BLOCK={BLOCK} must hold at least half the row ({n_cols}): the tail "
-                             f"tile would be {TAIL} wide; use BLOCK={max(vec, next_power_of_2(n_cols + 1) // 2)} "
-                             "(the default) or more")
+                             f"tile would be {TAIL} wide; use BLOCK={default} (the default) or more")
     BLOCK = BLOCK or next_power_of_2(n_cols)
     if BLOCK + TAIL < n_cols:
         raise ValueError(f"BLOCK={BLOCK} is shorter than the row ({n_cols}); the tile must hold whole rows")
-    ROWS = ROWS or max(1, next_power_of_2(MULTIROW_TILE // (BLOCK + TAIL) + 1) // 2)  # (a power of two)
+    ROWS = ROWS or power_of_2_at_most(max(1, MULTIROW_TILE // (BLOCK + TAIL)))
     options = dict(ROWS=ROWS, BLOCK=BLOCK, VEC=vec, TAIL=TAIL,
                    num_warps=num_warps or default_num_warps(ROWS * BLOCK))
     args = (y, x, x.stride(0) // vec, y.stride(0) // vec, n_rows, n_cols // vec)
