@@ -12,7 +12,6 @@ of 72,000-131,072 and the settings around 8 programs of 2 warps, where issue 28'
 one-off scripts on 2 buffers, since removed: ``git show 7cc397e --stat``).
 """
 import sys
-import time
 
 import torch
 
@@ -49,15 +48,10 @@ def candidates(n_cols, dtype, settings=SETTINGS):
 
 
 def main(path, which="all"):
-    started, records = time.time(), []
     shapes, settings = (ROUND5_SHAPES, ROUND5_SETTINGS) if which == "round5" else (SHAPES, SETTINGS)
-    for n_rows, n_cols, dtype in shapes:
-        for rec in bench.compare(n_rows, n_cols, dtype, candidates(n_cols, dtype, settings)):
-            records.append(rec)
-            print(f"{n_rows}x{n_cols} {rec['dtype']:9s} {rec['impl']:20s} {rec.get('choice') or rec['knobs'] or ''} "
-                  f"{rec.get('pct_copy', 0):6.1f}% {rec.get('checked') or rec.get('error')}", flush=True)
-        torch.cuda.empty_cache()
-        bench.save(path, records, "python3 benchmarks/sweeps/clustered_knobs.py " + " ".join(sys.argv[1:]), started)
+    bench.sweep(path, [(n_rows, n_cols, dtype, candidates(n_cols, dtype, settings))
+                       for n_rows, n_cols, dtype in shapes],
+                "python3 benchmarks/sweeps/clustered_knobs.py " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

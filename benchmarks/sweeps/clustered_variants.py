@@ -17,7 +17,6 @@ rows far below 0) against float64. Records: ``benchmarks/records/h200-clustered-
 ``h200-clustered-keep-round6.json``; what they showed: docs/performance.md, "Issue 28, round 6".
 """
 import sys
-import time
 
 import torch
 from triton.experimental import gluon
@@ -242,17 +241,10 @@ def candidates(which, n_cols, dtype):
 
 
 def main(path, which):
-    started, records = time.time(), []
     fn = streamed_softmax if which == "persistent" else keep_softmax
     bad = edge_check(fn, EDGES)
-    for n_rows, n_cols, dtype in SHAPES:
-        for rec in bench.compare(n_rows, n_cols, dtype, candidates(which, n_cols, dtype)):
-            records.append(rec)
-            print(f"{n_rows}x{n_cols} {rec['dtype']:9s} {rec['impl']:20s} {rec.get('choice') or rec['knobs'] or ''} "
-                  f"{rec.get('pct_copy', 0):6.1f}% {rec.get('checked') or rec.get('error')}", flush=True)
-        torch.cuda.empty_cache()
-        bench.save(path, records, "python3 benchmarks/sweeps/clustered_variants.py " + " ".join(sys.argv[1:]),
-                   started, edge_failures=bad)
+    bench.sweep(path, [(n_rows, n_cols, dtype, candidates(which, n_cols, dtype)) for n_rows, n_cols, dtype in SHAPES],
+                "python3 benchmarks/sweeps/clustered_variants.py " + " ".join(sys.argv[1:]), edge_failures=bad)
 
 
 if __name__ == "__main__":

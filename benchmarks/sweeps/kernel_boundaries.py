@@ -7,7 +7,6 @@ same bytes (``softmax_lab.bench.compare``, eager time too). GPU machine, reposit
 Recorded: ``benchmarks/records/h200-boundaries-b.json``.
 """
 import sys
-import time
 
 import torch
 
@@ -25,15 +24,11 @@ SHAPES = [(8192, 8200, BF16, "fused"), (4096, 12288, BF16, "fused"), (4096, 1638
 
 
 def main(path):
-    started, records = time.time(), []
-    for n_rows, n_cols, dtype, before in SHAPES:
-        for rec in bench.compare(n_rows, n_cols, dtype, [BEFORE[before]], eager=True):
-            records.append(rec)
-            print(f"{n_rows}x{n_cols} {rec['dtype']:9s} {rec['impl']:20s} {rec.get('choice', '')} "
-                  f"{rec.get('pct_copy', 0):6.1f}% eager {rec.get('eager_ms', 0) * 1e3:.1f} us "
-                  f"{rec.get('checked') or rec.get('error')}", flush=True)
-        torch.cuda.empty_cache()
-        bench.save(path, records, "python3 benchmarks/sweeps/kernel_boundaries.py " + " ".join(sys.argv[1:]), started)
+    bench.sweep(path, [(n_rows, n_cols, dtype, [BEFORE[before]], dict(eager=True))
+                       for n_rows, n_cols, dtype, before in SHAPES],
+                "python3 benchmarks/sweeps/kernel_boundaries.py " + " ".join(sys.argv[1:]),
+                line=lambda rec: f"{rec['impl']:20s} {rec.get('choice', '')} {rec.get('pct_copy', 0):6.1f}% eager "
+                                 f"{rec.get('eager_ms', 0) * 1e3:.1f} us {rec.get('checked') or rec.get('error')}")
 
 
 if __name__ == "__main__":

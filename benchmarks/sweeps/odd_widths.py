@@ -7,7 +7,6 @@ access that ran there before (``softmax_lab.bench.compare``). GPU machine, repos
 Recorded: ``benchmarks/records/h200-odd-widths-probe-{a,b}.json`` (two forms of the kernels' edges).
 """
 import sys
-import time
 
 import torch
 
@@ -54,18 +53,10 @@ BACKWARD = [((2048, 50257, BF16), backward(*[dict(BLOCK=b, num_warps=w) for b, w
 
 
 def main(path):
-    started, records = time.time(), []
-    cases = [(kind, shape, c) for kind, cases in (("forward", FORWARD), ("backward", BACKWARD)) for shape, c in cases]
-    for kind, (n_rows, n_cols, dtype, *pad), candidates in cases:
-        for rec in bench.compare(n_rows, n_cols, dtype, candidates, kind=kind, rep_ms=50,
-                                 view_pad=pad[0] if pad else 0):
-            rec["view_pad"] = pad[0] if pad else 0
-            records.append(rec)
-            print(f"{kind:8s} {n_rows}x{n_cols} {rec['dtype']:9s} {rec['impl']:24s} "
-                  f"{rec.get('choice') or rec['knobs'] or ''} {rec.get('pct_copy', 0):6.1f}% "
-                  f"{rec.get('checked') or rec.get('error')}", flush=True)
-        torch.cuda.empty_cache()
-        bench.save(path, records, "python3 benchmarks/sweeps/odd_widths.py " + " ".join(sys.argv[1:]), started)
+    bench.sweep(path, [(n_rows, n_cols, dtype, c, dict(kind=kind, rep_ms=50, view_pad=pad[0] if pad else 0))
+                       for kind, cases in (("forward", FORWARD), ("backward", BACKWARD))
+                       for (n_rows, n_cols, dtype, *pad), c in cases],
+                "python3 benchmarks/sweeps/odd_widths.py " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Recorded: ``benchmarks/records/h200-odd-widths-round3-a.json``, ``h200-odd-width
 back from the GPU machine).
 """
 import sys
-import time
 
 import torch
 
@@ -91,14 +90,9 @@ FORWARD_B = [
 
 
 def main(path, probe="b"):
-    started, records = time.time(), []
-    for (n_rows, n_cols, dtype), candidates in FORWARD_A if probe == "a" else FORWARD_B:
-        for rec in bench.compare(n_rows, n_cols, dtype, candidates, rep_ms=30):
-            records.append(rec)
-            print(f"{n_rows}x{n_cols} {rec['dtype']:9s} {rec['impl']:22s} {rec.get('knobs') or ''} "
-                  f"{rec.get('pct_copy', 0):6.1f}% {rec.get('checked') or rec.get('error')}", flush=True)
-        torch.cuda.empty_cache()
-        bench.save(path, records, "python3 benchmarks/sweeps/odd_widths_round3.py " + " ".join(sys.argv[1:]), started)
+    bench.sweep(path, [(*shape, candidates, dict(rep_ms=30)) for shape, candidates in
+                       (FORWARD_A if probe == "a" else FORWARD_B)],
+                "python3 benchmarks/sweeps/odd_widths_round3.py " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

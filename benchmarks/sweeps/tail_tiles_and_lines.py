@@ -16,7 +16,6 @@ results checked against float64 before and after timing). GPU machine (sm_90), r
 What they showed, and the rules taken from them: docs/performance.md, "Issue 28, round 6".
 """
 import sys
-import time
 
 import torch
 
@@ -85,15 +84,7 @@ def shapes(which):
 
 
 def main(path, which):
-    started, records = time.time(), []
-    for n_rows, n_cols, dtype, candidates in shapes(which):
-        for rec in bench.compare(n_rows, n_cols, dtype, candidates):
-            records.append(rec)
-            print(f"{n_rows}x{n_cols} {rec['dtype']:9s} {rec['impl']:20s} {rec.get('choice') or rec['knobs'] or ''} "
-                  f"{rec.get('pct_copy', 0):6.1f}% {rec.get('checked') or rec.get('error')}", flush=True)
-        torch.cuda.empty_cache()
-        bench.save(path, records, "python3 benchmarks/sweeps/tail_tiles_and_lines.py " + " ".join(sys.argv[1:]),
-                   started)
+    bench.sweep(path, shapes(which), "python3 benchmarks/sweeps/tail_tiles_and_lines.py " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ a copy of the same bytes (``softmax_lab.bench.compare``). GPU machine, repositor
 Recorded: ``benchmarks/records/h200-padding.json`` and ``-b`` (before the limits), ``-c`` and ``-d`` (after).
 """
 import sys
-import time
 
 import torch
 
@@ -54,15 +53,8 @@ CASES_B = ([((8192, n, F32), fused(4, 8, 16)) for n in (5000, 6000, 7000, 8192)]
 
 
 def main(path, cases):
-    started, records = time.time(), []
-    for (n_rows, n_cols, dtype), candidates in cases:
-        for rec in bench.compare(n_rows, n_cols, dtype, candidates):
-            records.append(rec)
-            print(f"{n_rows}x{n_cols} {rec['dtype']:9s} {rec['impl']:20s} {rec.get('choice') or rec['knobs'] or ''} "
-                  f"{rec.get('pct_copy', 0):6.1f}% {rec.get('checked') or rec.get('error')}", flush=True)
-        torch.cuda.empty_cache()
-        bench.save(path, records, "python3 benchmarks/sweeps/widths_past_powers_of_two.py " + " ".join(sys.argv[1:]),
-                   started)
+    bench.sweep(path, [(*shape, candidates) for shape, candidates in cases],
+                "python3 benchmarks/sweeps/widths_past_powers_of_two.py " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -401,6 +401,8 @@ def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=
     moved = (2 if kind == "forward" else 3) * n_rows * n_cols * element_size(dtype)
     n_buf = max(2, min(16, math.ceil(ROTATE_BYTES / moved)))
     base = dict(kind=kind, rows=n_rows, cols=n_cols, dtype=DTYPE_NAMES[dtype], bytes=moved, buffers=n_buf)
+    if view_pad:
+        base["view_pad"] = view_pad
     outs = [torch.empty((n_rows, n_cols), device="cuda", dtype=dtype) for _ in range(n_buf)]
     if kind == "forward":
         if view_pad:
@@ -449,6 +451,24 @@ def save(path, records, command, started=None, **more):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as fh:
         json.dump(dict(meta=meta, records=records), fh, indent=1)
+
+
+def sweep(path, cases, script, kind="forward", line=None, **more):
+    """Time each of ``cases`` with ``compare`` and save all records to ``path`` after each shape (a sweep cut
+    short keeps what it measured), printing a line a record. ``cases``: ``(n_rows, n_cols, dtype, candidates)``,
+    or ``(..., candidates, compare's keyword arguments)``; ``script``: the command line, for the record's meta;
+    ``line(rec)``: what to print after the shape (default: the kernel or knobs, % of copy, the verdict)."""
+    started, records = time.time(), []
+    line = line or (lambda rec: f"{rec['impl']:22s} {rec.get('choice') or rec['knobs'] or ''} "
+                                f"{rec.get('pct_copy', 0):6.1f}% {rec.get('checked') or rec.get('error')}")
+    for n_rows, n_cols, dtype, candidates, *options in cases:
+        options = dict(dict(kind=kind), **(options[0] if options else {}))
+        for rec in compare(n_rows, n_cols, dtype, candidates, **options):
+            records.append(rec)
+            print(f"{options['kind']:8s} {n_rows}x{n_cols} {rec['dtype']:9s} {line(rec)}", flush=True)
+        torch.cuda.empty_cache()
+        save(path, records, script, started, **more)
+    return records
 
 
 def record_table(paths) -> str:

@@ -618,3 +618,78 @@ def test_unaligned_resident_more_than_2_31_elements():
     assert dispatch._runnable(x)[0] == "unaligned_resident"
     rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
     _check_rows(softmax(x), x, rows)
+
+
+# The backward whose y and dy wait in shared memory, persistent programs (kernels/resident_backward.py).
+@HOPPER
+@pytest.mark.parametrize("shape", [(2048, 50257), (300, 20000), (33, 16385), (7, 40001), (3, 57337), (1, 28669),
+                                   (131, 32768), (5, 9)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_resident_backward_at_gpu_sizes(shape, dtype):
+    # Poisoned outputs; contiguous rows and views one element in (y, dy, dx lying alike); NaN and inf in the
+    # neighbours' elements that share the row's first and last vectors (copied, never used); fewer rows than
+    # programs and more; every knob that fits; in place; the refusals say what to use instead.
+    from softmax_lab.kernels.backward import resident_takes
+    from softmax_lab.kernels.resident_backward import refusal, resident_backward
+
+    n_rows, n = shape
+    atol, rtol = tolerance(dtype)
+    pad = 9
+    wide_y = torch.softmax(_randn((n_rows, n + pad)), -1).to(dtype)
+    wide_dy = _randn((n_rows, n + pad), dtype)
+    wide_y[:, 0], wide_dy[:, 0], wide_dy[:, n + 1] = float("nan"), float("inf"), float("nan")
+    for what, y, dy, out in (
+            ("contiguous", torch.softmax(_randn(shape), -1).to(dtype), _randn(shape, dtype),
+             torch.full(shape, float("nan"), dtype=dtype, device="cuda")),
+            ("one in", wide_y[:, 1:n + 1], wide_dy[:, 1:n + 1],
+             torch.full((n_rows, n + pad), float("nan"), dtype=dtype, device="cuda")[:, 1:n + 1])):
+        want = softmax_backward_ref(y, dy)
+        ran = 0
+        for warps in (4, 8, 16, 32):
+            why = refusal(y, dy, out, warps)
+            if why:
+                assert "chunks" in why or "shared memory" in why, (what, warps, why)
+                continue
+            dx = resident_backward(y, dy, out=out.fill_(float("nan")), num_warps=warps)
+            assert dx.data_ptr() == out.data_ptr()
+            torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol, msg=lambda m: f"{what} "
+                                       f"{warps} warps: {m}")
+            ran += 1
+        if what != "contiguous" and ran:  # the poisoned padding around the rows is left alone
+            lead, stride = out.storage_offset(), out.stride(0)
+            base = out.as_strided((n_rows, stride), (stride, 1), 0)
+            assert torch.isnan(base[:, :lead]).all() and torch.isnan(base[:, lead + n:]).all()
+        if what == "contiguous" and ran:
+            z = dy.clone()
+            fits = [w for w in (8, 16, 32) if not refusal(y, z, z, w)]
+            resident_backward(y, z, out=z, num_warps=fits[0])  # in place, over dy
+            torch.testing.assert_close(z.double(), want, atol=atol * 10, rtol=rtol)
+    # Through softmax_backward and the operator's planned path, where the dispatcher takes it.
+    y = torch.softmax(_randn(shape), -1).to(dtype)
+    dy = _randn(shape, dtype)
+    dx_new = torch.empty_like(y)
+    if resident_takes(y, dy, dx_new):
+        assert n > 16384
+        from softmax_lab.op import softmax_backward as op_backward
+        first = softmax_backward(y, dy)
+        torch.testing.assert_close(first.double(), softmax_backward_ref(y, dy), atol=atol * 10, rtol=rtol)
+        for _ in range(3):
+            torch.testing.assert_close(op_backward(y, dy), first, atol=0, rtol=0)
+    else:
+        assert n <= 16384 or (dtype == torch.float32 and n > 28669) or n > 57337
+    with pytest.raises(ValueError, match="lie alike"):
+        resident_backward(wide_y[:, 1:n + 1], wide_dy[:, 1:n + 1], num_warps=16)  # a new dx lies otherwise
+
+
+@HOPPER
+def test_resident_backward_more_than_2_31_elements():
+    n_rows = 42800  # rows of 50,257 fp16: 2.15e9 elements, row * stride past 2**31
+    y = torch.empty((n_rows, 50257), dtype=torch.float16, device="cuda")
+    y.uniform_(0, 1e-4)
+    dy = torch.empty_like(y).normal_(0, 1)
+    from softmax_lab.kernels.backward import resident_takes
+
+    assert resident_takes(y, dy, y)
+    dx = softmax_backward(y, dy)
+    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
+    torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows], dy[rows]), atol=1e-3, rtol=1e-2)

@@ -461,3 +461,30 @@ def test_rows_a_little_past_a_power_of_two_take_the_tail_tiles():
     x = randn((9, 77), device=DEV)
     assert dispatch._runnable(x)[0] == "multirow"  # before the unaligned tile
     assert check_softmax(lambda t, out=None: softmax_lab.softmax(t), x) == ""
+
+
+def test_the_resident_backward_falls_back_off_the_gpu():
+    # resident_backward (a Gluon kernel) cannot run in the interpreter: softmax_backward keeps the cooperative
+    # kernels there, and the launcher says what to use instead.
+    from softmax_lab.kernels import softmax_backward
+    from softmax_lab.kernels.backward import launch_setup, resident_takes
+    from softmax_lab.kernels.resident_backward import refusal, resident_backward
+    from softmax_lab.kernels.tuning import RESIDENT_BACKWARD, pick
+
+    assert pick(RESIDENT_BACKWARD[2], 50257) == 16 and pick(RESIDENT_BACKWARD[2], 16384) is None
+    assert pick(RESIDENT_BACKWARD[4], 20000) == 16 and pick(RESIDENT_BACKWARD[4], 40000) is None
+    y = torch.softmax(torch.randn(3, 20001, device=DEV), -1).to(torch.bfloat16)
+    dy = torch.randn(3, 20001, device=DEV).to(torch.bfloat16)
+    if DEV.type == "cpu":
+        assert not resident_takes(y, dy, torch.empty_like(y))
+        assert launch_setup(torch.empty_like(y), y, dy)[0].fn.__name__ != "resident_backward_kernel"
+        assert "softmax_backward" in refusal(y, dy, y)
+        with pytest.raises(ValueError, match="needs a GPU"):
+            resident_backward(y, dy)
+    with pytest.raises(ValueError, match="shape"):
+        resident_backward(y, dy[:, :-1])
+    with pytest.raises(ValueError, match="num_warps"):
+        resident_backward(y, dy, num_warps=3)
+    want = softmax_backward(y, dy)
+    torch.testing.assert_close(want.double(), (y.double() * (dy.double() - (y.double() * dy.double()).sum(-1,
+                               keepdim=True))), atol=2e-2, rtol=2e-2)

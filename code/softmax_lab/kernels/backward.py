@@ -16,11 +16,14 @@ import torch
 import triton
 import triton.language as tl
 
-from .tuning import BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK
-from ._launch import (check_input, check_knobs, default_num_warps, output_for, rows_view, cdiv, next_power_of_2,
-                      row_vector, split_in_chunks)
+from .tuning import (BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK, GLUON_CAPABILITY, RESIDENT_BACKWARD,
+                     element_size, pick)
+from ._launch import (check_input, check_knobs, default_num_warps, device_limits, output_for, rows_view, cdiv,
+                      next_power_of_2, row_vector, split_in_chunks)
 from .cooperative import cooperative_backward, run_setup
 from .cooperative import backward_setup as cooperative_backward_setup
+from .resident_backward import launch_setup as resident_backward_setup
+from .resident_backward import refusal as resident_refusal
 from .unaligned import backward_setup as unaligned_backward_setup
 from .unaligned import takes, unaligned_backward
 
@@ -77,11 +80,24 @@ def chunk_apply_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, y_row_stride, dy_row_stri
                  mask=mask, eviction_policy="evict_first")
 
 
+def resident_takes(y, dy, dx) -> bool:
+    """Whether the dispatcher sends this backward to ``resident_backward.py``: a GPU like the one it was tuned on,
+    a row length ``tuning.RESIDENT_BACKWARD`` gives warps, and windows that fit its shared memory."""
+    if (y.device.type != "cuda" or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
+            or device_limits(y.device)[0] != GLUON_CAPABILITY):
+        return False
+    warps = pick(RESIDENT_BACKWARD[element_size(y.dtype)], y.shape[1])
+    return warps is not None and not resident_refusal(y, dy, dx, warps)
+
+
 def launch_setup(dx, y, dy):
     """``(kernel, grid, args, options, sizes, one)`` of the launch ``softmax_backward`` makes with no knobs, for
     checked 2-D ``y``, ``dy``, ``dx`` with contiguous rows (the dispatcher's plans reuse it): ``args[0:3]`` are
     dx, y, dy or the windows before them (``unaligned.py``); ``sizes`` None for a tile kernel (no scratch),
     else as in ``cooperative.launch_setup``."""
+    if resident_takes(y, dy, dx):  # y and dy wait in shared memory (GPU, rows of 16,385 and more)
+        warps = pick(RESIDENT_BACKWARD[element_size(y.dtype)], y.shape[1])
+        return (*resident_backward_setup(dx, y, dy, warps), None, True)
     if takes(y, dy, dx):  # rows off 16 bytes: unaligned.py, where y, dy and dx lie alike
         got = unaligned_backward_setup(dx, y, dy)
         if got is not None:

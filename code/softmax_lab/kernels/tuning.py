@@ -102,7 +102,11 @@ UNALIGNED_GLUON_FALLBACK = {4: [(32768, ("tile", None)), (None, None)],
 UNALIGNED_BACKWARD = {4: dict(), 2: dict(short=256, ROWS=8, num_warps=2, BLOCK=8192, cooperative_warps=4)}
 
 # --- Backward: [ROWS, BLOCK] tiles of BACKWARD_TILE elements for rows up to BACKWARD_TILE_COLS; longer rows:
-# cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each.
+# cooperative programs holding COOPERATIVE_BACKWARD_BYTES of y and as much of dy each. On the GPU the Gluon kernels
+# were tuned on (GLUON_CAPABILITY), rows whose y and dy windows fit one program's shared memory go to
+# ``resident_backward`` first, by row length: num_warps, or None (not there).
+RESIDENT_BACKWARD = {4: [(16384, None), (28672, 16), (None, None)],
+                     2: [(16384, None), (57344, 16), (None, None)]}
 BACKWARD_TILE_COLS = 16384
 BACKWARD_TILE = 4096
 COOPERATIVE_BACKWARD_BYTES = 16384
