@@ -676,9 +676,10 @@ def test_resident_backward_at_gpu_sizes(shape, dtype):
         for _ in range(3):
             torch.testing.assert_close(op_backward(y, dy), first, atol=0, rtol=0)
     else:
-        assert n <= 16384 or (dtype == torch.float32 and n > 28669) or n > 57337
-    with pytest.raises(ValueError, match="lie alike"):
-        resident_backward(wide_y[:, 1:n + 1], wide_dy[:, 1:n + 1], num_warps=16)  # a new dx lies otherwise
+        assert n <= 16384 or n > 57337 or (dtype == torch.float32 and (n > 28669 or n % 4 == 0))
+    if not refusal(y, dy, dx_new, 16):
+        with pytest.raises(ValueError, match="lie alike"):
+            resident_backward(wide_y[:, 1:n + 1], wide_dy[:, 1:n + 1], num_warps=16)  # a new dx lies otherwise
 
 
 @HOPPER

@@ -472,7 +472,7 @@ def test_the_resident_backward_falls_back_off_the_gpu():
     from softmax_lab.kernels.tuning import RESIDENT_BACKWARD, pick
 
     assert pick(RESIDENT_BACKWARD[2], 50257) == 16 and pick(RESIDENT_BACKWARD[2], 16384) is None
-    assert pick(RESIDENT_BACKWARD[4], 20000) == 16 and pick(RESIDENT_BACKWARD[4], 40000) is None
+    assert pick(RESIDENT_BACKWARD[4], 20001) == 8 and pick(RESIDENT_BACKWARD[4], 40000) is None
     y = torch.softmax(torch.randn(3, 20001, device=DEV), -1).to(torch.bfloat16)
     dy = torch.randn(3, 20001, device=DEV).to(torch.bfloat16)
     if DEV.type == "cpu":

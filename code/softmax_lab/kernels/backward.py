@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from .tuning import (BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK, GLUON_CAPABILITY, RESIDENT_BACKWARD,
-                     element_size, pick)
+                     RESIDENT_BACKWARD_WHOLE_VECTORS, element_size, pick)
 from ._launch import (check_input, check_knobs, default_num_warps, device_limits, output_for, rows_view, cdiv,
                       next_power_of_2, row_vector, split_in_chunks)
 from .cooperative import cooperative_backward, run_setup
@@ -82,12 +82,15 @@ def chunk_apply_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, y_row_stride, dy_row_stri
 
 def resident_takes(y, dy, dx) -> bool:
     """Whether the dispatcher sends this backward to ``resident_backward.py``: a GPU like the one it was tuned on,
-    a row length ``tuning.RESIDENT_BACKWARD`` gives warps, and windows that fit its shared memory."""
+    a row length ``tuning.RESIDENT_BACKWARD`` gives warps (for fp32, rows that ``unaligned.py`` takes), and
+    windows that fit its shared memory."""
     if (y.device.type != "cuda" or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
             or device_limits(y.device)[0] != GLUON_CAPABILITY):
         return False
     warps = pick(RESIDENT_BACKWARD[element_size(y.dtype)], y.shape[1])
-    return warps is not None and not resident_refusal(y, dy, dx, warps)
+    if warps is None or not (RESIDENT_BACKWARD_WHOLE_VECTORS[element_size(y.dtype)] or takes(y, dy, dx)):
+        return False
+    return not resident_refusal(y, dy, dx, warps)
 
 
 def launch_setup(dx, y, dy):
