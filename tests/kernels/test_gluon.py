@@ -1,9 +1,9 @@
-"""The Gluon kernels (kernels/staged.py, resident.py, clustered.py, unaligned_resident.py), on any machine. Triton's CPU
-interpreter cannot run Gluon, so on the CPU the dispatcher keeps the fused and cooperative kernels and the launchers
-say why they refuse; their machine code for an H200 (sm_90) is compiled here and read: 16-byte asynchronous copies into
-shared memory, no plain global loads, no register spills, and, for the resident kernel, few enough registers
-that shared memory, not registers, decides how many programs share a multiprocessor. Their results are tested
-on the GPU (tests/kernels/test_gpu.py)."""
+"""The Gluon kernels (kernels/staged.py, resident.py, clustered.py, unaligned_resident.py, resident_backward.py), on
+any machine. Triton's CPU interpreter cannot run Gluon, so on the CPU the dispatcher keeps the fused and cooperative
+kernels and the launchers say why they refuse; their machine code for an H200 (sm_90) is compiled here and read:
+16-byte asynchronous copies into shared memory, no plain global loads, no register spills, and, for the resident
+kernel, few enough registers that shared memory, not registers, decides how many programs share a multiprocessor.
+Their results are tested on the GPU (tests/kernels/test_gpu.py)."""
 import subprocess
 import sys
 import textwrap
@@ -291,3 +291,43 @@ def test_the_window_kernel_refuses_what_it_cannot_take():
             unaligned_resident_softmax(torch.zeros(2, 77))
         with pytest.raises(ValueError, match="2-D"):
             unaligned_resident_softmax(torch.zeros(77))
+
+
+BACKWARD_SCRIPT = textwrap.dedent("""
+    import os
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    torch.cuda.is_available = lambda: True  # compile as for a GPU (nothing is launched)
+    from softmax_lab.kernels.resident_backward import resident_backward_kernel, shared_windows
+    from softmax_lab.machine_code import compile_for_h200, sass_ops
+
+    INTS = ("first", "y_row_stride", "dy_row_stride", "dx_row_stride", "n_rows", "n_cols")
+    for dtype, n, warps in (("bf16", 50257, 16), ("fp16", 16385, 4), ("fp32", 20001, 8)):
+        block, chunk = shared_windows(n, 4 if dtype == "fp32" else 2, warps)
+        sig = {"dx_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "dy_ptr": f"*{dtype}", **{i: "i32" for i in INTS},
+               "BLOCK": "constexpr", "CHUNK": "constexpr"}
+        compiled = compile_for_h200(resident_backward_kernel, sig, dict(BLOCK=block, CHUNK=chunk), warps,
+                                    unaligned=INTS)  # (odd widths and strides: no int is a multiple of 16)
+        ops, regs = sass_ops(compiled)
+        count = lambda *prefixes: sum(n for op, n in ops.items() if op.startswith(prefixes))
+        print(dtype, n, block, chunk, compiled.metadata.shared, count("LDGSTS"), count("LDGSTS.E.BYPASS.128"),
+              count("STG.E.128"), count("STG") - count("STG.E.128"), count("LDG."), count("STL", "LDL"))
+    """)
+
+
+def test_the_resident_backward_copies_whole_vectors_and_stores_the_row_body_16_bytes_at_a_time():
+    # kernels/resident_backward.py: y and dy arrive in 16-byte asynchronous copies, two windows a chunk for the
+    # first row and two for each next row (copied in as the store pass leaves room); dx's whole vectors leave 16
+    # bytes at a time, the head and tail pieces one element at a time (two loads, one store a thread).
+    run = subprocess.run([sys.executable, "-c", BACKWARD_SCRIPT], capture_output=True, text=True, cwd=ROOT,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert len(lines) == 3, run.stdout
+    for line in lines:
+        dtype, n, block, chunk, shared, copies, wide_copies, wide_stores, narrow_stores, loads, spills = line.split()
+        size = 4 if dtype == "fp32" else 2
+        assert int(n) + 16 // size - 1 <= int(block) and 2 * int(block) * size <= int(shared), line
+        assert int(copies) == int(wide_copies) == 4 * int(block) // int(chunk), line  # (y and dy, twice a chunk)
+        assert int(wide_stores) == int(block) // int(chunk) and narrow_stores == "1" and loads == "2", line
+        assert spills == "0", line
