@@ -488,3 +488,10 @@ def test_the_resident_backward_falls_back_off_the_gpu():
     want = softmax_backward(y, dy)
     torch.testing.assert_close(want.double(), (y.double() * (dy.double() - (y.double() * dy.double()).sum(-1,
                                keepdim=True))), atol=2e-2, rtol=2e-2)
+    # dx may be dy itself, not a part of it (nor of y): every launcher says so
+    wide = torch.randn(3, 20002, device=DEV).to(torch.bfloat16)
+    for launch in (softmax_backward, resident_backward):
+        with pytest.raises(ValueError, match="overlaps dy"):
+            launch(y, wide[:, 1:], out=wide[:, :-1])
+    z = dy.clone()
+    torch.testing.assert_close(softmax_backward(y, z, out=z), want, atol=0, rtol=0)

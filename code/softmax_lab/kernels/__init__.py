@@ -17,7 +17,6 @@ from .pipelined import pipelined_softmax
 from .row_serial import row_serial_softmax
 from .split_row import split_row_softmax
 from .resident import resident_softmax
-from .resident_backward import resident_backward
 from .staged import staged_softmax
 from .three_pass import exp_buffer_bytes, three_pass_softmax
 from .unaligned import unaligned_cooperative_softmax, unaligned_softmax
@@ -49,9 +48,6 @@ UNALIGNED = {"unaligned": unaligned_softmax, "unaligned_cooperative": unaligned_
 # shared memory is split over a cluster of programs (clustered; Hopper).
 GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax, "clustered": clustered_softmax}
 
-# The backward has one launcher, softmax_backward, which picks its kernel (tiles, cooperating programs, windows
-# for rows off 16 bytes); on a GPU, resident_backward keeps a long row's y and dy in shared memory.
-
 # Longest row each kernel takes (None: any length); asking for more raises ValueError.
 MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 65536, "multirow": 65536,
             "online": None, "split_row": None}
@@ -59,7 +55,7 @@ MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 655
 __all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "clustered_softmax", "cooperative_backward",
            "cooperative_softmax", "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "l2_reread_softmax",
            "masked_softmax", "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax",
-           "pipelined_softmax", "resident_backward", "resident_softmax", "row_serial_softmax", "softmax_backward",
+           "pipelined_softmax", "resident_softmax", "row_serial_softmax", "softmax_backward",
            "split_row_softmax", "staged_softmax", "three_pass_softmax", "UNALIGNED", "unaligned_cooperative_softmax",
            "unaligned_resident_softmax", "unaligned_softmax"]
 

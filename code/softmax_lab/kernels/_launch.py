@@ -126,6 +126,14 @@ def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out", in_
     return out
 
 
+def refuse_overlap(dx: torch.Tensor, dy: torch.Tensor) -> None:
+    """A backward's dx may be dy itself (each kernel reads a position of dy before it writes dx there), not part
+    of it."""
+    if overlaps(dx, dy) and not (dx.data_ptr() == dy.data_ptr() and dx.stride() == dy.stride()):
+        raise ValueError("out (dx) overlaps dy in memory (only out=dy itself, same memory and strides, is allowed): "
+                         "pass a separate tensor")
+
+
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     """True when ``a`` and ``b`` may share memory (their byte ranges in one storage intersect)."""
     if a.numel() == 0 or b.numel() == 0 or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():

@@ -6,7 +6,9 @@ With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
 
 (the Jacobian of softmax is diag(y) - y yᵀ). ``softmax_backward_kernel`` holds ROWS whole rows in one
 [ROWS, BLOCK] tile (rows up to ``tuning.BACKWARD_TILE_COLS``). Longer rows are shared by cooperating
-programs that keep their chunks of y and dy in registers (``cooperative.py``): one read of each, one write.
+programs that keep their chunks of y and dy in registers (``cooperative.py``): one read of each, one write. On a
+Hopper GPU, rows whose y and dy fit one program's shared memory (16-bit rows of 16,385-57,337 elements, fp32 ones
+off whole vectors up to 28,669) keep them there instead (``resident_backward.py``, persistent programs).
 Asking for ``chunks`` picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel``
 writes each chunk's share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and
 writes dx. Rows that do not start on 16 bytes (odd widths) go to ``unaligned.py``'s forms of both, which read
@@ -18,11 +20,11 @@ import triton.language as tl
 
 from .tuning import (BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK, GLUON_CAPABILITY, RESIDENT_BACKWARD,
                      RESIDENT_BACKWARD_WHOLE_VECTORS, element_size, pick)
-from ._launch import (check_input, check_knobs, default_num_warps, device_limits, output_for, rows_view, cdiv,
-                      next_power_of_2, row_vector, split_in_chunks)
+from ._launch import (check_input, check_knobs, default_num_warps, device_limits, output_for, refuse_overlap, rows_view,
+                      cdiv, next_power_of_2, row_vector, split_in_chunks)
 from .cooperative import cooperative_backward, run_setup
 from .cooperative import backward_setup as cooperative_backward_setup
-from .resident_backward import launch_setup as resident_backward_setup
+from .resident_backward import launch_setup as resident_backward_setup  # (a Gluon kernel: GPU only)
 from .resident_backward import refusal as resident_refusal
 from .unaligned import backward_setup as unaligned_backward_setup
 from .unaligned import takes, unaligned_backward
@@ -84,7 +86,7 @@ def resident_takes(y, dy, dx) -> bool:
     """Whether the dispatcher sends this backward to ``resident_backward.py``: a GPU like the one it was tuned on,
     a row length ``tuning.RESIDENT_BACKWARD`` gives warps (for fp32, rows that ``unaligned.py`` takes), and
     windows that fit its shared memory."""
-    if (y.device.type != "cuda" or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
+    if (y.device.type != "cuda" or y.numel() == 0 or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
             or device_limits(y.device)[0] != GLUON_CAPABILITY):
         return False
     warps = pick(RESIDENT_BACKWARD[element_size(y.dtype)], y.shape[1])
@@ -130,6 +132,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
         raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}")
     y, dy = rows_view(y), rows_view(dy)
     dx = output_for(y, out, "out (dx)")
+    refuse_overlap(dx, dy)
     n_rows, n_cols = y.shape
     if y.numel() == 0:
         return dx

@@ -12,8 +12,9 @@ memory idle. So the program stays (a persistent grid: as many programs as the GP
 rows ``pid, pid + programs, ...``), and as soon as it has written chunk c of dx it copies chunk c of its next
 row into the room that chunk leaves. The next row arrives while this one is stored.
 
-Each thread copies and reads back the same positions of every chunk, so no barrier is needed between copies
-and reads: the thread's ``cp.async.wait_group`` is enough. The row's head and tail pieces (fewer than a vector,
+Each thread copies and reads back the same positions of every chunk, so its own ``cp.async.wait_group`` is
+what it waits on before a read (the compiler still puts a barrier beside each wait and each copy, as it cannot
+tell the chunks of one buffer apart). The row's head and tail pieces (fewer than a vector,
 sharing their vectors with the neighbouring rows) are loaded from global memory once more and stored one
 element at a time; the whole vectors inside the row are stored 16 bytes at a time.
 
@@ -21,15 +22,16 @@ element at a time; the whole vectors inside the row are stored 16 bytes at a tim
 n_cols, BLOCK, CHUNK)``: the pointers are rounded down to 16 bytes and ``first`` counts the elements from them to
 row 0; y, dy and dx lie alike around vectors (same ``first``, row strides alike modulo the vector).
 
-GPU only (Gluon). ``backward.launch_setup`` takes it where ``tuning.RESIDENT_BACKWARD`` says (what it measured:
-docs/performance.md, "Issue 28, round 7").
+GPU only (Gluon). ``softmax_backward`` (``backward.launch_setup``) takes it where ``tuning.RESIDENT_BACKWARD`` says
+(what it measured: docs/performance.md, "Issue 28, round 7").
 """
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import cdiv, check_input, check_knobs, device_limits, device_refusal, output_for, rows_view
+from ._launch import (cdiv, check_input, check_knobs, device_limits, device_refusal, output_for, refuse_overlap,
+                      rows_view)
 from .cooperative import resident_programs
 from .unaligned import windows
 
@@ -71,8 +73,9 @@ def resident_backward_kernel(dx_ptr, y_ptr, dy_ptr, first, y_row_stride, dy_row_
     # Row r's window starts on the vector holding its first element, `head` elements before it.
     y_src, dy_src, dx_dst, head = window(y_ptr, dy_ptr, dx_ptr, first, row, y_row_stride, dy_row_stride,
                                          dx_row_stride, VEC)
+    reach = gl.where(row < n_rows, ((head + n_cols + VEC - 1) // VEC) * VEC, 0)  # (past the last row: nothing)
     for c in gl.static_range(N):  # 1. the first row's windows on their way
-        copy_chunk(y_win, dy_win, c, y_src, dy_src, c * CHUNK + cols, ((head + n_cols + VEC - 1) // VEC) * VEC)
+        copy_chunk(y_win, dy_win, c, y_src, dy_src, c * CHUNK + cols, reach)
     for r in range(row, n_rows, programs):
         y_src, dy_src, dst, head = window(y_ptr, dy_ptr, dx_ptr, first, r, y_row_stride, dy_row_stride,
                                           dx_row_stride, VEC)
@@ -101,6 +104,7 @@ def resident_backward_kernel(dx_ptr, y_ptr, dy_ptr, first, y_row_stride, dy_row_
             gl.store(dst + p, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=(p >= lo) & (p < hi))
             copy_chunk(y_win, dy_win, c, n_y_src, n_dy_src, p, n_reach)
         gl.store(dst + q, (y_q * (dy_q - dot)).to(dx_ptr.dtype.element_ty), mask=ok)  # 5. the pieces
+    cp.wait_group(0)  # (the last row's empty copy groups)
 
 
 def shared_windows(n_cols: int, element_size: int, num_warps: int) -> tuple[int, int]:
@@ -114,6 +118,9 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, num_warps: int 
     """Why this GPU or these tensors cannot take the kernel, or ''."""
     if y.device.type != "cuda":
         return "resident_backward needs a GPU (a Gluon kernel); use softmax_backward"
+    if not y.dtype == dy.dtype == dx.dtype:
+        return (f"resident_backward takes y, dy and dx of one dtype (its windows share one layout); got {y.dtype}, "
+                f"{dy.dtype} and {dx.dtype}: use softmax_backward")
     block, chunk = shared_windows(y.shape[1], y.element_size(), num_warps)
     if block // chunk > 32:
         return (f"resident_backward copies at most 32 chunks of {chunk} elements per row at {num_warps} warps; this "
@@ -153,6 +160,7 @@ def resident_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | Non
         raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}")
     y, dy = rows_view(y), rows_view(dy)
     dx = output_for(y, out, "out (dx)")
+    refuse_overlap(dx, dy)
     if y.numel() == 0:
         return dx
     why = refusal(y, dy, dx, num_warps or 8)
