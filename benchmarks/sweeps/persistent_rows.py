@@ -7,11 +7,13 @@ after timing). GPU machine (sm_90), repository root:
     PYTHONPATH=code python3 benchmarks/sweeps/persistent_rows.py OUT.json backward  # h200-backward-round7.json
     PYTHONPATH=code python3 benchmarks/sweeps/persistent_rows.py OUT.json forward   # h200-forward-round7.json
     PYTHONPATH=code python3 benchmarks/sweeps/persistent_rows.py OUT.json variants  # h200-forward-variants-round7.json
+    PYTHONPATH=code python3 benchmarks/sweeps/persistent_rows.py OUT.json lines     # h200-backward-lines-round7.json
 
 ``forward``: the persistent forward (below) at 4-32 warps. ``variants``: it again with the whole row stored before
 the next row's copies (``SPLIT``) and on one program a row instead of a persistent grid (``rows``), and
-``resident_backward`` on one program a row. What they showed, and the rules taken from them: docs/performance.md,
-"Issue 28, round 7".
+``resident_backward`` on one program a row. ``lines``: ``resident_backward`` with its windows from each row's vector
+(``line=16``) and from its 128-byte line (``line=128``), at the dispatcher's warps and at 32. What they showed, and
+the rules taken from them: docs/performance.md, "Issue 28, round 7".
 """
 import sys
 
@@ -26,6 +28,7 @@ from softmax_lab.kernels import cooperative_backward
 from softmax_lab.kernels import resident_backward as backward_module
 from softmax_lab.kernels.cooperative import resident_programs
 from softmax_lab.kernels.resident_backward import refusal, resident_backward
+from softmax_lab.kernels.tuning import RESIDENT_BACKWARD, element_size, pick
 from softmax_lab.kernels.unaligned import takes, unaligned_backward, windows
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -161,11 +164,19 @@ def candidates(kind, n_cols, dtype):
                  lambda x, out, w=w, s=split, r=per_row: persistent_forward(x, out, w, s, r), dict(num_warps=w))
                 for w in (8, 16) if forward_fits(n_cols, dtype, w) for split in (False, True)
                 for per_row in (False, True)]
+    if kind == "lines":
+        warps = pick(RESIDENT_BACKWARD[element_size(dtype)], n_cols)
+        return [("resident_backward", lambda y, dy, out, w=w, line=line: resident_backward(y, dy, out=out, num_warps=w,
+                                                                                        line=line),
+                 dict(num_warps=w, line=line)) for w in dict.fromkeys((warps, 32)) for line in (16, 128)
+                if not refusal(probe, probe, probe, w, line)]
     return [("before", before, None)] + [
         ("resident_backward", lambda y, dy, out, w=w: resident_backward(y, dy, out=out, num_warps=w), dict(num_warps=w))
         for w in (4, 8, 16, 32) if not refusal(probe, probe, probe, w)]
 
 
+LINES = [(2048, 50257, BF16), (2048, 50257, F16), (4096, 32001, BF16), (2048, 32768, BF16), (4096, 24577, BF16),
+         (8192, 16385, BF16), (4096, 16385, F32), (2048, 28669, F32)]
 VARIANTS = [(2048, 32768, BF16), (2048, 50257, BF16), (8192, 16385, BF16)]
 VARIANTS_BACKWARD = [(2048, 50257, BF16), (2048, 32768, BF16), (8192, 16385, BF16)]
 
@@ -177,10 +188,10 @@ def cases(kind):
                 [(n_rows, n_cols, dtype, candidates(kind, n_cols, None), dict(kind="backward", rep_ms=10))
                  for n_rows, n_cols, dtype in VARIANTS_BACKWARD])
     return [(n_rows, n_cols, dtype, candidates(kind, n_cols, dtype))
-            for n_rows, n_cols, dtype in (FORWARD if kind == "forward" else BACKWARD)]
+            for n_rows, n_cols, dtype in {"forward": FORWARD, "lines": LINES}.get(kind, BACKWARD)]
 
 
 if __name__ == "__main__":
     kind = sys.argv[2]
     bench.sweep(sys.argv[1], cases(kind), "python3 benchmarks/sweeps/persistent_rows.py " + " ".join(sys.argv[1:]),
-                kind="backward" if kind == "backward" else "forward")
+                kind="backward" if kind in ("backward", "lines") else "forward")

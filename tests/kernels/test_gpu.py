@@ -630,7 +630,7 @@ def test_resident_backward_at_gpu_sizes(shape, dtype):
     # Poisoned outputs; contiguous rows and views one element in (y, dy, dx lying alike); NaN and inf in the
     # neighbours' elements that share the row's first and last vectors (copied, never used); fewer rows than
     # programs and more; every knob that fits; in place; the refusals say what to use instead.
-    from softmax_lab.kernels.backward import resident_takes
+    from softmax_lab.kernels.backward import resident_knobs
     from softmax_lab.kernels.resident_backward import refusal, resident_backward
 
     n_rows, n = shape
@@ -647,15 +647,16 @@ def test_resident_backward_at_gpu_sizes(shape, dtype):
         want = softmax_backward_ref(y, dy)
         ran = 0
         for warps in (4, 8, 16, 32):
-            why = refusal(y, dy, out, warps)
-            if why:
-                assert "chunks" in why or "shared memory" in why, (what, warps, why)
-                continue
-            dx = resident_backward(y, dy, out=out.fill_(float("nan")), num_warps=warps)
-            assert dx.data_ptr() == out.data_ptr()
-            torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol, msg=lambda m: f"{what} "
-                                       f"{warps} warps: {m}")
-            ran += 1
+            for line in (16, 128):  # (windows from each row's vector, or from its 128-byte line)
+                why = refusal(y, dy, out, warps, line)
+                if why:
+                    assert "chunks" in why or "shared memory" in why, (what, warps, why)
+                    continue
+                dx = resident_backward(y, dy, out=out.fill_(float("nan")), num_warps=warps, line=line)
+                assert dx.data_ptr() == out.data_ptr()
+                torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol, msg=lambda m: f"{what} "
+                                           f"{warps} warps, line {line}: {m}")
+                ran += 1
         if what != "contiguous" and ran:  # the poisoned padding around the rows is left alone
             lead, stride = out.storage_offset(), out.stride(0)
             base = out.as_strided((n_rows, stride), (stride, 1), 0)
@@ -675,7 +676,7 @@ def test_resident_backward_at_gpu_sizes(shape, dtype):
     y = torch.softmax(_randn(shape), -1).to(dtype)
     dy = _randn(shape, dtype)
     dx_new = torch.empty_like(y)
-    if resident_takes(y, dy, dx_new):
+    if resident_knobs(y, dy, dx_new):
         assert n > 16384
         from softmax_lab.op import softmax_backward as op_backward
         first = softmax_backward(y, dy)
@@ -687,6 +688,17 @@ def test_resident_backward_at_gpu_sizes(shape, dtype):
     if not refusal(y, dy, dx_new, 16):
         with pytest.raises(ValueError, match="lie alike"):
             resident_backward(wide_y[:, 1:n + 1], wide_dy[:, 1:n + 1], num_warps=16)  # a new dx lies otherwise
+        # dy 16 bytes further from a 128-byte line than y: alike around vectors, not lines (dx may lie otherwise)
+        v = 16 // y.element_size()
+        dy_far = torch.empty(n_rows * n + v, dtype=dtype, device="cuda")[v:].view(n_rows, n).copy_(dy)
+        dx_far = torch.empty(n_rows * n + v, dtype=dtype, device="cuda")[v:].view(n_rows, n)
+        want = softmax_backward_ref(y, dy)
+        got = [resident_backward(y, dy_far, num_warps=16), softmax_backward(y, dy_far)]
+        if not refusal(y, dy, dx_new, 16, 128):  # (the line's room fits too)
+            assert "128-byte lines" in refusal(y, dy_far, dx_new, 16, 128)
+            got.append(resident_backward(y, dy, out=dx_far, num_warps=16, line=128))
+        for dx in got:
+            torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol)
 
 
 @HOPPER
@@ -695,9 +707,9 @@ def test_resident_backward_more_than_2_31_elements():
     y = torch.empty((n_rows, 50257), dtype=torch.float16, device="cuda")
     y.uniform_(0, 1e-4)
     dy = torch.empty_like(y).normal_(0, 1)
-    from softmax_lab.kernels.backward import resident_takes
+    from softmax_lab.kernels.backward import resident_knobs
 
-    assert resident_takes(y, dy, y)
+    assert resident_knobs(y, dy, y)
     dx = softmax_backward(y, dy)
     rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
     torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows], dy[rows]), atol=1e-3, rtol=1e-2)

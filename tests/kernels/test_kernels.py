@@ -467,7 +467,7 @@ def test_the_resident_backward_falls_back_off_the_gpu():
     # resident_backward (a Gluon kernel) cannot run in the interpreter: softmax_backward keeps the cooperative
     # kernels there, and the launcher says what to use instead.
     from softmax_lab.kernels import softmax_backward
-    from softmax_lab.kernels.backward import launch_setup, resident_takes
+    from softmax_lab.kernels.backward import launch_setup, resident_knobs
     from softmax_lab.kernels.resident_backward import refusal, resident_backward
     from softmax_lab.kernels.tuning import RESIDENT_BACKWARD, pick
 
@@ -476,7 +476,7 @@ def test_the_resident_backward_falls_back_off_the_gpu():
     y = torch.softmax(torch.randn(3, 20001, device=DEV), -1).to(torch.bfloat16)
     dy = torch.randn(3, 20001, device=DEV).to(torch.bfloat16)
     if DEV.type == "cpu":
-        assert not resident_takes(y, dy, torch.empty_like(y))
+        assert resident_knobs(y, dy, torch.empty_like(y)) is None
         assert launch_setup(torch.empty_like(y), y, dy)[0].fn.__name__ != "resident_backward_kernel"
         assert "softmax_backward" in refusal(y, dy, y)
         with pytest.raises(ValueError, match="needs a GPU"):

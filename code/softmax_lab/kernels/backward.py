@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .tuning import (BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK, GLUON_CAPABILITY, RESIDENT_BACKWARD,
-                     RESIDENT_BACKWARD_WHOLE_VECTORS, element_size, pick)
+                     RESIDENT_BACKWARD_LINE, RESIDENT_BACKWARD_WHOLE_VECTORS, element_size, pick)
 from ._launch import (check_input, check_knobs, default_num_warps, device_limits, output_for, refuse_overlap, rows_view,
                       cdiv, next_power_of_2, row_vector, split_in_chunks)
 from .cooperative import cooperative_backward, run_setup
@@ -82,17 +82,21 @@ def chunk_apply_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, y_row_stride, dy_row_stri
                  mask=mask, eviction_policy="evict_first")
 
 
-def resident_takes(y, dy, dx) -> bool:
-    """Whether the dispatcher sends this backward to ``resident_backward.py``: a GPU like the one it was tuned on,
-    a row length ``tuning.RESIDENT_BACKWARD`` gives warps (for fp32, rows that ``unaligned.py`` takes), and
-    windows that fit its shared memory."""
+def resident_knobs(y, dy, dx) -> dict | None:
+    """The knobs with which the dispatcher sends this backward to ``resident_backward.py``, or None where it does
+    not: a GPU like the one it was tuned on, a row length ``tuning.RESIDENT_BACKWARD`` gives warps (for fp32, rows
+    that ``unaligned.py`` takes), windows that fit its shared memory; windows from ``RESIDENT_BACKWARD_LINE`` bytes
+    before each row where y and dy lie alike around such lines, else from its vector."""
     if (y.device.type != "cuda" or y.numel() == 0 or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
             or device_limits(y.device)[0] != GLUON_CAPABILITY):
-        return False
+        return None
     warps = pick(RESIDENT_BACKWARD[element_size(y.dtype)], y.shape[1])
     if warps is None or not (RESIDENT_BACKWARD_WHOLE_VECTORS[element_size(y.dtype)] or takes(y, dy, dx)):
-        return False
-    return not resident_refusal(y, dy, dx, warps)
+        return None
+    for line in dict.fromkeys((RESIDENT_BACKWARD_LINE, 16)):
+        if not resident_refusal(y, dy, dx, warps, line):
+            return dict(num_warps=warps, line=line)
+    return None
 
 
 def launch_setup(dx, y, dy):
@@ -100,9 +104,9 @@ def launch_setup(dx, y, dy):
     checked 2-D ``y``, ``dy``, ``dx`` with contiguous rows (the dispatcher's plans reuse it): ``args[0:3]`` are
     dx, y, dy or the windows before them (``unaligned.py``); ``sizes`` None for a tile kernel (no scratch),
     else as in ``cooperative.launch_setup``."""
-    if resident_takes(y, dy, dx):  # y and dy wait in shared memory (GPU, rows of 16,385 and more)
-        warps = pick(RESIDENT_BACKWARD[element_size(y.dtype)], y.shape[1])
-        return (*resident_backward_setup(dx, y, dy, warps), None, True)
+    knobs = resident_knobs(y, dy, dx)
+    if knobs:  # y and dy wait in shared memory (GPU, rows of 16,385 and more)
+        return (*resident_backward_setup(dx, y, dy, **knobs), None, True)
     if takes(y, dy, dx):  # rows off 16 bytes: unaligned.py, where y, dy and dx lie alike
         got = unaligned_backward_setup(dx, y, dy)
         if got is not None:
