@@ -302,11 +302,12 @@ BACKWARD_SCRIPT = textwrap.dedent("""
     from softmax_lab.machine_code import compile_for_h200, sass_ops
 
     INTS = ("first", "y_row_stride", "dy_row_stride", "dx_row_stride", "n_rows", "n_cols")
-    for dtype, n, warps in (("bf16", 50257, 16), ("fp16", 16385, 4), ("fp32", 20001, 8)):
-        block, chunk = shared_windows(n, 4 if dtype == "fp32" else 2, warps)
+    for dtype, n, warps, line in (("bf16", 50257, 16, 16), ("fp16", 16385, 4, 16), ("fp32", 20001, 8, 16),
+                                  ("bf16", 50257, 16, 128)):
+        block, chunk = shared_windows(n, 4 if dtype == "fp32" else 2, warps, line)
         sig = {"dx_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "dy_ptr": f"*{dtype}", **{i: "i32" for i in INTS},
-               "BLOCK": "constexpr", "CHUNK": "constexpr"}
-        compiled = compile_for_h200(resident_backward_kernel, sig, dict(BLOCK=block, CHUNK=chunk), warps,
+               "BLOCK": "constexpr", "CHUNK": "constexpr", "LINE": "constexpr"}
+        compiled = compile_for_h200(resident_backward_kernel, sig, dict(BLOCK=block, CHUNK=chunk, LINE=line), warps,
                                     unaligned=INTS)  # (odd widths and strides: no int is a multiple of 16)
         ops, regs = sass_ops(compiled)
         count = lambda *prefixes: sum(n for op, n in ops.items() if op.startswith(prefixes))
@@ -317,13 +318,14 @@ BACKWARD_SCRIPT = textwrap.dedent("""
 
 def test_the_resident_backward_copies_whole_vectors_and_stores_the_row_body_16_bytes_at_a_time():
     # kernels/resident_backward.py: y and dy arrive in 16-byte asynchronous copies, two windows a chunk for the
-    # first row and two for each next row (copied in as the store pass leaves room); dx's whole vectors leave 16
-    # bytes at a time, the head and tail pieces one element at a time (two loads, one store a thread).
+    # first row and two for each next row (copied in as the store pass leaves room), with windows from each row's
+    # vector or its 128-byte line; dx's whole vectors leave 16 bytes at a time, the head and tail pieces one
+    # element at a time (two loads, one store a thread).
     run = subprocess.run([sys.executable, "-c", BACKWARD_SCRIPT], capture_output=True, text=True, cwd=ROOT,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.splitlines()
-    assert len(lines) == 3, run.stdout
+    assert len(lines) == 4, run.stdout
     for line in lines:
         dtype, n, block, chunk, shared, copies, wide_copies, wide_stores, narrow_stores, loads, spills = line.split()
         size = 4 if dtype == "fp32" else 2
