@@ -110,7 +110,7 @@ UNALIGNED_BACKWARD = {4: dict(), 2: dict(short=256, ROWS=8, num_warps=2, BLOCK=8
 RESIDENT_BACKWARD = {4: [(16384, None), (28672, 8), (None, None)],
                      2: [(16384, None), (18432, 4), (57344, 16), (None, None)]}
 RESIDENT_BACKWARD_WHOLE_VECTORS = {4: False, 2: True}  # rows of whole vectors there too
-RESIDENT_BACKWARD_LINE = 16  # its windows start on the vector before each row
+RESIDENT_BACKWARD_LINE = 128  # its windows start on the 128-byte line before each row (where y and dy allow)
 BACKWARD_TILE_COLS = 16384
 BACKWARD_TILE = 4096
 COOPERATIVE_BACKWARD_BYTES = 16384
