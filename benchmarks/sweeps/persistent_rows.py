@@ -10,10 +10,12 @@ after timing). GPU machine (sm_90), repository root:
     PYTHONPATH=code python3 benchmarks/sweeps/persistent_rows.py OUT.json lines     # h200-backward-lines-round7.json
 
 ``forward``: the persistent forward (below) at 4-32 warps. ``variants``: it again with the whole row stored before
-the next row's copies (``SPLIT``) and on one program a row instead of a persistent grid (``rows``), and
-``resident_backward`` on one program a row. ``lines``: ``resident_backward`` with its windows from each row's vector
-(``line=16``) and from its 128-byte line (``line=128``), at the dispatcher's warps and at 32. What they showed, and
-the rules taken from them: docs/performance.md, "Issue 28, round 7".
+the next row's copies (``SPLIT``) and on one program a row instead of a persistent grid, and ``resident_backward`` on
+one program a row (the record named ran as a scratch script with these forward kernels, under other names, and
+two online forms not kept here; its backward candidates failed before launching: see its ``meta.note``).
+``lines``: ``resident_backward`` with its windows from each row's vector (``line=16``) and from its 128-byte line
+(``line=128``), at the dispatcher's warps and at 32. What they showed, and the rules taken from them:
+docs/performance.md, "Issue 28, round 7".
 """
 import sys
 

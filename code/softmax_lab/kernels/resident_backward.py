@@ -10,7 +10,8 @@ chunk by chunk as the chunks land, then writes dx. A 50,257-element bf16 row nee
 one program fills a multiprocessor, and a program that finished its row before loading the next would leave the
 memory idle. So the program stays (a persistent grid: as many programs as the GPU holds at once, each taking
 rows ``pid, pid + programs, ...``), and as soon as it has written chunk c of dx it copies chunk c of its next
-row into the room that chunk leaves. The next row arrives while this one is stored.
+row into the room that chunk leaves. The next row arrives while this one is stored. (How much that buys over one
+program a row has not been measured; the same form lost for the forward: docs/performance.md.)
 
 Each thread copies and reads back the same positions of every chunk, so its own ``cp.async.wait_group`` is
 what it waits on before a read (the compiler still puts a barrier beside each wait and each copy, as it cannot
