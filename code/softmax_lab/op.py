@@ -270,12 +270,17 @@ def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
     if route == OP:
         return softmax_backward_op(y, dy, dim)
     if route == COMPOSITE:
-        return (y.float() * (dy.float() - _dot(dy, y, d))).to(y.dtype)
+        return (_wide(y) * (_wide(dy) - _dot(dy, y, d))).to(y.dtype)
     return (_Backward if route == FUNCTION else _BackwardForFunc).apply(y, dy, d)
 
 
+def _wide(t: Tensor) -> Tensor:
+    """``t`` in float32, or float64 as it is: the composite formulas compute in at least float32."""
+    return t if t.dtype == torch.float64 else t.float()
+
+
 def _dot(a: Tensor, b: Tensor, dim: int) -> Tensor:
-    return (a.float() * b.float()).sum(dim, keepdim=True)
+    return (_wide(a) * _wide(b)).sum(dim, keepdim=True)
 
 
 def _backward_grads(y, dy, g, dim, need_y, need_dy):
@@ -283,7 +288,7 @@ def _backward_grads(y, dy, g, dim, need_y, need_dy):
     symmetric Jacobian), ∂L/∂y = g·(dy - s) - dy·Σ g·y. Written with differentiable ops (any order)."""
     grad_y = grad_dy = None
     if need_y:
-        grad_y = (g.float() * (dy.float() - _dot(dy, y, dim)) - dy.float() * _dot(g, y, dim)).to(y.dtype)
+        grad_y = (_wide(g) * (_wide(dy) - _dot(dy, y, dim)) - _wide(dy) * _dot(g, y, dim)).to(y.dtype)
     if need_dy:
         grad_dy = softmax_backward(y, g, dim).to(dy.dtype)
     return grad_y, grad_dy
@@ -295,7 +300,7 @@ def _backward_tangent(y, dy, y_t, dy_t, dim):
     if dy_t is not None:
         parts.append(softmax_backward(y, dy_t, dim))
     if y_t is not None:
-        parts.append((y_t.float() * (dy.float() - _dot(dy, y, dim)) - y.float() * _dot(dy, y_t, dim)).to(y.dtype))
+        parts.append((_wide(y_t) * (_wide(dy) - _dot(dy, y, dim)) - _wide(y) * _dot(dy, y_t, dim)).to(y.dtype))
     return parts[0] if len(parts) == 1 else parts[0] + parts[1]
 
 

@@ -485,6 +485,8 @@ def test_the_resident_backward_falls_back_off_the_gpu():
         resident_backward(y, dy[:, :-1])
     with pytest.raises(ValueError, match="num_warps"):
         resident_backward(y, dy, num_warps=3)
+    with pytest.raises(ValueError, match="line must be one of"):
+        resident_backward(y, dy, line=100)
     want = softmax_backward(y, dy)
     torch.testing.assert_close(want.double(), (y.double() * (dy.double() - (y.double() * dy.double()).sum(-1,
                                keepdim=True))), atol=2e-2, rtol=2e-2)

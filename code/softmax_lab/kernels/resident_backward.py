@@ -177,6 +177,8 @@ def resident_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | Non
     check_input(y, "y")
     check_input(dy, "dy")
     check_knobs(num_warps=num_warps)
+    if line is not None and line not in LINES:
+        raise ValueError(f"line must be one of {LINES} (bytes: where each row's windows start), got {line!r}")
     if dy.shape != y.shape:
         raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}")
     y, dy = rows_view(y), rows_view(dy)
