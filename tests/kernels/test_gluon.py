@@ -17,6 +17,16 @@ from softmax_lab import softmax
 from softmax_lab.kernels import clustered_softmax, resident_softmax, staged_softmax
 from softmax_lab.kernels._launch import shared_memory_cols
 
+
+def compiled_lines(script: str, expected: int | None = None) -> list[str]:
+    """Run one of the compile scripts below in a fresh process (as for a GPU, nothing launched) and return its
+    output lines, ``expected`` of them when given."""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert expected is None or len(lines) == expected, run.stdout
+    return lines
+
 SCRIPT = textwrap.dedent("""
     import os
     os.environ.pop("TRITON_INTERPRET", None)  # (Triton reads it when its own library is imported)
@@ -50,10 +60,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_the_machine_code_copies_16_bytes_at_a_time_into_shared_memory():
-    run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    lines = run.stdout.splitlines()
-    assert len(lines) == 9, run.stdout
+    lines = compiled_lines(SCRIPT, 9)
     for line in lines:
         name, dtype, block, rows, shared, copies, wide, spills, loads, regs, narrow_stores = line.split()
         row_bytes = int(block) * (2 if dtype in ("bf16", "fp16") else 4)
@@ -143,11 +150,7 @@ CLUSTERED_SCRIPT = textwrap.dedent("""
 
 
 def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once():
-    run = subprocess.run([sys.executable, "-c", CLUSTERED_SCRIPT], capture_output=True, text=True, cwd=ROOT,
-                         timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    lines = run.stdout.splitlines()
-    assert len(lines) == 4, run.stdout
+    lines = compiled_lines(CLUSTERED_SCRIPT, 4)
     for line in lines:
         dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs, narrow = line.split()
         slice_bytes = int(slice_) * (4 if dtype == "fp32" else 2)
@@ -224,9 +227,7 @@ def test_rows_of_odd_vectors_are_still_stored_16_bytes_at_a_time():
     # Triton knows an int argument is a multiple of 16 only when it is. A row of 8200 bf16 elements (stride 8200,
     # 1025 vectors) with the stride and the mask's end passed as elements is stored 2 bytes at a time (24% of
     # copy on the H200); passed as vectors (OUT_VEC=8) it is stored 16 bytes at a time. Both are compiled here.
-    run = subprocess.run([sys.executable, "-c", STORES_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    stores = {tuple(line.split()[:2]): line.split()[2:] for line in run.stdout.splitlines()}
+    stores = {tuple(line.split()[:2]): line.split()[2:] for line in compiled_lines(STORES_SCRIPT)}
     assert stores[("resident", "8")] == ["STG.E.128"] and stores[("clustered", "8")] == ["STG.E.128"], stores
     assert stores[("resident", "1")] == ["STG.E.U16"] and stores[("clustered", "1")] == ["STG.E.U16"], stores
 
@@ -260,10 +261,7 @@ def test_the_window_kernel_copies_whole_vectors_and_stores_the_row_body_16_bytes
     # kernels/unaligned_resident.py: rows that do not start on 16 bytes still arrive in 16-byte asynchronous copies
     # (the window from the vector boundary before the row), the whole vectors inside the row leave 16 bytes at a
     # time, and only the head and tail pieces go one element at a time (one load, one store a thread).
-    run = subprocess.run([sys.executable, "-c", WINDOW_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    lines = run.stdout.splitlines()
-    assert len(lines) == 5, run.stdout
+    lines = compiled_lines(WINDOW_SCRIPT, 5)
     for line in lines:
         dtype, n, start, block, shared, copies, narrow_copies, wide_stores, narrow_stores, loads, spills, regs = \
             line.split()
@@ -321,11 +319,7 @@ def test_the_resident_backward_copies_whole_vectors_and_stores_the_row_body_16_b
     # first row and two for each next row (copied in as the store pass leaves room), with windows from each row's
     # vector or its 128-byte line; dx's whole vectors leave 16 bytes at a time, the head and tail pieces one
     # element at a time (two loads, one store a thread).
-    run = subprocess.run([sys.executable, "-c", BACKWARD_SCRIPT], capture_output=True, text=True, cwd=ROOT,
-                         timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    lines = run.stdout.splitlines()
-    assert len(lines) == 4, run.stdout
+    lines = compiled_lines(BACKWARD_SCRIPT, 4)
     for line in lines:
         dtype, n, block, chunk, shared, copies, wide_copies, wide_stores, narrow_stores, loads, spills = line.split()
         size = 4 if dtype == "fp32" else 2
