@@ -40,7 +40,7 @@ from .kernels.tuning import TORCH_EAGER_BYTES, TORCH_EAGER_COLS
 from .kernels.backward import softmax_backward as backward_2d
 from .kernels.masked import MAX_COLS as MASKED_MAX_COLS
 from .kernels.masked import masked_softmax as masked_kernel
-from .rows import as_rows, from_rows, normalize_dim, refuse_tangents
+from .rows import as_rows, from_rows, normalize_dim, refuse_tangents, refuse_unlike
 from . import traced
 
 
@@ -76,9 +76,7 @@ def _softmax_impl(x: Tensor, dim: int) -> Tensor:
 
 
 def _backward_impl(y: Tensor, dy: Tensor, dim: int) -> Tensor:
-    if y.shape != dy.shape:  # (rows alike are not enough: y 2x3x4 and dy 3x2x4 fold to the same rows)
-        raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}: softmax_backward "
-                         "needs them alike")
+    refuse_unlike(y, dy)
     y, dy = y.resolve_neg(), dy.resolve_neg()
     dim = normalize_dim(dim, y.dim())
     if y.layout is not torch.strided or dy.layout is not torch.strided:
@@ -106,7 +104,7 @@ def _backward_rows(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     if y.numel() == 0:
         return torch.empty(y.shape, dtype=y.dtype, device=y.device)
     rows = double.softmax_backward if y.dtype == torch.float64 else backward_2d
-    return from_rows(rows(as_rows(y, dim), as_rows(dy.to(y.dtype), dim)), y.shape, dim)
+    return from_rows(rows(as_rows(y, dim), as_rows(dy, dim)), y.shape, dim)
 
 
 def _masked_impl(x: Tensor, mask: Tensor, dim: int) -> Tensor:
@@ -157,7 +155,7 @@ else:
     masked_softmax_op = torch.library.custom_op("softmax_lab::masked_softmax", _masked_eager, mutates_args=())
     # The outputs: new contiguous tensors shaped like the input.
     softmax_op.register_fake(lambda x, dim: x.new_empty(x.shape))
-    softmax_backward_op.register_fake(lambda y, dy, dim: y.new_empty(y.shape))
+    softmax_backward_op.register_fake(lambda y, dy, dim: refuse_unlike(y, dy) or y.new_empty(y.shape))
     masked_softmax_op.register_fake(lambda x, mask, dim: x.new_empty(x.shape))
 
 
@@ -254,7 +252,8 @@ _legacy_batched = torch._C._functorch.is_legacy_batchedtensor  # torch._vmap_int
 
 
 def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
-    """Differentiable ``dx = y·(dy - Σ dy·y)`` along ``dim`` (y: a softmax output, dy: its gradient)."""
+    """Differentiable ``dx = y·(dy - Σ dy·y)`` along ``dim`` (y: a softmax output, dy: its gradient; alike in shape
+    and dtype, as torch's ``_softmax_backward_data`` asks)."""
     if (type(dim) is int and type(y) is Tensor and type(dy) is Tensor and y.layout is torch.strided
             and dy.layout is torch.strided and _route(y, dy) == PLAIN and not y.is_neg() and not dy.is_neg()):
         # The fast path: a plain eager call of a kind seen before (see _backward_plan): no checks, no choices.
@@ -263,6 +262,8 @@ def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
         plan = _BACKWARD_PLANS.get(_backward_key(y, dy, y_ptr, dy_ptr, d))
         if plan is not None:
             return plan(y, dy, y_ptr, dy_ptr)
+    if isinstance(y, Tensor) and isinstance(dy, Tensor):
+        refuse_unlike(y, dy)
     d = normalize_dim(dim, y.dim())
     route = _route(y, dy)
     if route == PLAIN:

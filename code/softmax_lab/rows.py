@@ -37,6 +37,17 @@ def from_rows(y2: Tensor, shape, dim: int) -> Tensor:
     return y2.view(*moved).movedim(-1, dim).contiguous()
 
 
+def refuse_unlike(y: Tensor, dy: Tensor) -> None:
+    """softmax_backward's y and dy must be alike, as torch's own ``_softmax_backward_data`` asks: dx is computed
+    in their dtype, so a float64 dy beside a float32 y would lose its precision without a word."""
+    if y.shape != dy.shape:  # (rows alike are not enough: y 2x3x4 and dy 3x2x4 fold to the same rows)
+        raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}: softmax_backward "
+                         "needs them alike")
+    if y.dtype != dy.dtype:
+        raise ValueError(f"dy is {dy.dtype} but y is {y.dtype}: softmax_backward needs them alike (torch's "
+                         f"_softmax_backward_data does too); convert one first, e.g. dy.to({y.dtype})")
+
+
 def refuse_tangents(op: str, *tensors: Tensor) -> None:
     """Called directly under forward-mode AD, a custom op would drop the tangents without a word: refuse."""
     if forward_ad._current_level < 0:

@@ -22,7 +22,7 @@ from .kernels.backward import softmax_backward_kernel
 from .kernels.masked import MAX_COLS as MASKED_MAX_COLS
 from .kernels.masked import masked_softmax_kernel
 from .kernels.tuning import BACKWARD_TILE, BACKWARD_TILE_COLS
-from .rows import as_rows, from_rows, normalize_dim, refuse_tangents
+from .rows import as_rows, from_rows, normalize_dim, refuse_tangents, refuse_unlike
 
 
 def _block(n, most: int | None = None) -> int:
@@ -95,13 +95,14 @@ def masked_softmax(x: Tensor, mask: Tensor, dim: int) -> Tensor:
 def softmax_backward(y: Tensor, dy: Tensor, dim: int) -> Tensor:
     """dx = y·(dy - Σ dy·y) along ``dim``, for y = softmax(x) and the incoming gradient dy."""
     refuse_tangents("softmax_backward", y, dy)
+    refuse_unlike(y, dy)
     y, dy = y.resolve_neg(), dy.resolve_neg()
     dim = normalize_dim(dim, y.dim())
     if y.dim() == 0:
         return softmax_backward(y.reshape(1), dy.reshape(1), 0).reshape(())
     if y.numel() == 0:
         return torch.empty(y.shape, dtype=y.dtype, device=y.device)
-    y2, dy2 = as_rows(y, dim), as_rows(dy.to(y.dtype), dim)
+    y2, dy2 = as_rows(y, dim), as_rows(dy, dim)
     dx2 = torch.empty(y2.shape, dtype=y.dtype, device=y.device)
     n_rows, n_cols = y2.shape
     strides = (y2.stride(0), dy2.stride(0), dx2.stride(0))

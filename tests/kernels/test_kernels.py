@@ -497,3 +497,29 @@ def test_the_resident_backward_falls_back_off_the_gpu():
             launch(y, wide[:, 1:], out=wide[:, :-1])
     z = dy.clone()
     torch.testing.assert_close(softmax_backward(y, z, out=z), want, atol=0, rtol=0)
+    # dx beside dy, or beside y, in one buffer: allowed (they share no element); over part of y: refused, named y
+    for launch in (softmax_backward, resident_backward):
+        halves = torch.cat([dy, torch.full_like(dy, float("nan"))], dim=1)
+        if launch is softmax_backward or not refusal(y, halves[:, :20001], halves[:, 20001:]):
+            launch(y, halves[:, :20001], out=halves[:, 20001:])
+            torch.testing.assert_close(halves[:, 20001:], want, atol=0, rtol=0)
+            torch.testing.assert_close(halves[:, :20001], dy, atol=0, rtol=0)
+        with pytest.raises(ValueError, match="overlaps y in memory .only out=y itself"):
+            launch(wide[:, :-1], dy, out=wide[:, 1:])
+
+
+def test_overlaps_is_exact_for_rows_and_safe_otherwise():
+    from softmax_lab.kernels._launch import overlaps
+
+    buf = torch.zeros(1000)
+    rows = buf[:800].view(20, 40)
+    assert not overlaps(rows[:, :15], rows[:, 15:])  # one buffer, no element in common
+    assert overlaps(rows[:, :16], rows[:, 15:])  # column 15 in both
+    assert not overlaps(rows[::2], rows[1::2])  # every other row
+    assert overlaps(rows[:, :1], buf[40:41].view(1, 1))  # row 1's first element
+    assert not overlaps(buf[:40].view(4, 10), buf[40:80].view(4, 10))
+    assert not overlaps(buf[0:800].as_strided((20, 3), (40, 1)), buf.as_strided((10, 3), (80, 1), 3))  # strides differ
+    assert overlaps(buf[0:800].as_strided((20, 3), (40, 1)), buf.as_strided((10, 3), (80, 1), 2))  # element 2
+    assert not overlaps(buf[:10].view(1, 10), buf.view(torch.float16)[20:30].view(1, 10))  # bytes 40-59, not 0-39
+    assert overlaps(rows.t(), rows[:, :1])  # columns not contiguous: byte ranges decide (they may meet)
+    assert not overlaps(rows, torch.zeros(20, 40))  # other memory

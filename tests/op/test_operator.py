@@ -396,6 +396,12 @@ def test_out_checks(name):
     launch(x, out=wide[:, 5:45])
     close(wide[:, 5:45], expected)
     assert torch.isnan(wide[:, :5]).all() and torch.isnan(wide[:, 45:]).all()
+    # x and out side by side in one buffer: they share the buffer, not an element
+    both = torch.full((3, 80), float("nan"), device=DEV)
+    both[:, :40] = x
+    launch(both[:, :40], out=both[:, 40:])
+    close(both[:, 40:], expected)
+    close(both[:, :40], x)
 
 
 KNOBS = {
@@ -837,3 +843,17 @@ def test_the_backward_operator_keeps_float64_to_second_order():
         tangent = fwAD.unpack_dual(op.softmax_backward(fwAD.make_dual(y.detach(), y_t), dy.detach(), -1)).tangent
     _, want_t = torch.func.jvp(lambda a: a * (dd - (dd * a).sum(-1, keepdim=True)), (y.detach(),), (y_t,))
     torch.testing.assert_close(tangent, want_t, atol=1e-14, rtol=1e-12)
+
+
+def test_the_backward_operator_refuses_y_and_dy_unlike():
+    # As torch's _softmax_backward_data: dx comes in y's dtype, so a float64 dy beside a float32 y is refused, not
+    # computed in float32 without a word; every way in says so, the compiled one included.
+    y = torch.softmax(randn((3, 6), device=DEV, seed=65), -1)
+    dy = randn((3, 6), device=DEV, seed=66)
+    for call in (op.softmax_backward, torch.ops.softmax_lab.softmax_backward,
+                 torch.compile(lambda a, b, d: op.softmax_backward(a, b, d), backend="aot_eager", fullgraph=True)):
+        with pytest.raises(Exception, match=r"dy is torch.float64 but y is torch.float32.*dy.to\(torch.float32\)"):
+            call(y, dy.double(), -1)
+        with pytest.raises(Exception, match="dy has shape"):
+            call(y, dy[:, :5], -1)
+    torch.testing.assert_close(op.softmax_backward(y, dy, -1), y * (dy - (dy * y).sum(-1, keepdim=True)))

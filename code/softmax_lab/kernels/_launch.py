@@ -99,9 +99,10 @@ def rows_view(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(1) == 1 or x.shape[1] <= 1 else x.contiguous()
 
 
-def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out", in_place: bool = True) -> torch.Tensor:
-    """The caller's ``out`` (checked), or a new tensor like ``x``. ``in_place``: the kernel may write over
-    ``x`` itself (``out`` is ``x``: same memory, same strides); any other overlap is refused."""
+def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out", in_place: bool = True,
+               x_name: str = "x") -> torch.Tensor:
+    """The caller's ``out`` (checked), or a new tensor like ``x`` (called ``x_name`` in messages). ``in_place``: the
+    kernel may write over ``x`` itself (``out`` is ``x``: same memory, same strides); any other overlap is refused."""
     if out is None:
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if not isinstance(out, torch.Tensor):
@@ -120,9 +121,9 @@ def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out", in_
                          "after expand()): the kernel would write them in an undefined order; pass a tensor "
                          "with its own memory, e.g. torch.empty_like(x)")
     if overlaps(out, x) and not (in_place and out.data_ptr() == x.data_ptr() and out.stride() == x.stride()):
-        allowed = "only out=x itself (same memory, same strides) is allowed" if in_place else \
-            "this kernel reads whole rows while other programs write them, so out must not share memory with x"
-        raise ValueError(f"{name} overlaps the input in memory ({allowed}): pass a separate tensor")
+        allowed = f"only out={x_name} itself (same memory, same strides) is allowed" if in_place else \
+            f"this kernel reads whole rows while other programs write them, so out must not share memory with {x_name}"
+        raise ValueError(f"{name} overlaps {x_name} in memory ({allowed}): pass a separate tensor")
     return out
 
 
@@ -135,16 +136,50 @@ def refuse_overlap(dx: torch.Tensor, dy: torch.Tensor) -> None:
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when ``a`` and ``b`` may share memory (their byte ranges in one storage intersect)."""
+    """True when ``a`` and ``b`` share memory. Exact for tensors whose rows are contiguous (``dy = B[:, :n]`` and
+    ``out = B[:, n:]`` share a buffer, not an element); for other layouts, True when their byte ranges intersect."""
     if a.numel() == 0 or b.numel() == 0 or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
         return False
-
-    def byte_range(t):
-        last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
-        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
-
     (a0, a1), (b0, b1) = byte_range(a), byte_range(b)
-    return a0 < b1 and b0 < a1
+    if not (a0 < b1 and b0 < a1):
+        return False
+    rows_a, rows_b = row_intervals(a), row_intervals(b)
+    if rows_a is None or rows_b is None:
+        return True
+    return rows_meet(*rows_a, *rows_b) if rows_a[1] <= rows_b[1] else rows_meet(*rows_b, *rows_a)
+
+
+def byte_range(t: torch.Tensor) -> tuple[int, int]:
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+
+def row_intervals(t: torch.Tensor):
+    """(first byte, rows, row stride in bytes, row length in bytes) of a 2-D tensor with contiguous rows, or None."""
+    if t.dim() != 2 or (t.shape[1] > 1 and t.stride(1) != 1):
+        return None
+    rows, cols = t.shape
+    return t.data_ptr(), rows, (t.stride(0) if rows > 1 else 0) * t.element_size(), cols * t.element_size()
+
+
+def rows_meet(a0, a_rows, a_stride, a_len, b0, b_rows, b_stride, b_len) -> bool:
+    """Whether row i of a, bytes [a0 + i·a_stride, + a_len), meets row k of b for some i, k (a has the fewer rows):
+    when -a_len < d + k·b_stride < b_len, with d = b0 - (a0 + i·a_stride), the start of b's row 0 seen from a's row i.
+    Equal strides: one d for every pair, with t = k - i in (-a_rows, b_rows) in place of k."""
+    if a_stride == b_stride:
+        return meets(b0 - a0, -(a_rows - 1), b_rows - 1, a_stride, a_len, b_len)
+    if a_rows > 65536:  # (a long loop for an odd pair of views: answer as the byte ranges do)
+        return True
+    return any(meets(b0 - (a0 + i * a_stride), 0, b_rows - 1, b_stride, a_len, b_len) for i in range(a_rows))
+
+
+def meets(d, k_first, k_last, stride, a_len, b_len) -> bool:
+    """Is there a k in [k_first, k_last] with -b_len < d + k·stride < a_len?"""
+    if stride == 0:
+        return -b_len < d < a_len
+    k_lo = max(k_first, (-b_len - d) // stride + 1)  # the first k past -b_len
+    k_hi = min(k_last, -((d - a_len) // stride) - 1)  # the last k short of a_len
+    return k_lo <= k_hi
 
 
 def prepare(x: torch.Tensor, out: torch.Tensor | None, max_cols: int | None = None, kernel: str = "",

@@ -136,7 +136,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
     if dy.shape != y.shape:
         raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}")
     y, dy = rows_view(y), rows_view(dy)
-    dx = output_for(y, out, "out (dx)")
+    dx = output_for(y, out, "out (dx)", x_name="y")
     refuse_overlap(dx, dy)
     n_rows, n_cols = y.shape
     if y.numel() == 0:

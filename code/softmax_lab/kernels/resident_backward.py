@@ -182,7 +182,7 @@ def resident_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | Non
     if dy.shape != y.shape:
         raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}")
     y, dy = rows_view(y), rows_view(dy)
-    dx = output_for(y, out, "out (dx)")
+    dx = output_for(y, out, "out (dx)", x_name="y")
     refuse_overlap(dx, dy)
     if y.numel() == 0:
         return dx
