@@ -128,8 +128,8 @@ def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out", in_
 
 
 def refuse_overlap(dx: torch.Tensor, dy: torch.Tensor) -> None:
-    """A backward's dx may be dy itself (each kernel reads a position of dy before it writes dx there), not part
-    of it."""
+    """A backward's dx may be dy itself (each kernel reads a position of dy before it writes dx there), or lie
+    beside it in one buffer, never over part of it."""
     if overlaps(dx, dy) and not (dx.data_ptr() == dy.data_ptr() and dx.stride() == dy.stride()):
         raise ValueError("out (dx) overlaps dy in memory (only out=dy itself, same memory and strides, is allowed): "
                          "pass a separate tensor")

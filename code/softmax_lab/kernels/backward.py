@@ -126,7 +126,9 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
                      BLOCK: int | None = None, num_warps: int | None = None, chunks: int | None = None):
     """dx for softmax over the last dim of 2-D ``y`` (the forward output) and ``dy`` (its gradient).
 
-    ``out``: where dx goes (a tensor like y); it may be ``dy`` itself (same memory, same strides), not part of it.
+    ``out``: where dx goes (a tensor like y); it may be ``dy`` or ``y`` itself (same memory, same strides), or share
+    a buffer with them without sharing an element (``out=B[:, n:]`` beside ``dy=B[:, :n]``); any other
+    overlap is refused.
     Rows up to ``tuning.BACKWARD_TILE_COLS`` (and ``BLOCK`` >= row length): one launch, ``ROWS`` rows per program.
     Longer rows: cooperating programs of ``BLOCK`` elements each (``cooperative_backward``); with ``chunks``,
     the two-launch path over ``chunks`` pieces per row instead."""
