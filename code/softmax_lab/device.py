@@ -77,7 +77,21 @@ def guard_interpreter() -> None:
         with _INTERPRETER_LOCK:
             return launch(self, *args, **kwargs)
 
-    interpreter.GridExecutor.__call__ = locked_launch
+    untraced = []
+
+    def untraced_launch(self, *args, **kwargs):
+        # Under torch.compile, Dynamo would trace the interpreter's Python frames (a raw launcher in a compiled
+        # function: KeyError(torch.uint64)); torch.compiler.disable makes the launch run as it is. Made on the first
+        # launch after torch._dynamo is imported (Dynamo is never active before): Triton may be imported while
+        # torch._dynamo is, when torch.compiler.disable cannot run yet.
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is None or not hasattr(dynamo, "disable"):
+            return locked_launch(self, *args, **kwargs)
+        if not untraced:
+            untraced.append(torch.compiler.disable(locked_launch))
+        return untraced[0](self, *args, **kwargs)
+
+    interpreter.GridExecutor.__call__ = untraced_launch
     interpreter.GridExecutor._softmax_lab_guarded = True
     interpreter_ints.honour(interpreter)  # `stride: tl.int64` is 64 bits here too, as on a GPU
 

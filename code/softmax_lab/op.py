@@ -40,7 +40,7 @@ from .kernels.tuning import TORCH_EAGER_BYTES, TORCH_EAGER_COLS
 from .kernels.backward import softmax_backward as backward_2d
 from .kernels.masked import MAX_COLS as MASKED_MAX_COLS
 from .kernels.masked import masked_softmax as masked_kernel
-from .rows import as_rows, from_rows, normalize_dim, refuse_tangents, refuse_unlike
+from .rows import as_dim, as_rows, from_rows, normalize_dim, refuse_tangents, refuse_unlike
 from . import traced
 
 
@@ -213,9 +213,10 @@ PLAIN, FUNCTION, FUNCTORCH, OP, COMPOSITE = 0, 1, 2, 3, 4
 
 def _route(a: Tensor, b: Tensor | None = None) -> int:
     """OP when a tracer must see the operator (torch.compile, export, jit.trace, a dispatch or function mode,
-    a tensor subclass such as FakeTensor, a legacy batched tensor of ``gradcheck(check_batched_grad=True)``), or
-    under ``torch.func.functionalize`` alone; FUNCTORCH under other torch.func transforms, FUNCTION for autograd or
-    forward AD (the autograd.Functions below); PLAIN for a plain eager call: launch the kernels directly.
+    a tensor subclass such as FakeTensor, a legacy batched tensor of ``gradcheck(check_batched_grad=True)``, a meta
+    tensor: the operators' fake implementations give its shape), or under ``torch.func.functionalize`` alone;
+    FUNCTORCH under other torch.func transforms, FUNCTION for autograd or forward AD (the autograd.Functions
+    below); PLAIN for a plain eager call: launch the kernels directly.
     COMPOSITE under torch.func transforms inside torch.compile (``compile(grad(f))``, ``compile(vmap(grad(f)))``):
     Dynamo runs the transforms on the operator itself, whose autograd (``register_autograd``) functorch refuses,
     and inlines autograd.Functions, so there PyTorch's own softmax is traced instead (``_composite``).
@@ -232,7 +233,7 @@ def _route(a: Tensor, b: Tensor | None = None) -> int:
         return FUNCTION
     if (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
             or type(a) is not Tensor or (b is not None and type(b) is not Tensor)
-            or _legacy_batched(a) or (b is not None and _legacy_batched(b))):
+            or _legacy_batched(a) or (b is not None and _legacy_batched(b)) or a.is_meta):
         return OP
     return PLAIN
 
@@ -264,6 +265,7 @@ def softmax_backward(y: Tensor, dy: Tensor, dim: int = -1) -> Tensor:
             return plan(y, dy, y_ptr, dy_ptr)
     if isinstance(y, Tensor) and isinstance(dy, Tensor):
         refuse_unlike(y, dy)
+    dim = as_dim(dim)
     d = normalize_dim(dim, y.dim())
     route = _route(y, dy)
     if route == PLAIN:
@@ -487,7 +489,7 @@ def _check(x, mask, dtype) -> None:
                         "pass torch.float16, torch.bfloat16, torch.float32, torch.float64 or None")
     want = x.dtype if dtype is None and isinstance(x, Tensor) else dtype
     # the checks every entry point shares (kernels/_launch.py); float64 runs on its own kernels (kernels/double.py)
-    check_tensor(x, "input", torch.float32 if want == torch.float64 else dtype)
+    check_tensor(x, "input", torch.float32 if want == torch.float64 else dtype, meta_ok=True)
     if mask is not None:
         check_mask(mask, x)
 
@@ -611,6 +613,7 @@ def softmax(input: Tensor, dim: int = -1, dtype: torch.dtype | None = None, *, m
         plan = _PLANS.get((input.shape, input.stride(), input.dtype, input.get_device(), ptr & 15, d))
         if plan is not None:
             return plan(input, ptr)
+    dim = as_dim(dim)
     _check(input, mask, dtype)
     x = input if dtype is None or input.dtype == dtype else input.to(dtype)
     d = normalize_dim(dim, x.dim())  # checked here, with torch's errors; tracers get `dim` as given (a trace keeps -1)

@@ -2,9 +2,19 @@
 checked the way torch checks it, any tensor as 2-D rows along ``dim`` and back, and the forward-AD guard."""
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.autograd.forward_ad as forward_ad
 from torch import Tensor
+
+
+def as_dim(dim):
+    """An integer-like ``dim`` (a NumPy integer: anything with ``__index__``) as an int, as torch takes it; other
+    values as they are (``normalize_dim`` says what is wrong with them)."""
+    if type(dim) is int or isinstance(dim, (bool, torch.SymInt)) or not hasattr(type(dim), "__index__"):
+        return dim
+    return operator.index(dim)
 
 
 def normalize_dim(dim, ndim: int) -> int:

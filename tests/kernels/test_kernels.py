@@ -523,3 +523,64 @@ def test_overlaps_is_exact_for_rows_and_safe_otherwise():
     assert not overlaps(buf[:10].view(1, 10), buf.view(torch.float16)[20:30].view(1, 10))  # bytes 40-59, not 0-39
     assert overlaps(rows.t(), rows[:, :1])  # columns not contiguous: byte ranges decide (they may meet)
     assert not overlaps(rows, torch.zeros(20, 40))  # other memory
+
+
+def near(got, want):
+    torch.testing.assert_close(got.double(), want.double(), atol=1e-5, rtol=1e-4)
+
+
+def softmax64(x):
+    return torch.softmax(x.double(), -1)
+
+
+def test_out_over_an_input_whose_rows_are_copied_is_refused():
+    # A transposed x is copied to contiguous rows before the kernel reads it; its out is still checked against the
+    # caller's x, as torch checks it: an out over x's own memory is refused, not written while x is read.
+    from softmax_lab.kernels import cooperative_backward, softmax_backward
+
+    a = randn((40, 3), device=DEV, seed=81)
+    for launch in kernels.ALL.values():
+        with pytest.raises(ValueError, match="out overlaps x"):
+            launch(a.t(), out=a.view(3, 40))
+        near(launch(a.t(), out=torch.empty(3, 40, device=DEV)), softmax64(a.t()))
+    y = torch.softmax(randn((40, 3), device=DEV, seed=82), 0)
+    dy = randn((3, 40), device=DEV, seed=83)
+    for launch in (softmax_backward, cooperative_backward):
+        with pytest.raises(ValueError, match="out .dx. overlaps y"):
+            launch(y.t(), dy, y.view(3, 40))
+
+
+def test_cooperative_backward_checks_what_softmax_backward_checks():
+    from softmax_lab.kernels import cooperative_backward
+
+    y = torch.softmax(randn((4, 64), device=DEV, seed=84), -1)
+    dy = randn((4, 64), device=DEV, seed=85)
+    want = y * (dy - (y * dy).sum(-1, keepdim=True))
+    room = torch.zeros(4, 64, device=DEV)
+    with pytest.raises(ValueError, match=r"out \(dx\) must match y: shape \(4, 64\)"):
+        cooperative_backward(y, dy, room[:2])  # (it once wrote rows 2-3 of room, outside dx)
+    assert not room.any()
+    with pytest.raises(ValueError, match="dy has shape"):
+        cooperative_backward(y, dy[:2])
+    wide = randn((4, 65), device=DEV, seed=86)
+    with pytest.raises(ValueError, match="overlaps dy"):
+        cooperative_backward(y, wide[:, :64], wide[:, 1:])
+    with pytest.raises(ValueError, match="BLOCK"):
+        cooperative_backward(y, dy, BLOCK=48)
+    near(cooperative_backward(y, dy), want)
+    near(cooperative_backward(y, dy, BLOCK=16), want)
+    assert cooperative_backward(y[:0], dy[:0]).shape == (0, 64)
+
+
+@pytest.mark.skipif(DEV.type != "cpu", reason="the CPU interpreter's launches")
+def test_a_raw_launcher_under_torch_compile_runs_on_the_cpu():
+    # Dynamo once traced Triton's interpreter itself (KeyError(torch.uint64)); the launch is a graph break now.
+    from softmax_lab.kernels import fused_softmax, softmax_backward
+
+    x = randn((4, 64), device=DEV, seed=87)
+    y, dy = softmax64(x).float(), randn((4, 64), device=DEV, seed=88)
+    for backend in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        near(torch.compile(lambda t: fused_softmax(t) * 2, backend=backend)(x), softmax64(x) * 2)
+        near(torch.compile(lambda a, b: softmax_backward(a, b) + 1, backend=backend)(y, dy),
+             y * (dy - (y * dy).sum(-1, keepdim=True)) + 1)

@@ -857,3 +857,61 @@ def test_the_backward_operator_refuses_y_and_dy_unlike():
         with pytest.raises(Exception, match="dy has shape"):
             call(y, dy[:, :5], -1)
     torch.testing.assert_close(op.softmax_backward(y, dy, -1), y * (dy - (dy * y).sum(-1, keepdim=True)))
+
+
+def test_meta_tensors_get_shapes_as_torch_gives_them():
+    # Shape inference on the meta device (models built there): the operators' fake implementations answer, and a
+    # plan made for a CPU tensor of the same shape is never taken for a meta one (both have get_device() == -1).
+    x = randn((3, 5), device=DEV, seed=89)
+    close(softmax_lab.softmax(x), ref(x))
+    m = torch.empty(3, 5, device="meta")
+    for got in (softmax_lab.softmax(m), softmax_lab.softmax(m, 0), softmax_lab.softmax(m, dtype=torch.float64),
+                softmax_lab.softmax(m, mask=torch.ones(3, 5, dtype=torch.bool, device="meta")),
+                op.softmax_backward(m, m, -1)):
+        assert got.device.type == "meta" and got.shape == (3, 5)
+    assert softmax_lab.softmax(m, dtype=torch.float64).dtype == torch.float64
+    grad = torch.empty(3, 5, device="meta", requires_grad=True)
+    softmax_lab.softmax(grad).sum().backward()
+    assert grad.grad.device.type == "meta" and grad.grad.shape == (3, 5)
+    with pytest.raises(ValueError, match="is on meta but"):
+        kernels.fused_softmax(m)  # the raw launchers run kernels: no meta tensors there
+
+
+def test_dim_may_be_a_numpy_integer():
+    import numpy as np
+
+    x = randn((3, 5), device=DEV, seed=90)
+    close(softmax_lab.softmax(x, np.int64(0)), ref(x, 0))
+    close(softmax_lab.softmax(x, np.int32(-1), mask=torch.ones(3, 5, dtype=torch.bool, device=DEV)), ref(x))
+    y = ref(x, 0).float()
+    close(op.softmax_backward(y, x, np.int64(0)), y * (x - (x * y).sum(0, keepdim=True)))
+    with pytest.raises(TypeError, match="must be int, not float"):
+        softmax_lab.softmax(x, 1.0)
+
+
+def test_a_saved_program_loads_in_a_new_process_after_importing_the_operators(tmp_path):
+    # docs/operator.md: the operators are registered by `import softmax_lab.op`; a process that loads a saved
+    # program imports it first (a bare `import softmax_lab` stays light and registers nothing).
+    import subprocess
+    import sys
+
+    class Model(torch.nn.Module):
+        def forward(self, t):
+            return softmax_lab.softmax(t, -1) * 2
+
+    x = randn((2, 8), device=DEV, seed=91)
+    torch.export.save(torch.export.export(Model(), (x,)), tmp_path / "model.pt2")
+    torch.save(x, tmp_path / "x.pt")
+    load = textwrap.dedent(f"""
+        import torch, softmax_lab{{}}
+        program = torch.export.load({str(tmp_path / "model.pt2")!r})
+        x = torch.load({str(tmp_path / "x.pt")!r})
+        print(float((program.module()(x) - 2 * torch.softmax(x.double(), -1)).abs().max()))
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = lambda extra: subprocess.run([sys.executable, "-c", load.format(extra)], capture_output=True, text=True,
+                                       env=env, timeout=300)
+    bare, with_op = run(""), run("\nimport softmax_lab.op")
+    assert bare.returncode != 0 and "softmax_lab.softmax" in bare.stderr
+    assert with_op.returncode == 0, with_op.stderr
+    assert float(with_op.stdout.split()[-1]) < 1e-5

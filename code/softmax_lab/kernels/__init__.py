@@ -3,6 +3,11 @@
 ``ALL`` maps a name to a launcher ``f(x, out=None) -> y`` over the last dim of a 2-D tensor, in the order the
 course meets them. Each launcher also takes its tuning knobs as keyword arguments (``BLOCK``, ``num_warps``,
 ``ROWS``, ``chunks``) so you can change one at a time.
+
+``out``: where the result goes (None: a new tensor), with x's shape and dtype and contiguous rows. It may be ``x``
+itself (same memory, same strides; not for ``naive_softmax``, which reads whole rows while others are written), or
+share a buffer with x without sharing an element (``out=B[:, n:]`` beside ``x=B[:, :n]``); any other overlap
+with x is refused, as PyTorch refuses it. ``softmax_backward(y, dy, out=None)`` has the same rule for y and dy.
 """
 from .backward import softmax_backward
 from .clustered import clustered_softmax

@@ -13,9 +13,10 @@ from .tuning import WARPS_FOR_BLOCK, pick
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def check_tensor(x, name: str = "x", dtype=None) -> None:
+def check_tensor(x, name: str = "x", dtype=None, meta_ok: bool = False) -> None:
     """``x`` is a tensor on the kernels' device, of a dtype they take (``dtype``: the one it will be cast to
-    first, as in ``softmax(x, dim, dtype)``). Every entry point (launchers, masked, the operator) checks here."""
+    first, as in ``softmax(x, dim, dtype)``). Every entry point (launchers, masked, the operator) checks here.
+    ``meta_ok``: a meta tensor passes too (the operator's shape-only calls)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.layout is not torch.strided:
@@ -29,7 +30,7 @@ def check_tensor(x, name: str = "x", dtype=None) -> None:
                             "e.g. x.float()")
         raise TypeError(f"{name} has dtype {want}; the kernels take float16, bfloat16 or float32 "
                         "(they accumulate in float32)")
-    if x.device.type != DEVICE.type:
+    if x.device.type != DEVICE.type and not (meta_ok and x.is_meta):
         raise ValueError(f"{name} is on {x.device} but kernels run on {DEVICE.type}: "
                          "move it with .to(softmax_lab.DEVICE)")
 
@@ -108,7 +109,7 @@ def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out", in_
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or None, got {type(out).__name__}")
     if tuple(out.shape) != tuple(x.shape) or out.dtype != x.dtype or out.device != x.device:
-        raise ValueError(f"{name} must match the input: shape {tuple(x.shape)}, {x.dtype} on {x.device}; "
+        raise ValueError(f"{name} must match {x_name}: shape {tuple(x.shape)}, {x.dtype} on {x.device}; "
                          f"got shape {tuple(out.shape)}, {out.dtype} on {out.device}")
     if out.requires_grad and torch.is_grad_enabled():
         raise RuntimeError(f"{name} requires grad, but functions with out=... arguments don't support "
@@ -122,7 +123,7 @@ def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out", in_
                          "with its own memory, e.g. torch.empty_like(x)")
     if overlaps(out, x) and not (in_place and out.data_ptr() == x.data_ptr() and out.stride() == x.stride()):
         allowed = f"only out={x_name} itself (same memory, same strides) is allowed" if in_place else \
-            f"this kernel reads whole rows while other programs write them, so out must not share memory with {x_name}"
+            f"this kernel reads whole rows while other programs write them, so out must not overlap {x_name}"
         raise ValueError(f"{name} overlaps {x_name} in memory ({allowed}): pass a separate tensor")
     return out
 
@@ -191,8 +192,22 @@ def prepare(x: torch.Tensor, out: torch.Tensor | None, max_cols: int | None = No
     check_knobs(**knobs)
     if max_cols is not None:
         check_row_length(x.shape[1], max_cols, kernel, instead)
-    x = rows_view(x)
-    return x, output_for(x, out, in_place=in_place)
+    y = output_for(x, out, in_place=in_place)  # (against the caller's x, before any copy of it)
+    return rows_view(x), y
+
+
+def backward_inputs(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None):
+    """What every backward launcher does first: check ``y`` and ``dy`` (2-D, alike in shape; their dtypes may
+    differ: each is read as it is, the sums are float32), get dx (``out`` checked against the caller's y and dy: it
+    may be either of them itself, or lie beside them in one buffer, never over part of one), then make the rows of
+    y and dy contiguous. Returns ``(y, dy, dx)``; dx has y's dtype."""
+    check_input(y, "y")
+    check_input(dy, "dy")
+    if dy.shape != y.shape:
+        raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}")
+    dx = output_for(y, out, "out (dx)", x_name="y")
+    refuse_overlap(dx, dy)
+    return rows_view(y), rows_view(dy), dx
 
 
 def check_row_length(n_cols: int, max_cols: int, kernel: str, instead: str) -> None:

@@ -20,8 +20,8 @@ import triton.language as tl
 
 from .tuning import (BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK, GLUON_CAPABILITY, RESIDENT_BACKWARD,
                      RESIDENT_BACKWARD_LINE, RESIDENT_BACKWARD_WHOLE_VECTORS, element_size, pick)
-from ._launch import (check_input, check_knobs, default_num_warps, device_limits, output_for, refuse_overlap, rows_view,
-                      cdiv, next_power_of_2, row_vector, split_in_chunks)
+from ._launch import (backward_inputs, cdiv, check_knobs, default_num_warps, device_limits, next_power_of_2, row_vector,
+                      split_in_chunks)
 from .cooperative import cooperative_backward, run_setup
 from .cooperative import backward_setup as cooperative_backward_setup
 from .resident_backward import launch_setup as resident_backward_setup  # (a Gluon kernel: GPU only)
@@ -128,18 +128,13 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None
 
     ``out``: where dx goes (a tensor like y); it may be ``dy`` or ``y`` itself (same memory, same strides), or share
     a buffer with them without sharing an element (``out=B[:, n:]`` beside ``dy=B[:, :n]``); any other
-    overlap is refused.
+    overlap is refused. y and dy may differ in dtype (each is read as it is, the sums are float32); dx has y's.
+    (``softmax_lab.op.softmax_backward``, the operator, asks for one dtype, as torch does.)
     Rows up to ``tuning.BACKWARD_TILE_COLS`` (and ``BLOCK`` >= row length): one launch, ``ROWS`` rows per program.
     Longer rows: cooperating programs of ``BLOCK`` elements each (``cooperative_backward``); with ``chunks``,
     the two-launch path over ``chunks`` pieces per row instead."""
-    check_input(y, "y")
-    check_input(dy, "dy")
     check_knobs(ROWS=ROWS, BLOCK=BLOCK, num_warps=num_warps, chunks=chunks)
-    if dy.shape != y.shape:
-        raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}")
-    y, dy = rows_view(y), rows_view(dy)
-    dx = output_for(y, out, "out (dx)", x_name="y")
-    refuse_overlap(dx, dy)
+    y, dy, dx = backward_inputs(y, dy, out)
     n_rows, n_cols = y.shape
     if y.numel() == 0:
         return dx

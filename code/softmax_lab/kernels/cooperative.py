@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 from .tuning import COOPERATIVE_BACKWARD_BYTES, COOPERATIVE_BYTES, COOPERATIVE_WARPS, pick
-from ._launch import cdiv, next_power_of_2, prepare, row_vector, scratch
+from ._launch import backward_inputs, cdiv, check_knobs, next_power_of_2, prepare, row_vector, scratch
 from .combine import online_combine, online_reduce, safe_shift
 from .fast_exp import fast_exp
 
@@ -308,9 +308,13 @@ def backward_setup(dx, y, dy, BLOCK=None, num_warps=None):
     return cooperative_backward_kernel, grid, args, dict(options, n_chunks=n_chunks), sizes, one
 
 
-def cooperative_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, BLOCK: int | None = None,
+def cooperative_backward(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor | None = None, BLOCK: int | None = None,
                          num_warps: int | None = None, one_launch: bool | None = None) -> torch.Tensor:
-    """dx = y·(dy - Σ dy·y) with each row shared by cooperating programs (checked 2-D inputs with
-    contiguous rows; ``softmax_backward`` calls this for long rows)."""
-    run_setup(backward_setup(dx, y, dy, BLOCK, num_warps), y.device, one_launch, counts_at=4)
+    """dx = y·(dy - Σ dy·y) over the last dim of 2-D ``y`` and ``dy``, each row shared by cooperating programs of
+    ``BLOCK`` elements (``softmax_backward`` calls this for long rows). ``dx``: where it goes, checked as
+    ``softmax_backward``'s ``out`` (None: a new tensor)."""
+    check_knobs(BLOCK=BLOCK, num_warps=num_warps)
+    y, dy, dx = backward_inputs(y, dy, dx)
+    if y.numel():
+        run_setup(backward_setup(dx, y, dy, BLOCK, num_warps), y.device, one_launch, counts_at=4)
     return dx

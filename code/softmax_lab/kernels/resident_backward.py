@@ -33,8 +33,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
-from ._launch import (cdiv, check_input, check_knobs, device_limits, device_refusal, output_for, refuse_overlap,
-                      rows_view)
+from ._launch import backward_inputs, cdiv, check_knobs, device_limits, device_refusal
 from .cooperative import resident_programs
 from .unaligned import windows
 
@@ -174,16 +173,10 @@ def resident_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | Non
     alike around 16-byte vectors). Knobs: ``num_warps`` (default 8); ``line`` (bytes: 16, the default, starts each
     row's windows on the vector before it; 32, 64 or 128 on the line of that size before it, where y and dy lie
     alike around such lines)."""
-    check_input(y, "y")
-    check_input(dy, "dy")
     check_knobs(num_warps=num_warps)
     if line is not None and line not in LINES:
         raise ValueError(f"line must be one of {LINES} (bytes: where each row's windows start), got {line!r}")
-    if dy.shape != y.shape:
-        raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}")
-    y, dy = rows_view(y), rows_view(dy)
-    dx = output_for(y, out, "out (dx)", x_name="y")
-    refuse_overlap(dx, dy)
+    y, dy, dx = backward_inputs(y, dy, out)
     if y.numel() == 0:
         return dx
     why = refusal(y, dy, dx, num_warps or 8, line or 16)
