@@ -677,6 +677,14 @@ def test_check_messages_for_output_that_is_not_fail_lines():
     assert status == "failed" and "from its line 2 on" in msg and long.strip() in msg and "'PASS  b'" in msg, msg
     status, msg = _check_message({"status": "mismatch", "stdout": "", "stderr": ""}, expected, 100)
     assert "it printed nothing where the solution's check printed 'PASS  a'" in msg, msg
+    # the check's own time limit stopped the learner's code (checks/guard.py): a timeout, in plain words
+    stopped = {"status": "mismatch", "stderr": "", "stdout": "PASS  a\nFAIL  b: wrong\nSTOPPED  after 60 s during the "
+               "case 'c': your code was still running\n  line 3 of your predicted_counts: while True\n"
+               "fx-double: FAILED (stopped: one case ran past the check's 60 s limit)\n"}
+    status, msg = _check_message(stopped, expected, 100)
+    assert status == "timeout" and msg.splitlines() == [
+        "FAIL  b: wrong", "STOPPED  after 60 s during the case 'c': your code was still running",
+        "  line 3 of your predicted_counts: while True"], msg
     flood = {"status": "mismatch", "stdout": "word " * 300 + "\n", "stderr": ""}
     status, msg = _check_message(flood, expected, 100)
     assert "more characters]" in msg and "wor [" not in msg and len(msg) < 800, msg
@@ -810,3 +818,22 @@ def test_a_notebook_pytest_cannot_collect_is_the_graders_problem():
     assert parse_record('{"event": "collect-error", "message": "MemoryError"}') == {
         "event": "collect-error", "message": "MemoryError"}
     assert parse_record('{"event": "collect-error", "message": 7}')["message"] == ""
+
+
+def test_check_says_why_the_complete_answer_halved_the_points(capsys):
+    # `softmax-lab check` printed "1/2 passed (hints used: up to level 4)" with no reason; `grade` had the note.
+    from pathlib import Path
+
+    from softmax_lab.grading import hints
+    from softmax_lab.grading.check import print_check
+    from softmax_lab.grading.grader import SubmissionResult
+
+    points, note = hints.capped(2, 2, hints.ANSWER_LEVEL, 0.5)
+    row = dict(exercise="fx-double", points=f"{points:g}", max_points="2", status="passed", hints="4",
+               message="fx-double: PASSED (3/3 checks passed)\n" + note)
+    print_check(Path("mine.ipynb"), SubmissionResult("mine.ipynb", None, [row]))
+    out = capsys.readouterr().out
+    assert "1/2    passed  (hints used: up to level 4)" in out
+    assert "note: you were shown the complete answer (hint level 4): this exercise counts at most 50% of its " \
+           "points (1/2)" in out
+    assert "PASSED (3/3" not in out

@@ -179,6 +179,8 @@ def test_results_lms_export_and_pending_hand_grading(graded):
     assert list(lms[0]) == ["learner", "chapter 90", "total"]
     assert [r["learner"] for r in lms] == ["ann", "bea", "bob", "cat", "dan", "eve", "fay", "mia", "zoe"]
     assert {r["learner"]: r["chapter 90"] for r in lms}["cat"] == "4"
+    zoe = {r["learner"]: r for r in lms}["zoe"]  # on the roster, nothing handed in: empty, not 0
+    assert zoe["chapter 90"] == "" and zoe["total"] == "0"
 
 
 def _manual_sheet(graded, edit) -> Path:

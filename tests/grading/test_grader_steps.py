@@ -336,3 +336,18 @@ def test_every_step_is_short_and_says_what_it_does():
             doc = ast.get_docstring(node) or ""
             assert doc and len(doc.splitlines()[0]) <= 120, (module, step)
             assert node.end_lineno - node.lineno + 1 <= 50, (module, step)
+
+
+def test_the_grader_names_this_python_without_dot_dot(monkeypatch):
+    # `cd workspace && ../.venv/bin/python -c "...check(...)"`: the sandbox does not bind workspace/, so a path
+    # through it was "not found" there (exit 127, blamed on the grader). The venv's own path, symlinks kept.
+    import os
+    import sys
+
+    from softmax_lab.grading import sandbox
+    from softmax_lab.grading.runner import pytest_command
+
+    real = sys.executable
+    monkeypatch.setattr(sys, "executable", os.path.join(os.path.dirname(real), "..", "bin", os.path.basename(real)))
+    assert sandbox.python() == os.path.abspath(real) and ".." not in sandbox.python()
+    assert pytest_command("ini", "root", "cfg", 10, "nb.ipynb")[0] == sandbox.python()

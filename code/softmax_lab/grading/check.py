@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .chapters import Chapter, InvalidNotebook, match_chapter, read_submission
+from .hints import ANSWER_NOTE
 from .grader import SubmissionResult, grade_notebook
 from .options import add_common_arguments, default_solutions, options
 from .rows import safe_line
@@ -184,9 +185,9 @@ def print_check(path: Path, res: SubmissionResult) -> None:
         if r["status"] != "passed" and r["message"]:
             for line in r["message"].splitlines():
                 print(f"      {line}")
-        elif r["message"]:  # a passed exercise with seed 002's parts: which parts it earned
+        elif r["message"]:  # a passed exercise: which of seed 002's parts it earned, the answer hint's cap
             for line in r["message"].splitlines():
-                if line.startswith(PARTS_LINE):
+                if line.startswith((PARTS_LINE, ANSWER_NOTE)):
                     print(f"      {line}")
     if res.chapter and res.chapter.questions:
         print(f"  free-text questions ({', '.join(q.id for q in res.chapter.questions)}) are graded by your "

@@ -76,11 +76,14 @@ def levels_used(nb) -> dict[str, int]:
     return merge({}, found)
 
 
+ANSWER_NOTE = "note: you were shown the complete answer"  # (how the row's note starts: `check` prints it)
+
+
 def capped(points: float, max_points: float, level: int, cap: float) -> tuple[float, str]:
     """Points after the answer-hint cap, and a note for the row ('' when nothing changed)."""
     if level < ANSWER_LEVEL:
         return points, ""
     limit = round(max_points * cap, 2)
-    note = (f"note: you were shown the complete answer (hint level {ANSWER_LEVEL}): this exercise counts at most "
+    note = (f"{ANSWER_NOTE} (hint level {ANSWER_LEVEL}): this exercise counts at most "
             f"{cap:.0%} of its points ({limit:g}/{max_points:g})")
     return (min(points, limit), note) if points > limit else (points, note)

@@ -21,7 +21,6 @@ import re
 import math
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,7 +122,7 @@ def _harness_command(grader_dir: Path, limits: Limits) -> tuple[list[str], dict]
     shutil.copy(Path(__file__).parent.parent / "cuda_layer" / "sim.py", grader_dir / "cuda_sim.py")
     # Triton's interpreter taking `stride: tl.int64` as 64 bits, as a GPU does (standalone, no answer)
     shutil.copy(Path(__file__).parent.parent / "interpreter_ints.py", grader_dir / "interpreter_ints.py")
-    inner = [sys.executable, "-I", "/grader/judge_harness.py"]
+    inner = [sandbox.python(), "-I", "/grader/judge_harness.py"]
     data_limit = limits.data_limit()
     if limits.sandbox:
         env = sandbox.base_env()
@@ -136,7 +135,7 @@ def _harness_command(grader_dir: Path, limits: Limits) -> tuple[list[str], dict]
     text = (grader_dir / "judge_harness.py").read_text(encoding="utf-8")
     text = text.replace('IN = "/grader"', f"IN = {str(grader_dir)!r}")
     (grader_dir / "judge_harness.py").write_text(text, encoding="utf-8")
-    return [sys.executable, "-I", str(grader_dir / "judge_harness.py")], dict(os.environ)
+    return [sandbox.python(), "-I", str(grader_dir / "judge_harness.py")], dict(os.environ)
 
 
 def _run_harness(grader_dir: Path, limits: Limits, timeout: float, cap: int) -> tuple[str, bytes]:

@@ -112,6 +112,7 @@ def lms_rows(results: list[dict], learners: list[str], chapters: list[str]) -> t
         total = 0.0
         for c in chapters:
             r = by.get((learner, c))
+            r = r if r and r.get("submission", "-") != "" else None  # (a roster learner's "no submission" row)
             row[f"chapter {c}"] = r["points"] if r else ""
             total += _num(r["points"]) if r else 0.0
         row["total"] = points_text(total)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +107,9 @@ def write_scratch(nb, sanitize: str | None) -> tuple[Path, Path]:
 
 def pytest_command(ini: str, rootdir: str, sanitize_cfg: str, cell_timeout: float, notebook: str) -> list[str]:
     """pytest running one notebook under nbval with the grader's plugin."""
-    return [sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "nbval.plugin",
+    from . import sandbox
+
+    return [sandbox.python(), "-m", "pytest", "-q", "-p", PLUGIN, "-p", "nbval.plugin",
             "-p", "no:cacheprovider", "-c", ini, "--rootdir", rootdir,
             "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", sanitize_cfg,
             "--nbval-cell-timeout", str(cell_timeout), "--nbval-kernel-startup-timeout", "120", notebook]

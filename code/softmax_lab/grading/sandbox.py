@@ -87,6 +87,13 @@ def _checkout() -> Path | None:
     return PACKAGE.parents[1] if PACKAGE.parent.name == "code" else None
 
 
+def python() -> str:
+    """This Python, as a path that means the same inside the sandbox: ``sys.executable`` without ``..`` or ``.``
+    (``../.venv/bin/python`` started from a folder the sandbox does not bind would not be found there); symlinks
+    are kept, so a venv's python stays the venv's."""
+    return os.path.abspath(sys.executable)
+
+
 def _python_dirs() -> list[str]:
     """Directories Python needs (interpreter, standard library, site-packages), never the course checkout:
     sys.path entries inside it (code/, tests/ ...) are left out; a venv inside it (.venv) is bound alone."""

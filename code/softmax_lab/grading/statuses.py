@@ -1,10 +1,12 @@
 """Each exercise's status and message, decided from the cells nbval ran (the runs' own verdicts come first).
 
 ``passed``: the check printed exactly the solution's output; ``failed``: something else (usually FAIL lines);
-``error``: the exercise cell or its check raised, or did not run; ``missing``: no cell tagged ``exercise:<id>``.
+``error``: the exercise cell or its check raised, or did not run; ``missing``: no cell tagged ``exercise:<id>``;
+``timeout``: a cell ran past the grader's limit, or the check stopped a case of your code that was still running.
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 from .blanking import Runs
@@ -77,10 +79,14 @@ def check_message(rec: dict, expected: str, memory_mb: int) -> tuple[str, str]:
         ename, evalue = raised(rec)
         return "error", "the check raised " + exception_words(ename, evalue, memory_mb)
     lines = fails + ([summary.group(0).strip()] if summary else [])
+    got_lines = out.splitlines()
+    stop = next((k for k, ln in enumerate(got_lines) if ln.startswith("STOPPED")), None)
+    if stop is not None:  # the check's own time limit stopped a case (checks/guard.py): a hang, with its likely cause
+        cause = list(itertools.takewhile(lambda ln: ln.startswith("  "), got_lines[stop + 1:]))
+        return "timeout", "\n".join(fails + [got_lines[stop]] + cause)
     if fails:
         return "failed", "\n".join(lines)
     exp_lines = [ln for ln in expected.splitlines() if ln.strip()]
-    got_lines = out.splitlines()
     err = (rec.get("stderr") or "").strip()
     if out.strip() == expected.strip() and err:
         return "failed", ("every check passed, but the check cell also wrote to stderr (a warning from your code?): "
