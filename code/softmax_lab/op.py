@@ -233,7 +233,8 @@ def _route(a: Tensor, b: Tensor | None = None) -> int:
         return FUNCTION
     if (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
             or type(a) is not Tensor or (b is not None and type(b) is not Tensor)
-            or _legacy_batched(a) or (b is not None and _legacy_batched(b)) or a.is_meta):
+            or _legacy_batched(a) or (b is not None and _legacy_batched(b)) or a.is_meta
+            or (b is not None and b.is_meta)):
         return OP
     return PLAIN
 
@@ -320,7 +321,7 @@ class _SoftmaxRules:
     @staticmethod
     def jvp(ctx, x_t, _):
         (y,) = ctx.saved_tensors
-        return softmax_backward(y, x_t, ctx.dim)  # J ẋ, and J is symmetric
+        return softmax_backward(y, x_t.to(y.dtype), ctx.dim)  # J ẋ, and J is symmetric
 
 
 def _save(ctx, dim, *tensors):
@@ -396,7 +397,7 @@ class _MaskedRules:
         t = x_t
         if mask_t is not None:
             t = mask_t.to(y.dtype).expand(y.shape) + (0 if t is None else t)
-        return softmax_backward(y, t, ctx.dim)
+        return softmax_backward(y, t.to(y.dtype), ctx.dim)
 
 
 def _save_masked(ctx, mask, dim, y):
@@ -452,7 +453,7 @@ class SoftmaxFunction(torch.autograd.Function):
     @staticmethod
     def jvp(ctx, x_t, _):
         (y,) = ctx.saved_tensors
-        return softmax_backward(y, x_t, -1)  # ẏ = J ẋ = y·(ẋ - Σ y·ẋ)
+        return softmax_backward(y, x_t.to(y.dtype), -1)  # ẏ = J ẋ = y·(ẋ - Σ y·ẋ)
 
 
 # Autograd formulas for the operators themselves (what torch.compile and torch.export use).

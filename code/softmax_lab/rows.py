@@ -53,6 +53,8 @@ def refuse_unlike(y: Tensor, dy: Tensor) -> None:
     if y.shape != dy.shape:  # (rows alike are not enough: y 2x3x4 and dy 3x2x4 fold to the same rows)
         raise ValueError(f"dy has shape {tuple(dy.shape)} but y has shape {tuple(y.shape)}: softmax_backward "
                          "needs them alike")
+    if y.device != dy.device:
+        raise ValueError(f"dy is on {dy.device} but y is on {y.device}: softmax_backward needs them on one device")
     if y.dtype != dy.dtype:
         raise ValueError(f"dy is {dy.dtype} but y is {y.dtype}: softmax_backward needs them alike (torch's "
                          f"_softmax_backward_data does too); convert one first, e.g. dy.to({y.dtype})")

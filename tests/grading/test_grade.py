@@ -677,14 +677,18 @@ def test_check_messages_for_output_that_is_not_fail_lines():
     assert status == "failed" and "from its line 2 on" in msg and long.strip() in msg and "'PASS  b'" in msg, msg
     status, msg = _check_message({"status": "mismatch", "stdout": "", "stderr": ""}, expected, 100)
     assert "it printed nothing where the solution's check printed 'PASS  a'" in msg, msg
-    # the check's own time limit stopped the learner's code (checks/guard.py): a timeout, in plain words
+    # the check's own time limit stopped the learner's code (checks/guard.py): failed, in plain words (its other
+    # cases may earn partial credit); a learner's own line that starts "STOPPED" is not taken for it
     stopped = {"status": "mismatch", "stderr": "", "stdout": "PASS  a\nFAIL  b: wrong\nSTOPPED  after 60 s during the "
                "case 'c': your code was still running\n  line 3 of your predicted_counts: while True\n"
                "fx-double: FAILED (stopped: one case ran past the check's 60 s limit)\n"}
     status, msg = _check_message(stopped, expected, 100)
-    assert status == "timeout" and msg.splitlines() == [
+    assert status == "failed" and msg.splitlines() == [
         "FAIL  b: wrong", "STOPPED  after 60 s during the case 'c': your code was still running",
         "  line 3 of your predicted_counts: while True"], msg
+    debug = {"status": "mismatch", "stderr": "", "stdout": "STOPPED early at row 3\n" + expected}
+    status, msg = _check_message(debug, expected, 100)
+    assert status == "failed" and "remove print()" in msg, msg
     flood = {"status": "mismatch", "stdout": "word " * 300 + "\n", "stderr": ""}
     status, msg = _check_message(flood, expected, 100)
     assert "more characters]" in msg and "wor [" not in msg and len(msg) < 800, msg

@@ -521,7 +521,13 @@ def test_overlaps_is_exact_for_rows_and_safe_otherwise():
     assert not overlaps(buf[0:800].as_strided((20, 3), (40, 1)), buf.as_strided((10, 3), (80, 1), 3))  # strides differ
     assert overlaps(buf[0:800].as_strided((20, 3), (40, 1)), buf.as_strided((10, 3), (80, 1), 2))  # element 2
     assert not overlaps(buf[:10].view(1, 10), buf.view(torch.float16)[20:30].view(1, 10))  # bytes 40-59, not 0-39
-    assert overlaps(rows.t(), rows[:, :1])  # columns not contiguous: byte ranges decide (they may meet)
+    assert overlaps(rows.t(), rows[:, :1])  # column 0 of rows.t() is row 0 of rows
+    assert not overlaps(rows[:, :4].t(), rows[:, 4:])  # a transposed view beside another: exact through .t()
+    assert overlaps(buf[:6].as_strided((2, 2), (3, 2)), buf[2:3].view(1, 1))  # neither rows nor columns: byte ranges
+    from softmax_lab.kernels._launch import refuse_overlap
+
+    with pytest.raises(ValueError, match="overlaps dy"):  # dx over dy's memory in another dtype is not dy itself
+        refuse_overlap(buf.view(torch.float16).as_strided((4, 10), (10, 1)), buf.as_strided((4, 10), (10, 1)))
     assert not overlaps(rows, torch.zeros(20, 40))  # other memory
 
 

@@ -875,6 +875,10 @@ def test_meta_tensors_get_shapes_as_torch_gives_them():
     assert grad.grad.device.type == "meta" and grad.grad.shape == (3, 5)
     with pytest.raises(ValueError, match="is on meta but"):
         kernels.fused_softmax(m)  # the raw launchers run kernels: no meta tensors there
+    with pytest.raises(ValueError, match="dy is on meta but y is on"):  # not a meta result for a real y
+        op.softmax_backward(x, m, -1)
+    with pytest.raises(ValueError, match="dy is on .* but y is on meta"):
+        op.softmax_backward(m, x, -1)
 
 
 def test_dim_may_be_a_numpy_integer():
@@ -915,3 +919,15 @@ def test_a_saved_program_loads_in_a_new_process_after_importing_the_operators(tm
     assert bare.returncode != 0 and "softmax_lab.softmax" in bare.stderr
     assert with_op.returncode == 0, with_op.stderr
     assert float(with_op.stdout.split()[-1]) < 1e-5
+
+
+def test_forward_mode_through_a_function_whose_launcher_changes_the_dtype():
+    # SoftmaxFunction's jvp passes the tangent in y's dtype (softmax_backward asks for y and dy alike)
+    x = randn((3, 8), device=DEV, seed=92).half()
+    t = randn((3, 8), device=DEV, seed=93).half()
+    with fwAD.dual_level():
+        y = op.SoftmaxFunction.apply(fwAD.make_dual(x, t), lambda z: torch.softmax(z.float(), -1))
+        tangent = fwAD.unpack_dual(y).tangent
+    y64 = torch.softmax(x.double(), -1)
+    assert tangent.dtype == torch.float32
+    close(tangent, y64 * (t.double() - (t.double() * y64).sum(-1, keepdim=True)), atol=1e-3, rtol=1e-3)

@@ -143,9 +143,7 @@ def fatal_words(fatal: dict, where: str, limits: Limits) -> tuple[str, str]:
                          "(os._exit/exit(), a crash such as a segfault in native code, or out of memory)")
     if kind == "setup-error":
         return "error", f"the run did not start: {fatal['message'][:300]} (is --memory-mb too low?)"
-    return "error", (f"the run broke off in {where}: {fatal['message'][:500]} (the notebook's kernel stopped "
-                     "answering the grader as it should: a cell that floods its output or starts processes can do "
-                     "this)")
+    return "error", f"the run broke off in {where}: {fatal['message'][:500]}"
 
 
 def _out_of_time(chapter: Chapter, runs: Runs, blame: Blame, budget: float) -> None:

@@ -2,7 +2,8 @@
 
 ``passed``: the check printed exactly the solution's output; ``failed``: something else (usually FAIL lines);
 ``error``: the exercise cell or its check raised, or did not run; ``missing``: no cell tagged ``exercise:<id>``;
-``timeout``: a cell ran past the grader's limit, or the check stopped a case of your code that was still running.
+``timeout``: a cell ran past the grader's limit (a check that stopped a case of the learner's code after its own
+limit is ``failed``, with the STOPPED line).
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from .blanking import Runs
 from .chapters import Chapter
 from .rows import GRADER_TROUBLE, cut_at_word
 
+STOPPED = re.compile(r"STOPPED  after [\d.]+ s")  # what checks/guard.py prints when its time limit stops a case
+STOPPED_VERDICT = re.compile(r"^\S+: FAILED \(stopped: ", re.MULTILINE)
 SUMMARY = re.compile(r"^(?P<id>\S+): (PASSED|FAILED) \((?P<k>\d+)/(?P<n>\d+) checks passed\)\s*$", re.MULTILINE)
 
 
@@ -80,10 +83,11 @@ def check_message(rec: dict, expected: str, memory_mb: int) -> tuple[str, str]:
         return "error", "the check raised " + exception_words(ename, evalue, memory_mb)
     lines = fails + ([summary.group(0).strip()] if summary else [])
     got_lines = out.splitlines()
-    stop = next((k for k, ln in enumerate(got_lines) if ln.startswith("STOPPED")), None)
-    if stop is not None:  # the check's own time limit stopped a case (checks/guard.py): a hang, with its likely cause
+    stop = next((k for k, ln in enumerate(got_lines) if STOPPED.match(ln)), None)
+    if stop is not None and STOPPED_VERDICT.search(out):  # the check's time limit stopped a case (checks/guard.py):
+        # failed (its other cases may still earn partial credit), said plainly, with the likely cause
         cause = list(itertools.takewhile(lambda ln: ln.startswith("  "), got_lines[stop + 1:]))
-        return "timeout", "\n".join(fails + [got_lines[stop]] + cause)
+        return "failed", "\n".join(fails + [got_lines[stop]] + cause)
     if fails:
         return "failed", "\n".join(lines)
     exp_lines = [ln for ln in expected.splitlines() if ln.strip()]

@@ -131,20 +131,26 @@ def output_for(x: torch.Tensor, out: torch.Tensor | None, name: str = "out", in_
 def refuse_overlap(dx: torch.Tensor, dy: torch.Tensor) -> None:
     """A backward's dx may be dy itself (each kernel reads a position of dy before it writes dx there), or lie
     beside it in one buffer, never over part of it."""
-    if overlaps(dx, dy) and not (dx.data_ptr() == dy.data_ptr() and dx.stride() == dy.stride()):
+    if overlaps(dx, dy) and not (dx.data_ptr() == dy.data_ptr() and dx.stride() == dy.stride()
+                                 and dx.dtype == dy.dtype):
         raise ValueError("out (dx) overlaps dy in memory (only out=dy itself, same memory and strides, is allowed): "
                          "pass a separate tensor")
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when ``a`` and ``b`` share memory. Exact for tensors whose rows are contiguous (``dy = B[:, :n]`` and
-    ``out = B[:, n:]`` share a buffer, not an element); for other layouts, True when their byte ranges intersect."""
+    """True when ``a`` and ``b`` share memory. Exact for 2-D tensors whose rows or columns are contiguous
+    (``dy = B[:, :n]`` and ``out = B[:, n:]`` share a buffer, not an element); for other layouts, True when their byte
+    ranges intersect."""
     if a.numel() == 0 or b.numel() == 0 or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
         return False
     (a0, a1), (b0, b1) = byte_range(a), byte_range(b)
     if not (a0 < b1 and b0 < a1):
         return False
     rows_a, rows_b = row_intervals(a), row_intervals(b)
+    if rows_a is None and a.dim() == 2:  # (a transposed view: the same elements, in rows of its transpose)
+        rows_a = row_intervals(a.t())
+    if rows_b is None and b.dim() == 2:
+        rows_b = row_intervals(b.t())
     if rows_a is None or rows_b is None:
         return True
     return rows_meet(*rows_a, *rows_b) if rows_a[1] <= rows_b[1] else rows_meet(*rows_b, *rows_a)
@@ -165,7 +171,7 @@ def row_intervals(t: torch.Tensor):
 
 def rows_meet(a0, a_rows, a_stride, a_len, b0, b_rows, b_stride, b_len) -> bool:
     """Whether row i of a, bytes [a0 + i·a_stride, + a_len), meets row k of b for some i, k (a has the fewer rows):
-    when -a_len < d + k·b_stride < b_len, with d = b0 - (a0 + i·a_stride), the start of b's row 0 seen from a's row i.
+    when -b_len < d + k·b_stride < a_len, with d = b0 - (a0 + i·a_stride), the start of b's row 0 seen from a's row i.
     Equal strides: one d for every pair, with t = k - i in (-a_rows, b_rows) in place of k."""
     if a_stride == b_stride:
         return meets(b0 - a0, -(a_rows - 1), b_rows - 1, a_stride, a_len, b_len)
