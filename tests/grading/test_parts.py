@@ -141,7 +141,7 @@ def test_split_points_case_by_case():
     pts, words = split_points(ex, "failed", _verdict(row_of_1=False, row_of_5=True), _check("row of 1"))
     assert pts == 1 and "normal inputs 1/1; boundary inputs 0/1 (failed: row of 1)" in words, words
     pts, words = split_points(ex, "failed", _verdict(row_of_1=True, row_of_5=False), _check("row of 5"))
-    assert pts == 1 and "normal inputs 0/1" in words and "boundary inputs 1/1" in words, words
+    assert pts == 1 and "normal inputs 0/1 (failed: row of 5)" in words and "boundary inputs 1/1" in words, words
     # the notebook's check failed a boundary case the grader's run passed: that part is not earned
     pts, words = split_points(ex, "failed", good, _check("row of 1"))
     assert pts == 1 and "boundary inputs 0/1 (a boundary case failed in the notebook's check)" in words, words
@@ -152,7 +152,9 @@ def test_split_points_case_by_case():
     unreadable = {"stdout": "PASS  row of 1\nsomething else\n"}  # no verdict line last: nothing from the check
     assert split_points(ex, "failed", good, unreadable)[0] == 0
     # a property the check tests and the judge does not (no case name): the normal part
-    assert split_points(ex, "failed", good, _check("reads each element once"))[0] == 1
+    pts, no_name = split_points(ex, "failed", good, _check("reads each element once"))
+    assert pts == 1 and "normal inputs 0/1 (a case that is not a boundary case failed in the notebook's check)" \
+        in no_name, no_name
     assert split_points(ex, "failed", None, _check("row of 1"))[0] == 0        # not judged: nothing
     assert split_points(ex, "error", good, None)[0] == 0
     assert words.startswith(PARTS_LINE) and "explain:fx-kernel" in words

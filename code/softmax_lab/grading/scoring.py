@@ -112,6 +112,10 @@ def partial_credit(jv, ck_rec: dict | None, ident: str) -> tuple[float, str]:
 PARTS_LINE = "parts (seed 002's rubric): "  # how the row's message says which parts were earned
 
 
+def _failed(cases: list[str]) -> str:
+    return f" (failed: {'; '.join(cases[:3])}" + (f" and {len(cases) - 3} more" if len(cases) > 3 else "") + ")"
+
+
 def split_points(ex, status: str, jv, ck_rec: dict | None) -> tuple[float, str]:
     """(points, the line that says which parts were earned) of an exercise with a normal and a boundary part.
 
@@ -131,11 +135,13 @@ def split_points(ex, status: str, jv, ck_rec: dict | None) -> tuple[float, str]:
         normal = bool(judged_n) and all(judged_n) and check_n == 0
         boundary = not names or (bool(judged_b) and all(judged_b) and check_b == 0)
         failed_b = [case for case, ok in jv.cases if case in names and not ok]
-        if not normal and judged_n:
-            why_normal = " (a case that is not a boundary case failed)"
+        failed_n = [case for case, ok in jv.cases if case not in names and not ok]
+        if not normal and failed_n:
+            why_normal = _failed(failed_n)
+        elif not normal and judged_n:
+            why_normal = " (a case that is not a boundary case failed in the notebook's check)"
         if not boundary and failed_b:
-            why_boundary = (f" (failed: {'; '.join(failed_b[:3])}"
-                            + (f" and {len(failed_b) - 3} more" if len(failed_b) > 3 else "") + ")")
+            why_boundary = _failed(failed_b)
         elif not boundary and check_b:
             why_boundary = " (a boundary case failed in the notebook's check)"
     points = (ex.normal if normal else 0) + (ex.boundary if boundary else 0)
