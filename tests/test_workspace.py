@@ -57,6 +57,12 @@ def test_first_sync_copies_every_chapter_then_never_overwrites(tmp_path):
     assert "A sentence added by the course." in (root / "workspace" / written[0]).read_text()
     assert (root / "workspace" / "01_scores_to_probabilities.ipynb").read_text() == mine
     assert lab.changed(root) == [], "once offered, an update is not reported again"
+    # the course rolls the change back (helper-62's trial): the learner's copy is that version again, so nothing is
+    # reported (it was: the state remembered the version offered last)
+    shutil.copy(ROOT / "solutions" / "01_scores_to_probabilities.ipynb", root / "solutions")
+    build.build(root / "solutions", root / "notebooks", log=lambda *_: None)
+    (root / "workspace" / written[0]).unlink()
+    assert lab.changed(root) == [] and lab.update(root, log=logs.append) == []
 
 
 def test_new_chapters_are_added_and_hand_edited_notebooks_are_adopted(tmp_path):

@@ -69,7 +69,8 @@ def sync(root: Path, log=print) -> list[str]:
 
 
 def changed(root: Path) -> list[str]:
-    """Chapters whose course version changed since they were copied into (or last offered to) workspace/."""
+    """Chapters whose course version changed since they were copied into (or last offered to) workspace/, and
+    that the learner's copy is not already a version of (a change rolled back: its build fingerprint matches)."""
     workspace = root / "workspace"
     if not workspace.is_dir():
         return []
@@ -77,9 +78,23 @@ def changed(root: Path) -> list[str]:
     out = []
     for src in sorted((root / "notebooks").glob("*.ipynb")):
         given = state.get(src.name, {}).get("sha")
-        if (workspace / src.name).exists() and given is not None and given != _sha(src):
+        mine = workspace / src.name
+        if mine.exists() and given is not None and given != _sha(src) and not _same_build(mine, src):
             out.append(src.name)
     return out
+
+
+def _same_build(mine: Path, src: Path) -> bool:
+    """Whether the learner's copy came from the build ``src`` is (``softmax_lab.learner_sha``, which their edits
+    leave alone); False when either does not say."""
+    def fingerprint(path):
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))["metadata"]["softmax_lab"]["learner_sha"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    theirs = fingerprint(mine)
+    return theirs is not None and theirs == fingerprint(src)
 
 
 def update(root: Path, log=print) -> list[str]:
