@@ -25,10 +25,12 @@ from softmax_lab import bench
 from softmax_lab.kernels._launch import cdiv, next_power_of_2, whole_chunks
 from softmax_lab.kernels.clustered import MAX_CHUNKS, cluster_barrier, shared_layout, split_layout, whole_cluster_layout
 
+from cluster_exchange import cluster_arrive, exchange_sum
+
 
 @gluon.jit
 def clustered_backward_kernel(dx_ptr, y_ptr, dy_ptr, partial_ptr, n_cols_v, y_stride_v, dy_stride_v, dx_stride_v,
-                              SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr):
+                              SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr, DSMEM: gl.constexpr):
     VEC: gl.constexpr = 128 // y_ptr.dtype.element_ty.primitive_bitwidth
     N: gl.constexpr = SLICE // CHUNK
     layout: gl.constexpr = split_layout(VEC, gl.num_warps(), PARTS)
@@ -44,17 +46,22 @@ def clustered_backward_kernel(dx_ptr, y_ptr, dy_ptr, partial_ptr, n_cols_v, y_st
         cp.async_copy_global_to_shared(y_smem.index(c), y_src + c * CHUNK + cols, mask=c * CHUNK + cols < end)
         cp.async_copy_global_to_shared(dy_smem.index(c), dy_src + c * CHUNK + cols, mask=c * CHUNK + cols < end)
         cp.commit_group()
+    if DSMEM:
+        cluster_arrive()
     total = gl.zeros([PARTS, CHUNK], gl.float32, layout)
     for c in gl.static_range(N):  # 2. the slice's Σ dy·y, chunk by chunk as they land
         cp.wait_group(N - 1 - c)
         y = y_smem.index(c).load(layout).to(gl.float32)
         d = dy_smem.index(c).load(layout).to(gl.float32)
         total += gl.where(c * CHUNK + cols < end, y * d, 0.0)
-    mine = partial_ptr + row * PARTS + part
-    gl.store(mine, gl.sum(total, axis=1))  # 3. the partials out, the barrier, everyone's partials in
-    cluster_barrier()
-    every = gl.arange(0, PARTS, layout=whole_cluster_layout(gl.num_warps(), PARTS))
-    s = gl.sum(gl.load(partial_ptr + row * PARTS + every, volatile=True), axis=0)
+    if DSMEM:  # 3. the partials through the partners' shared memory (cluster_exchange.py)
+        s = exchange_sum(gl.sum(total, axis=1), PARTS)[:, None]
+    else:  # 3. the partials out, the barrier, everyone's partials in
+        mine = partial_ptr + row * PARTS + part
+        gl.store(mine, gl.sum(total, axis=1))
+        cluster_barrier()
+        every = gl.arange(0, PARTS, layout=whole_cluster_layout(gl.num_warps(), PARTS))
+        s = gl.sum(gl.load(partial_ptr + row * PARTS + every, volatile=True), axis=0)
     dst = dx_ptr + row * (dx_stride_v * VEC)
     for c in range(N):  # 4. dx = y·(dy - s), from shared memory (dx may be dy or y itself: both are read already)
         y = y_smem.index(c).load(layout).to(gl.float32)
@@ -72,17 +79,20 @@ def slices(n_cols, element_size, parts, num_warps, vectors=None):
     return dict(SLICE=chunks * chunk, CHUNK=chunk, PARTS=parts, num_warps=num_warps, num_ctas=parts)
 
 
-def clustered_backward(y, dy, out=None, parts=8, num_warps=4, vectors=None):
-    """dx for 2-D y and dy of one dtype, rows on 16 bytes and whole vectors (the sweep's shapes are)."""
+def clustered_backward(y, dy, out=None, parts=8, num_warps=4, vectors=None, dsmem=False):
+    """dx for 2-D y and dy of one dtype, rows on 16 bytes and whole vectors (the sweep's shapes are); ``dsmem``:
+    the partials through the partners' shared memory, else through global memory."""
     n_rows, n_cols = y.shape
     vec = 16 // y.element_size()
-    if n_cols % vec or any(t.stride(1) != 1 or t.stride(0) % vec or t.data_ptr() % 16 for t in (y, dy)):
-        raise ValueError("clustered_backward (sweep): rows on 16 bytes, whole 16-byte vectors")
     dx = torch.empty_like(y) if out is None else out
+    if n_cols % vec or any(t.shape != y.shape or t.dtype != y.dtype or t.stride(1) != 1 or t.stride(0) % vec
+                           or t.data_ptr() % 16 for t in (y, dy, dx)):
+        raise ValueError("clustered_backward (sweep): y, dy, out alike, rows on 16 bytes, whole 16-byte vectors")
     o = slices(n_cols, y.element_size(), parts, num_warps, vectors)
     partials = torch.empty(n_rows * parts, dtype=torch.float32, device=y.device)
     clustered_backward_kernel[(n_rows,)](dx, y, dy, partials, n_cols // vec, y.stride(0) // vec,
-                                         dy.stride(0) // vec, dx.stride(0) // vec, **o)
+                                         dy.stride(0) // vec, dx.stride(0) // vec,
+                                         DSMEM=dsmem, **o)
     return dx
 
 
@@ -106,10 +116,11 @@ def edge_check(cases):
 
 def main(path):
     bf16, f32 = torch.bfloat16, torch.float32
-    grid = {bf16: [dict(parts=p, num_warps=w) for p in (4, 8, 16) for w in (2, 4, 8)],
-            f32: [dict(parts=p, num_warps=w) for p in (8, 16) for w in (2, 4, 8)]}
+    grid = {bf16: [dict(parts=p, num_warps=w, dsmem=d) for p in (4, 8, 16) for w in (4, 8) for d in (False, True)],
+            f32: [dict(parts=p, num_warps=w, dsmem=d) for p in (8, 16) for w in (4, 8) for d in (False, True)]}
     shapes = [(1024, 128256, bf16), (1024, 65536, bf16), (512, 151936, f32), (1024, 128256, f32), (1024, 65536, f32)]
-    bad = edge_check([(4, 128256, bf16, dict(parts=8, num_warps=4)), (4, 151936, f32, dict(parts=16, num_warps=4))])
+    bad = edge_check([(4, 128256, bf16, dict(parts=8, num_warps=4, dsmem=d)) for d in (False, True)]
+                     + [(4, 151936, f32, dict(parts=16, num_warps=4, dsmem=d)) for d in (False, True)])
     print("edge check:", bad or "ok", flush=True)
     cases = []
     for n_rows, n_cols, dtype in shapes:

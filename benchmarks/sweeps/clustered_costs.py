@@ -11,7 +11,9 @@ missing work cost (their records say the check failed, which is expected):
   cluster barrier, store pass);
 * ``local``: no exchange: each program scales its slice by its own max and sum (no global partials, no barrier);
 * ``barrier``: copy in, the exchange (partials, barrier, partials back), the store pass: no max or sum passes;
-* ``copy``: copy in, wait, store each chunk from shared memory as it is (no passes, no exchange).
+* ``copy``: copy in, wait, store each chunk from shared memory as it is (no passes, no exchange);
+* ``dsmem``: ``full`` with the partials exchanged through the partners' shared memory instead of global memory
+  (``cluster_exchange.py``), as QuACK exchanges them: a softmax, checked like ``full``.
 
 Each runs with the dispatcher's knobs for the shape and with QuACK's shape of launch (8 programs of 8 warps at
 128,256; 4 of 8 at 65,536), at 1024 rows and at 4096 (a longer run: less of it is the last wave).
@@ -30,7 +32,9 @@ from softmax_lab import bench
 from softmax_lab.kernels._launch import cdiv, row_vector
 from softmax_lab.kernels.clustered import cluster_barrier, shared_layout, slices, split_layout, whole_cluster_layout
 
-MODES = {"full": 0, "local": 1, "barrier": 2, "copy": 3}
+from cluster_exchange import cluster_arrive, exchange_max_sum
+
+MODES = {"full": 0, "local": 1, "barrier": 2, "copy": 3, "dsmem": 4}
 LOG2E = gl.constexpr(1.4426950408889634)
 
 
@@ -50,9 +54,11 @@ def costs_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, ou
         cp.async_copy_global_to_shared(row_smem.index(c), src + c * CHUNK + cols,
                                        mask=c * CHUNK + cols < n_cols_v * VEC)
         cp.commit_group()
+    if MODE == 4:
+        cluster_arrive()
     m_part = gl.zeros([PARTS], gl.float32, gl.SliceLayout(1, layout))
     l_part = gl.full([PARTS], 1.0, gl.float32, gl.SliceLayout(1, layout))
-    if MODE <= 1:
+    if MODE <= 1 or MODE == 4:
         m = gl.full([PARTS, CHUNK], float("-inf"), gl.float32, layout)
         for c in gl.static_range(N):
             cp.wait_group(N - 1 - c)
@@ -78,6 +84,10 @@ def costs_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, ou
         if MODE == 1:
             m_row = m_part[:, None]
             scale = (1.0 / l_part)[:, None]
+        elif MODE == 4:
+            m_all, r_all = exchange_max_sum(m_part, l_part, PARTS)
+            m_row = m_all[:, None]
+            scale = r_all[:, None]
         else:
             mine = partial_ptr + row * (2 * PARTS) + part * 2
             gl.store(mine, m_part)
