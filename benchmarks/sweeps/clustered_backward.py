@@ -24,8 +24,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from softmax_lab import bench
 from softmax_lab.kernels._launch import cdiv, next_power_of_2, whole_chunks
 from softmax_lab.kernels.clustered import MAX_CHUNKS, cluster_barrier, shared_layout, split_layout, whole_cluster_layout
-
-from cluster_exchange import cluster_arrive, exchange_sum
+from softmax_lab.kernels.cluster_exchange import cluster_arrive, exchange_sum
 
 
 @gluon.jit

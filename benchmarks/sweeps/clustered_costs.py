@@ -31,8 +31,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from softmax_lab import bench
 from softmax_lab.kernels._launch import cdiv, row_vector
 from softmax_lab.kernels.clustered import cluster_barrier, shared_layout, slices, split_layout, whole_cluster_layout
-
-from cluster_exchange import cluster_arrive, exchange_max_sum
+from softmax_lab.kernels.cluster_exchange import cluster_arrive, exchange_max_sum
 
 MODES = {"full": 0, "local": 1, "barrier": 2, "copy": 3, "dsmem": 4}
 LOG2E = gl.constexpr(1.4426950408889634)

@@ -227,7 +227,7 @@ def plan_2d(x2: torch.Tensor):
             return None
         back = x2.data_ptr() - args[1].data_ptr()  # (the same for every x of this plan: its key holds ptr & 15)
         return lambda out_ptr, in_ptr: run(out_ptr, in_ptr - back)
-    if name != "clustered":
+    if name != "clustered" or options["DSMEM"]:
         return relauncher(kernel, grid, args, **options)
     run = relauncher(kernel, grid, args, per_call=3, **options)  # the partials: new memory each call (streams)
     size, device = args[2].numel(), x2.device

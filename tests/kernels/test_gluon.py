@@ -164,6 +164,21 @@ def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once():
         assert narrow == "2", line  # the output stored 16 bytes at a time; two 4-byte stores: the partials
 
 
+DSMEM_SCRIPT = CLUSTERED_SCRIPT.replace("OUT_VEC=4 if dtype == \"fp32\" else 8)",
+                                        "OUT_VEC=4 if dtype == \"fp32\" else 8, DSMEM=True)")
+
+
+def test_the_clustered_kernel_exchanges_through_shared_memory_with_dsmem():
+    # cluster_exchange.py: the partials go into the partners' shared memory (one generic store each, to the
+    # address mapa gives), nothing through global memory; an arrive at the top, then the exchange's barrier.
+    assert DSMEM_SCRIPT != CLUSTERED_SCRIPT
+    for line in compiled_lines(DSMEM_SCRIPT, 4):
+        dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs, narrow = line.split()
+        assert ctas == parts and int(copies) == int(wide) > 0 and int(spills) == 0, line
+        assert loads == "0" and narrow == "0", line  # no partials in global memory: every store is the output's
+        assert arrive == wait == "2", line
+
+
 @pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/kernels/test_gpu.py tests the kernel itself")
 def test_on_the_cpu_long_rows_keep_the_cooperative_kernel():
     for n, dtype in ((65536, torch.float32), (65536, torch.bfloat16), (131072, torch.float16)):

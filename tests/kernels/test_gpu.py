@@ -363,7 +363,9 @@ def test_gluon_more_than_2_31_elements():
 
 CLUSTERED_KNOBS = (dict(), dict(parts=4, num_warps=4, vectors=2), dict(parts=8, num_warps=2, vectors=2),
                    dict(parts=16, num_warps=4, vectors=1), dict(parts=2, num_warps=8), dict(parts=1),
-                   dict(parts=16, num_warps=8, vectors=2), dict(parts=16, num_warps=4, vectors=4))
+                   dict(parts=16, num_warps=8, vectors=2), dict(parts=16, num_warps=4, vectors=4),
+                   dict(dsmem=True), dict(parts=4, num_warps=4, vectors=2, dsmem=True),
+                   dict(parts=16, num_warps=4, vectors=1, dsmem=True), dict(parts=1, dsmem=True))
 
 
 @HOPPER
@@ -400,6 +402,9 @@ def test_clustered_kernel_at_gpu_sizes(shape, dtype):
     assert ran >= 2
     z = padded.clone()[:, :n]
     clustered_softmax(z, out=z, **fits)  # in place
+    _check_rows(z, x, rows)
+    z = padded.clone()[:, :n]
+    clustered_softmax(z, out=z, dsmem=True, **{k: v for k, v in fits.items() if k != "dsmem"})
     _check_rows(z, x, rows)
 
 

@@ -32,6 +32,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.runtime.jit import constexpr_function
 
+from .cluster_exchange import cluster_arrive, exchange_max_sum
 from ._launch import cdiv, gluon_refusal, next_power_of_2, prepare_gluon, row_vector, whole_chunks
 
 MAX_PARTS = 16  # programs in a cluster: 8 on every Hopper GPU, 16 on H100/H200 (Triton allows it there)
@@ -67,7 +68,8 @@ def cluster_barrier():
 
 @gluon.jit
 def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v,
-                             SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr = 1):
+                             SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr = 1,
+                             DSMEM: gl.constexpr = False):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     LOG2E: gl.constexpr = 1.4426950408889634
     N: gl.constexpr = SLICE // CHUNK
@@ -81,6 +83,8 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         cp.async_copy_global_to_shared(row_smem.index(c), src + c * CHUNK + cols,
                                        mask=c * CHUNK + cols < n_cols_v * VEC)
         cp.commit_group()
+    if DSMEM:
+        cluster_arrive()  # (the partners may write into this program's shared memory once all have arrived)
     m = gl.full([PARTS, CHUNK], float("-inf"), gl.float32, layout)
     for c in gl.static_range(N):  # 2. the slice's max, chunk by chunk as they land
         cp.wait_group(N - 1 - c)
@@ -92,16 +96,21 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
     for c in range(N):  # 3. the slice's sum of exp(x - its max)
         x = row_smem.index(c).load(layout).to(gl.float32)
         total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - shift[:, None]), 0.0)
-    mine = partial_ptr + row * (2 * PARTS) + part * 2
-    gl.store(mine, m_part)  # 4. the partials out, the barrier, everyone's partials in, combined
-    gl.store(mine + 1, gl.sum(total, axis=1))
-    cluster_barrier()
-    every = gl.arange(0, PARTS, layout=whole_cluster_layout(gl.num_warps(), PARTS))
-    theirs = partial_ptr + row * (2 * PARTS) + every * 2
-    m_all = gl.load(theirs, volatile=True)  # (volatile: from L2, never a stale L1 line)
-    l_all = gl.load(theirs + 1, volatile=True)
-    m_row = gl.max(m_all, axis=0)
-    scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * LOG2E), axis=0)
+    if DSMEM:  # 4. the partials into the partners' shared memory, combined (cluster_exchange.py)
+        m_all, r_all = exchange_max_sum(m_part, gl.sum(total, axis=1), PARTS)
+        m_row = m_all[:, None]
+        scale = r_all[:, None]
+    else:  # 4. the partials out, the barrier, everyone's partials in, combined
+        mine = partial_ptr + row * (2 * PARTS) + part * 2
+        gl.store(mine, m_part)
+        gl.store(mine + 1, gl.sum(total, axis=1))
+        cluster_barrier()
+        every = gl.arange(0, PARTS, layout=whole_cluster_layout(gl.num_warps(), PARTS))
+        theirs = partial_ptr + row * (2 * PARTS) + every * 2
+        m_all = gl.load(theirs, volatile=True)  # (volatile: from L2, never a stale L1 line)
+        l_all = gl.load(theirs + 1, volatile=True)
+        m_row = gl.max(m_all, axis=0)
+        scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * LOG2E), axis=0)
     dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (this order, not (row * stride) * VEC: it measured
     # faster; its product is 32-bit, so the launcher refuses rows 2**31 or more elements apart)
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
@@ -138,14 +147,16 @@ def refusal(x: torch.Tensor, parts=None, num_warps=None, vectors=None) -> str:
     return gluon_refusal(x, "clustered_softmax", row_bytes=options["SLICE"] * x.element_size(), clusters=True)
 
 
-def launch_setup(y, x, parts=None, num_warps=None, vectors=None):
+def launch_setup(y, x, parts=None, num_warps=None, vectors=None, dsmem=False):
     """(kernel, grid, args, options) of one launch (the dispatcher's fast path reuses it); args[2] is the
-    partials' buffer, 2·PARTS floats a row."""
+    partials' buffer, 2·PARTS floats a row (with ``dsmem``, one float, unused)."""
     n_rows, n_cols = x.shape
     vec = 16 // x.element_size()
     options = slices(n_cols, x.element_size(), parts, num_warps, vectors)
     options["OUT_VEC"] = out_vec = row_vector(n_cols, y)
-    partials = torch.empty(n_rows * 2 * options["PARTS"], dtype=torch.float32, device=x.device)
+    options["DSMEM"] = bool(dsmem)
+    size = 1 if dsmem else n_rows * 2 * options["PARTS"]
+    partials = torch.empty(size, dtype=torch.float32, device=x.device)
     args = (y, x, partials, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
     return clustered_softmax_kernel, (n_rows,), args, options
 
@@ -166,17 +177,18 @@ def cluster_refusal(kernel, grid, args, options) -> str:
 
 
 def clustered_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int | None = None,
-                      num_warps: int | None = None, vectors: int | None = None) -> torch.Tensor:
+                      num_warps: int | None = None, vectors: int | None = None, dsmem: bool = False) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (Hopper GPU; rows starting on 16 bytes, up to 16 shared memories
     long: 1,048,576 fp16/bf16 or 524,288 fp32 elements). Knobs: ``parts`` (programs per row, a power of two
     up to 16; 16 only where the GPU can launch such clusters, e.g. H100/H200 SXM; default: slices of at most
     64 KB, up to 8 programs), ``num_warps`` (default 4), ``vectors`` (16-byte vectors a thread copies per
-    chunk; default: the fewest that keep a slice to 32 chunks)."""
+    chunk; default: the fewest that keep a slice to 32 chunks), ``dsmem`` (the programs' partials go into each
+    other's shared memory, ``cluster_exchange.py``; default: through global memory)."""
     x, y = prepare_gluon(x, out, "clustered_softmax", lambda x: refusal(x, parts, num_warps, vectors), MAX_PARTS,
                          parts=parts, num_warps=num_warps, vectors=vectors)
     if x.numel() == 0:
         return y
-    kernel, grid, args, options = launch_setup(y, x, parts, num_warps, vectors)
+    kernel, grid, args, options = launch_setup(y, x, parts, num_warps, vectors, dsmem)
     why = cluster_refusal(kernel, grid, args, options) if options["PARTS"] > PORTABLE_PARTS else ""
     if why:
         raise ValueError(why)
