@@ -16,7 +16,8 @@ missing work cost (their records say the check failed, which is expected):
   (``cluster_exchange.py``), as QuACK exchanges them: a softmax, checked like ``full``.
 
 Each runs with the dispatcher's knobs for the shape and with QuACK's shape of launch (8 programs of 8 warps at
-128,256; 4 of 8 at 65,536), at 1024 rows and at 4096 (a longer run: less of it is the last wave).
+128,256; 4 of 8 at 65,536), at 1024 rows and at 4096 (a longer run: less of it is the last wave); and
+``full``, ``local`` and ``dsmem`` at 512×151936 fp32, where the cooperative kernel runs today (88%).
 
 Not run yet: written when the session's device time was spent (its kernels compile for sm_90 on the CPU, as
 ``tests/kernels/test_gluon.py`` compiles the library's). No record cites it.
@@ -139,6 +140,12 @@ def main(path):
                     cands.append((f"costs {mode}", lambda x, out, k=k, mode=mode: costs_softmax(x, out, mode, **k),
                                   dict(k, mode=mode)))
             cases.append((n_rows, n_cols, bf16, cands))
+    cands = quack()  # fp32 rows of the Qwen vocabulary, where the cooperative kernel runs today
+    for k in (dict(parts=16, num_warps=4, vectors=1), dict(parts=8, num_warps=8, vectors=1)):
+        for mode in ("full", "local", "dsmem"):
+            cands.append((f"costs {mode}", lambda x, out, k=k, mode=mode: costs_softmax(x, out, mode, **k),
+                          dict(k, mode=mode)))
+    cases.append((512, 151936, torch.float32, cands))
     bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/clustered_costs.py OUT.json")
 
 
