@@ -175,18 +175,22 @@ def rows_meet(a0, a_rows, a_stride, a_len, b0, b_rows, b_stride, b_len) -> bool:
     Equal strides: one d for every pair, with t = k - i in (-a_rows, b_rows) in place of k."""
     if a_stride == b_stride:
         return meets(b0 - a0, -(a_rows - 1), b_rows - 1, a_stride, a_len, b_len)
-    if a_rows > 65536:  # (a long loop for an odd pair of views: answer as the byte ranges do)
-        return True
-    return any(meets(b0 - (a0 + i * a_stride), 0, b_rows - 1, b_stride, a_len, b_len) for i in range(a_rows))
+    if a_rows <= 16:
+        return any(meets(b0 - (a0 + i * a_stride), 0, b_rows - 1, b_stride, a_len, b_len) for i in range(a_rows))
+    d = (b0 - a0) - torch.arange(a_rows, dtype=torch.int64) * a_stride  # every row of a at once
+    return bool(meets(d, 0, b_rows - 1, b_stride, a_len, b_len).any())
 
 
-def meets(d, k_first, k_last, stride, a_len, b_len) -> bool:
-    """Is there a k in [k_first, k_last] with -b_len < d + k·stride < a_len?"""
+def meets(d, k_first, k_last, stride, a_len, b_len):
+    """Is there a k in [k_first, k_last] with -b_len < d + k·stride < a_len? (``d`` an int, or an int64 tensor of
+    them: then a tensor of answers.)"""
     if stride == 0:
-        return -b_len < d < a_len
-    k_lo = max(k_first, (-b_len - d) // stride + 1)  # the first k past -b_len
-    k_hi = min(k_last, -((d - a_len) // stride) - 1)  # the last k short of a_len
-    return k_lo <= k_hi
+        return (-b_len < d) & (d < a_len)
+    first = (-b_len - d) // stride + 1  # the first k past -b_len
+    last = -((d - a_len) // stride) - 1  # the last k short of a_len
+    if isinstance(d, torch.Tensor):
+        return first.clamp(min=k_first) <= last.clamp(max=k_last)
+    return max(k_first, first) <= min(k_last, last)
 
 
 def prepare(x: torch.Tensor, out: torch.Tensor | None, max_cols: int | None = None, kernel: str = "",
