@@ -179,6 +179,57 @@ def test_the_clustered_kernel_exchanges_through_shared_memory_with_dsmem():
         assert arrive == wait == "2", line
 
 
+CLUSTERED_BACKWARD_SCRIPT = textwrap.dedent("""
+    import os
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    torch.cuda.is_available = lambda: True
+    from softmax_lab.kernels.clustered_backward import backward_slices, clustered_backward_kernel
+    from softmax_lab.machine_code import compile_for_h200, sass_ops
+
+    INTS = {"n_cols_v": "i32", "y_stride_v": "i32", "dy_stride_v": "i32", "dx_stride_v": "i32"}
+    for dtype, n_cols, knobs in (("bf16", 128256, dict()), ("fp32", 151936, dict(parts=16, num_warps=8)),
+                                 ("fp16", 65536, dict(parts=4, num_warps=8))):
+        for dsmem in (False, True):
+            o = backward_slices(n_cols, 4 if dtype == "fp32" else 2, **knobs)
+            constexprs = dict(SLICE=o["SLICE"], CHUNK=o["CHUNK"], PARTS=o["PARTS"], DSMEM=dsmem)
+            sig = {"dx_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "dy_ptr": f"*{dtype}", "partial_ptr": "*fp32", **INTS,
+                   **{k: "constexpr" for k in constexprs}}
+            compiled = compile_for_h200(clustered_backward_kernel, sig, constexprs, o["num_warps"], o["num_ctas"])
+            ops, regs = sass_ops(compiled)
+            count = lambda *names: sum(n for op, n in ops.items() if op.split(".")[0] in names)
+            wide = sum(n for op, n in ops.items() if op.startswith("LDGSTS") and op.endswith(".128"))
+            narrow = sum(n for op, n in ops.items() if op.startswith("STG") and not op.endswith(".128"))
+            print(dtype, o["SLICE"], o["PARTS"], int(dsmem), compiled.metadata.shared, count("LDGSTS"), wide,
+                  count("STL", "LDL"), count("LDG"), count("UCGABAR_ARV"), narrow)
+    """)
+
+
+def test_the_clustered_backward_keeps_y_and_dy_in_shared_memory():
+    # kernels/clustered_backward.py: each program's slices of y and dy copied in 16 bytes at a time (and nothing
+    # else loaded but, through global memory, the partners' parts), no spills, dx stored 16 bytes at a time.
+    for line in compiled_lines(CLUSTERED_BACKWARD_SCRIPT, 6):
+        dtype, slice_, parts, dsmem, shared, copies, wide, spills, loads, arrive, narrow = line.split()
+        slice_bytes = 2 * int(slice_) * (4 if dtype == "fp32" else 2)
+        assert slice_bytes <= int(shared) <= slice_bytes + 1024, line
+        assert int(copies) == int(wide) > 0 and int(spills) == 0, line
+        assert (loads, arrive, narrow) == (("0", "2", "0") if dsmem == "1" else ("1", "1", "1")), line
+
+
+@pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/kernels/test_gpu.py tests the kernel itself")
+def test_the_clustered_backward_says_it_needs_a_gpu():
+    from softmax_lab.kernels.clustered_backward import clustered_backward
+
+    with pytest.raises(ValueError, match="clustered_backward needs a GPU"):
+        clustered_backward(torch.rand(2, 64), torch.rand(2, 64))
+    with pytest.raises(ValueError, match="one dtype"):
+        clustered_backward(torch.rand(2, 64), torch.rand(2, 64).half())
+    with pytest.raises(ValueError, match="whole 16-byte vectors"):
+        clustered_backward(torch.rand(2, 63), torch.rand(2, 63))
+    with pytest.raises(ValueError, match="parts must be a power of two"):
+        clustered_backward(torch.rand(2, 64), torch.rand(2, 64), parts=3)
+
+
 @pytest.mark.skipif(softmax_lab.ON_GPU, reason="the CPU side; tests/kernels/test_gpu.py tests the kernel itself")
 def test_on_the_cpu_long_rows_keep_the_cooperative_kernel():
     for n, dtype in ((65536, torch.float32), (65536, torch.bfloat16), (131072, torch.float16)):

@@ -707,6 +707,61 @@ def test_resident_backward_at_gpu_sizes(shape, dtype):
 
 
 @HOPPER
+@pytest.mark.parametrize("shape", [(64, 128256), (33, 151936), (5, 65536), (3, 8), (2, 524288)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_clustered_backward_at_gpu_sizes(shape, dtype):
+    # kernels/clustered_backward.py: poisoned outputs, every knob that fits, both exchanges, in place over dy and
+    # over y, out beside dy in one buffer; the refusals say what to use instead.
+    from softmax_lab.kernels.clustered_backward import backward_slices, clustered_backward
+
+    n_rows, n = shape
+    atol, rtol = tolerance(dtype)
+    y = torch.softmax(_randn(shape) * 4, -1).to(dtype)
+    y[0] = 0
+    y[0, n // 2] = 1  # a one-hot row
+    dy = _randn(shape, dtype) * 100
+    want = softmax_backward_ref(y, dy)
+    ran = 0
+    for knobs in (dict(), dict(parts=4, num_warps=8), dict(parts=8, num_warps=4), dict(parts=16, num_warps=4),
+                  dict(parts=16, num_warps=8, vectors=2), dict(parts=1)):
+        for dsmem in (False, True):
+            try:
+                o = backward_slices(n, y.element_size(), **knobs)
+            except ValueError as err:
+                with pytest.raises(ValueError, match=str(err)[:20]):
+                    clustered_backward(y, dy, **knobs, dsmem=dsmem)
+                continue
+            if 2 * o["SLICE"] * y.element_size() > 227 * 1024:
+                with pytest.raises(ValueError, match="shared memory"):
+                    clustered_backward(y, dy, **knobs, dsmem=dsmem)
+                continue
+            out = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+            dx = clustered_backward(y, dy, out=out, **knobs, dsmem=dsmem)
+            assert dx.data_ptr() == out.data_ptr()
+            torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol,
+                                       msg=lambda m: f"{knobs} dsmem={dsmem}: {m}")
+            ran, fits = ran + 1, knobs
+    assert ran >= 2
+    for over in ("dy", "y"):  # in place
+        z = (dy if over == "dy" else y).clone()
+        dx = clustered_backward(z if over == "y" else y, z if over == "dy" else dy, out=z, **fits, dsmem=True)
+        torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol)
+    both = torch.full((n_rows, 2 * n), float("nan"), dtype=dtype, device="cuda")
+    both[:, :n] = dy
+    clustered_backward(y, both[:, :n], out=both[:, n:], **fits)  # beside dy in one buffer
+    torch.testing.assert_close(both[:, n:].double(), want, atol=atol * 10, rtol=rtol)
+    torch.testing.assert_close(both[:, :n], dy)
+    with pytest.raises(ValueError, match="one dtype"):
+        clustered_backward(y, dy.half() if dtype != torch.float16 else dy.float())
+    if n % 16 == 0:
+        with pytest.raises(ValueError, match="whole 16-byte vectors"):
+            clustered_backward(y[:, 1:], dy[:, 1:])
+        wide = torch.zeros((n_rows, n + 8), dtype=dtype, device="cuda")
+        with pytest.raises(ValueError, match="every row of dy must start on a 16-byte boundary"):
+            clustered_backward(y, wide[:, 1:n + 1])
+
+
+@HOPPER
 def test_resident_backward_more_than_2_31_elements():
     n_rows = 42800  # rows of 50,257 fp16: 2.15e9 elements, row * stride past 2**31
     y = torch.empty((n_rows, 50257), dtype=torch.float16, device="cuda")

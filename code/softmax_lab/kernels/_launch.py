@@ -289,25 +289,25 @@ def device_refusal(kernel: str, capability: tuple[int, int], shared: int, row_by
     return ""
 
 
-def vector_refusal(x: torch.Tensor, kernel: str) -> str:
+def vector_refusal(x: torch.Tensor, kernel: str, name: str = "x") -> str:
     """The 16-byte half of ``gluon_refusal``: rows less than 2**31 elements apart (the kernels multiply the stride
-    back in 32 bits), starting on 16 bytes, and the last row's last vector is x's."""
+    back in 32 bits), starting on 16 bytes, and the last row's last vector is x's (``name``: what x is called)."""
     vec = 16 // x.element_size()
     if not x.numel():
         return ""
     if x.shape[0] > 1 and x.stride(0) >= 2**31:  # the kernels multiply the stride back in 32 bits (it is faster)
-        return (f"{kernel} takes rows less than 2**31 elements apart; x's rows are {x.stride(0)} apart: make x "
-                "contiguous, or use cooperative_softmax")
+        return (f"{kernel} takes rows less than 2**31 elements apart; {name}'s rows are {x.stride(0)} apart: make "
+                f"{name} contiguous, or use cooperative_softmax")
     if x.data_ptr() % 16 or (x.shape[0] > 1 and x.stride(0) % vec):
-        return (f"{kernel} copies rows in 16-byte pieces, so every row of x must start on a 16-byte boundary "
+        return (f"{kernel} copies rows in 16-byte pieces, so every row of {name} must start on a 16-byte boundary "
                 f"(row stride a multiple of {vec} elements); pad the rows to a multiple of {vec}, or use "
                 "cooperative_softmax")
     n_rows, n_cols = x.shape
     end = x.storage_offset() + (n_rows - 1) * x.stride(0) + cdiv(n_cols, vec) * vec  # elements the copies reach
     if end * x.element_size() > x.untyped_storage().nbytes():
-        return (f"{kernel} copies whole 16-byte vectors, and the vector holding the last element of x passes the "
-                f"end of x's memory (a row of {n_cols} elements is not a multiple of {vec}); pad the row, or use "
-                "cooperative_softmax")
+        return (f"{kernel} copies whole 16-byte vectors, and the vector holding the last element of {name} passes "
+                f"the end of {name}'s memory (a row of {n_cols} elements is not a multiple of {vec}); pad the row, "
+                "or use cooperative_softmax")
     return ""
 
 
