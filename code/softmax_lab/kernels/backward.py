@@ -18,10 +18,13 @@ import torch
 import triton
 import triton.language as tl
 
-from .tuning import (BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK, GLUON_CAPABILITY, RESIDENT_BACKWARD,
-                     RESIDENT_BACKWARD_LINE, RESIDENT_BACKWARD_WHOLE_VECTORS, element_size, pick)
+from .tuning import (BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK, CLUSTERED_BACKWARD, GLUON_CAPABILITY,
+                     RESIDENT_BACKWARD, RESIDENT_BACKWARD_LINE, RESIDENT_BACKWARD_WHOLE_VECTORS, element_size, pick)
 from ._launch import (backward_inputs, cdiv, check_knobs, default_num_warps, device_limits, next_power_of_2, row_vector,
                       split_in_chunks)
+from .clustered import PORTABLE_PARTS
+from .clustered_backward import launch_setup as clustered_backward_setup  # (Gluon: GPU only)
+from .clustered_backward import refusal as clustered_refusal
 from .cooperative import cooperative_backward, run_setup
 from .cooperative import backward_setup as cooperative_backward_setup
 from .resident_backward import launch_setup as resident_backward_setup  # (a Gluon kernel: GPU only)
@@ -99,6 +102,18 @@ def resident_knobs(y, dy, dx) -> dict | None:
     return None
 
 
+def clustered_knobs(y, dy, dx) -> dict | None:
+    """The knobs with which the dispatcher sends this backward to ``clustered_backward.py``, or None: a GPU like
+    the one it was tuned on, a row length ``tuning.CLUSTERED_BACKWARD`` gives knobs, tensors it takes."""
+    if (y.device.type != "cuda" or y.numel() == 0 or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
+            or device_limits(y.device)[0] != GLUON_CAPABILITY):
+        return None
+    knobs = pick(CLUSTERED_BACKWARD[element_size(y.dtype)], y.shape[1])
+    if knobs is None or knobs.get("parts", 1) > PORTABLE_PARTS or clustered_refusal(y, dy, dx, **knobs):
+        return None
+    return dict(knobs, dsmem=True)
+
+
 def launch_setup(dx, y, dy):
     """``(kernel, grid, args, options, sizes, one)`` of the launch ``softmax_backward`` makes with no knobs, for
     checked 2-D ``y``, ``dy``, ``dx`` with contiguous rows (the dispatcher's plans reuse it): ``args[0:3]`` are
@@ -107,6 +122,9 @@ def launch_setup(dx, y, dy):
     knobs = resident_knobs(y, dy, dx)
     if knobs:  # y and dy wait in shared memory (GPU, rows of 16,385 and more)
         return (*resident_backward_setup(dx, y, dy, **knobs), None, True)
+    knobs = clustered_knobs(y, dy, dx)
+    if knobs:  # longer rows on a cluster of programs, y and dy in their shared memory
+        return (*clustered_backward_setup(dx, y, dy, **knobs), None, True)
     if takes(y, dy, dx):  # rows off 16 bytes: unaligned.py, where y, dy and dx lie alike
         got = unaligned_backward_setup(dx, y, dy)
         if got is not None:

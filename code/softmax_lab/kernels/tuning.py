@@ -111,6 +111,9 @@ RESIDENT_BACKWARD = {4: [(16384, None), (28672, 8), (None, None)],
                      2: [(16384, None), (18432, 4), (57344, 16), (None, None)]}
 RESIDENT_BACKWARD_WHOLE_VECTORS = {4: False, 2: True}  # rows of whole vectors there too
 RESIDENT_BACKWARD_LINE = 128  # its windows start on the 128-byte line before each row (where y and dy allow)
+# Rows of whole 16-byte vectors too long for one program (past RESIDENT_BACKWARD): ``clustered_backward``, its parts
+# through the partners' shared memory, with these knobs by row length (None: the cooperative kernel).
+CLUSTERED_BACKWARD = {4: [(None, None)], 2: [(None, None)]}
 BACKWARD_TILE_COLS = 16384
 BACKWARD_TILE = 4096
 COOPERATIVE_BACKWARD_BYTES = 16384
