@@ -388,7 +388,8 @@ def test_clustered_kernel_at_gpu_sizes(shape, dtype):
     ran = 0
     for knobs in CLUSTERED_KNOBS:
         try:
-            slice_bytes = slices(n, x.element_size(), **knobs)["SLICE"] * x.element_size()
+            sizes = {k: v for k, v in knobs.items() if k != "dsmem"}  # (the exchange does not change the slices)
+            slice_bytes = slices(n, x.element_size(), **sizes)["SLICE"] * x.element_size()
         except ValueError as err:  # knobs this row cannot take are refused, with the reason
             with pytest.raises(ValueError, match=str(err)[:20]):
                 clustered_softmax(x, **knobs)
@@ -716,10 +717,10 @@ def test_clustered_backward_at_gpu_sizes(shape, dtype):
 
     n_rows, n = shape
     atol, rtol = tolerance(dtype)
-    y = torch.softmax(_randn(shape) * 4, -1).to(dtype)
+    y = torch.softmax(_randn(shape), -1).to(dtype)
     y[0] = 0
     y[0, n // 2] = 1  # a one-hot row
-    dy = _randn(shape, dtype) * 100
+    dy = _randn(shape, dtype)
     want = softmax_backward_ref(y, dy)
     ran = 0
     for knobs in (dict(), dict(parts=4, num_warps=8), dict(parts=8, num_warps=4), dict(parts=16, num_warps=4),
@@ -741,6 +742,9 @@ def test_clustered_backward_at_gpu_sizes(shape, dtype):
             torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol,
                                        msg=lambda m: f"{knobs} dsmem={dsmem}: {m}")
             ran, fits = ran + 1, knobs
+    if 2 * n * y.element_size() > 16 * 227 * 1024:  # (fp32 rows of 524,288: y and dy need 16 programs of 256 KB)
+        assert ran == 0
+        return
     assert ran >= 2
     for over in ("dy", "y"):  # in place
         z = (dy if over == "dy" else y).clone()
@@ -755,10 +759,10 @@ def test_clustered_backward_at_gpu_sizes(shape, dtype):
         clustered_backward(y, dy.half() if dtype != torch.float16 else dy.float())
     if n % 16 == 0:
         with pytest.raises(ValueError, match="whole 16-byte vectors"):
-            clustered_backward(y[:, 1:], dy[:, 1:])
+            clustered_backward(y[:, 1:], dy[:, 1:], **fits)
         wide = torch.zeros((n_rows, n + 8), dtype=dtype, device="cuda")
         with pytest.raises(ValueError, match="every row of dy must start on a 16-byte boundary"):
-            clustered_backward(y, wide[:, 1:n + 1])
+            clustered_backward(y, wide[:, 1:n + 1], **fits)
 
 
 @HOPPER
