@@ -766,6 +766,28 @@ def test_clustered_backward_at_gpu_sizes(shape, dtype):
 
 
 @HOPPER
+@pytest.mark.parametrize("shape, dtype", [((64, 128256), BF16), ((16, 151936), torch.float32),
+                                          ((8, 65536), torch.float32), ((8, 65536), torch.float16)])
+def test_the_backward_takes_the_clustered_kernel_for_long_rows(shape, dtype):
+    # tuning.CLUSTERED_BACKWARD: softmax_backward, and the operator's plan (its second call), on the clustered
+    # backward; a row one vector shorter than 65,536 or past 151,936 keeps the cooperative kernel.
+    from softmax_lab import op
+    from softmax_lab.kernels.backward import clustered_knobs
+
+    y = torch.softmax(_randn(shape), -1).to(dtype)
+    dy, dy2 = _randn(shape, dtype), _randn(shape, dtype)
+    assert clustered_knobs(y, dy, y) == dict(parts=8, num_warps=4, dsmem=True)
+    atol, rtol = tolerance(dtype)
+    for run, d in ((softmax_backward, dy), (op.softmax_backward, dy2), (op.softmax_backward, dy)):  # the launcher,
+        got = run(y, d)  # then the operator's plan, made and reused
+        torch.testing.assert_close(got.double(), softmax_backward_ref(y, d), atol=atol * 10, rtol=rtol)
+    vec = 16 // y.element_size()
+    for n in (65536 - vec, 151936 + vec):
+        z = torch.zeros((2, n), dtype=dtype, device="cuda")
+        assert clustered_knobs(z, z, z) is None
+
+
+@HOPPER
 def test_resident_backward_more_than_2_31_elements():
     n_rows = 42800  # rows of 50,257 fp16: 2.15e9 elements, row * stride past 2**31
     y = torch.empty((n_rows, 50257), dtype=torch.float16, device="cuda")

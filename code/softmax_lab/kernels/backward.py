@@ -8,7 +8,9 @@ With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
 [ROWS, BLOCK] tile (rows up to ``tuning.BACKWARD_TILE_COLS``). Longer rows are shared by cooperating
 programs that keep their chunks of y and dy in registers (``cooperative.py``): one read of each, one write. On a
 Hopper GPU, rows whose y and dy fit one program's shared memory (16-bit rows of 16,385-57,337 elements, fp32 ones
-off whole vectors up to 28,669) keep them there instead (``resident_backward.py``, persistent programs).
+off whole vectors up to 28,669) keep them there instead (``resident_backward.py``, persistent programs), and rows
+of whole vectors from 65,536 to 151,936 elements keep them in the shared memory of a cluster of programs
+(``clustered_backward.py``).
 Asking for ``chunks`` picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel``
 writes each chunk's share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and
 writes dx. Rows that do not start on 16 bytes (odd widths) go to ``unaligned.py``'s forms of both, which read

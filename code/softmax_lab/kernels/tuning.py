@@ -112,8 +112,11 @@ RESIDENT_BACKWARD = {4: [(16384, None), (28672, 8), (None, None)],
 RESIDENT_BACKWARD_WHOLE_VECTORS = {4: False, 2: True}  # rows of whole vectors there too
 RESIDENT_BACKWARD_LINE = 128  # its windows start on the 128-byte line before each row (where y and dy allow)
 # Rows of whole 16-byte vectors too long for one program (past RESIDENT_BACKWARD): ``clustered_backward``, its parts
-# through the partners' shared memory, with these knobs by row length (None: the cooperative kernel).
-CLUSTERED_BACKWARD = {4: [(None, None)], 2: [(None, None)]}
+# through the partners' shared memory, with these knobs by row length (None: the cooperative kernel). Measured at
+# 65,536, 128,256 and 151,936 elements (8 programs of 4 warps: 88.2-97.1% of copy against the cooperative kernel's
+# 80.4-91.8; docs/performance.md, round 8); not below 65,536 or past 151,936, so those rows keep the cooperative one.
+CLUSTERED_BACKWARD = {4: [(65535, None), (151936, dict(parts=8, num_warps=4)), (None, None)],
+                      2: [(65535, None), (151936, dict(parts=8, num_warps=4)), (None, None)]}
 BACKWARD_TILE_COLS = 16384
 BACKWARD_TILE = 4096
 COOPERATIVE_BACKWARD_BYTES = 16384
