@@ -19,8 +19,7 @@ Each runs with the dispatcher's knobs for the shape and with QuACK's shape of la
 128,256; 4 of 8 at 65,536), at 1024 rows and at 4096 (a longer run: less of it is the last wave); and
 ``full``, ``local`` and ``dsmem`` at 512×151936 fp32, where the cooperative kernel runs today (88%).
 
-Not run yet: written when the session's device time was spent (its kernels compile for sm_90 on the CPU, as
-``tests/kernels/test_gluon.py`` compiles the library's). No record cites it.
+Its run: ``benchmarks/records/h200-clustered-costs-round8.json``; what it showed: docs/performance.md, round 8.
 """
 import sys
 
