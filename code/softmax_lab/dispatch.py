@@ -251,6 +251,8 @@ def plan_backward_2d(y2: torch.Tensor, dy2: torch.Tensor):
     if setup[4] is not None:
         return plan_cooperative(setup, (dx2, y2, dy2))
     kernel, grid, args, options, _, _ = setup
+    if options.get("DSMEM") is False:  # a clustered backward's parts in global memory would need a buffer per call
+        return None
     run = relauncher(kernel, grid, args, per_call=3, **options)
     if run is None:
         return None

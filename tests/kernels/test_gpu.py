@@ -774,9 +774,14 @@ def test_the_backward_takes_the_clustered_kernel_for_long_rows(shape, dtype):
     from softmax_lab import op
     from softmax_lab.kernels.backward import clustered_knobs
 
+    from softmax_lab.kernels import backward
+    from softmax_lab.kernels.clustered_backward import clustered_backward_kernel
+
     y = torch.softmax(_randn(shape), -1).to(dtype)
     dy, dy2 = _randn(shape, dtype), _randn(shape, dtype)
     assert clustered_knobs(y, dy, y) == dict(parts=8, num_warps=4, dsmem=True)
+    assert backward.launch_setup(torch.empty_like(y), y, dy)[0] is clustered_backward_kernel  # (what both run)
+    op._BACKWARD_PLANS.clear()
     atol, rtol = tolerance(dtype)
     for run, d in ((softmax_backward, dy), (op.softmax_backward, dy2), (op.softmax_backward, dy)):  # the launcher,
         got = run(y, d)  # then the operator's plan, made and reused
@@ -785,6 +790,20 @@ def test_the_backward_takes_the_clustered_kernel_for_long_rows(shape, dtype):
     for n in (65536 - vec, 151936 + vec):
         z = torch.zeros((2, n), dtype=dtype, device="cuda")
         assert clustered_knobs(z, z, z) is None
+
+
+@HOPPER
+def test_clustered_backward_more_than_2_31_elements():
+    n_rows = (1 << 14) + 1  # rows of 131,072 bf16: 2.15e9 elements, row * stride past 2**31
+    y = torch.empty((n_rows, 131072), dtype=BF16, device="cuda")
+    y.uniform_(0, 1e-4)
+    dy = torch.empty_like(y).normal_(0, 1)
+    from softmax_lab.kernels.backward import clustered_knobs
+
+    assert clustered_knobs(y, dy, y)
+    dx = softmax_backward(y, dy)
+    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
+    torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows], dy[rows]), atol=1e-3, rtol=1e-2)
 
 
 @HOPPER

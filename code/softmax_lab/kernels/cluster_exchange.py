@@ -9,9 +9,12 @@ each program's thread t < PARTS stores the program's partial into program t's sl
 barrier every program reads the PARTS slots from its own shared memory. The slots are a static ``.shared``
 array declared in the assembly, beside the memory Triton allocates.
 
-A program may write into a partner's shared memory only once the partner runs: ``cluster_arrive`` (relaxed: it
-does not wait) goes at the top of the kernel, and the exchange waits on it before its stores. No program reads
-another's memory after the exchange's barrier, so none may leave while a partner still reads it.
+A program may write into a partner's shared memory only once the partner runs: every thread calls
+``cluster_arrive`` (relaxed: it does not wait) once, early in the kernel (both kernels: once their copies are
+issued), and the exchange waits on it before its stores; so a kernel exchanges once, after exactly one arrive. No
+program touches another's memory after the exchange's barrier, so none leaves while a partner still writes to it.
+(The slots are static shared memory, which Triton does not count: 8 bytes a program at most, beside slices that are
+whole multiples of 512 bytes.)
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl

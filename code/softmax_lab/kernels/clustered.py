@@ -17,7 +17,9 @@ running, which is what a cooperative grid has to arrange by hand.
 
 The layouts say which program holds what: the tensors are ``[PARTS, CHUNK]``, split over the cluster along
 the first dim (``cga_layout``), so program p sees row p of them. (Triton 3.6 cannot yet reduce across a
-cluster, or move a tensor between its programs, so the exchange goes through global memory, at a barrier.)
+cluster, or move a tensor between its programs, so the exchange goes through global memory, at a barrier; or, with
+``DSMEM``, through the partners' shared memory in hand-written PTX, ``cluster_exchange.py``, which measured no
+faster here: docs/performance.md, round 8.)
 Written in Gluon, GPU only (Hopper: clusters); Triton's CPU interpreter cannot run it.
 
 The dispatcher uses it for the rows too long for one program's shared memory and too short to share among

@@ -118,7 +118,8 @@ def clustered_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | No
     kernel, grid, args, options = launch_setup(dx, y, dy, parts, num_warps, vectors, dsmem)
     why = cluster_refusal(kernel, grid, args, options) if options["PARTS"] > PORTABLE_PARTS else ""
     if why:
-        raise ValueError(why.replace("clustered_softmax", "clustered_backward"))
+        raise ValueError(why.replace("clustered_softmax", "clustered_backward").replace("cooperative_softmax",
+                                                                                         "softmax_backward"))
     kernel[grid](*args, **options)
     return dx
 
