@@ -793,28 +793,16 @@ def test_the_backward_takes_the_clustered_kernel_for_long_rows(shape, dtype):
 
 
 @HOPPER
-def test_clustered_backward_more_than_2_31_elements():
-    n_rows = (1 << 14) + 1  # rows of 131,072 bf16: 2.15e9 elements, row * stride past 2**31
-    y = torch.empty((n_rows, 131072), dtype=BF16, device="cuda")
+@pytest.mark.parametrize("kernel, n_rows, n_cols, dtype", [("clustered", (1 << 14) + 1, 131072, BF16),
+                                                           ("resident", 42800, 50257, torch.float16)])
+def test_long_row_backward_more_than_2_31_elements(kernel, n_rows, n_cols, dtype):
+    # 2.15e9 elements, row * stride past 2**31, on the kernel the dispatcher picks for those rows
+    from softmax_lab.kernels.backward import clustered_knobs, resident_knobs
+
+    y = torch.empty((n_rows, n_cols), dtype=dtype, device="cuda")
     y.uniform_(0, 1e-4)
     dy = torch.empty_like(y).normal_(0, 1)
-    from softmax_lab.kernels.backward import clustered_knobs
-
-    assert clustered_knobs(y, dy, y)
-    dx = softmax_backward(y, dy)
-    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
-    torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows], dy[rows]), atol=1e-3, rtol=1e-2)
-
-
-@HOPPER
-def test_resident_backward_more_than_2_31_elements():
-    n_rows = 42800  # rows of 50,257 fp16: 2.15e9 elements, row * stride past 2**31
-    y = torch.empty((n_rows, 50257), dtype=torch.float16, device="cuda")
-    y.uniform_(0, 1e-4)
-    dy = torch.empty_like(y).normal_(0, 1)
-    from softmax_lab.kernels.backward import resident_knobs
-
-    assert resident_knobs(y, dy, y)
+    assert (clustered_knobs if kernel == "clustered" else resident_knobs)(y, dy, y)
     dx = softmax_backward(y, dy)
     rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
     torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows], dy[rows]), atol=1e-3, rtol=1e-2)
