@@ -177,7 +177,7 @@ def rows_meet(a0, a_rows, a_stride, a_len, b0, b_rows, b_stride, b_len) -> bool:
         return meets(b0 - a0, -(a_rows - 1), b_rows - 1, a_stride, a_len, b_len)
     if a_rows <= 256:
         return any(meets(b0 - (a0 + i * a_stride), 0, b_rows - 1, b_stride, a_len, b_len) for i in range(a_rows))
-    if a_rows > 1 << 20:  # (a long look for an odd pair of views: answer as the byte ranges do)
+    if a_rows > 1 << 20:  # (too many rows to look through for an odd pair of views: answer as the byte ranges do)
         return True
     d = (b0 - a0) - torch.arange(a_rows, dtype=torch.int64, device="cpu") * a_stride  # every row of a at once
     return bool(meets(d, 0, b_rows - 1, b_stride, a_len, b_len).any())
