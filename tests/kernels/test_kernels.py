@@ -502,7 +502,9 @@ def test_the_resident_backward_falls_back_off_the_gpu():
         halves = torch.cat([dy, torch.full_like(dy, float("nan"))], dim=1)
         if launch is softmax_backward or not refusal(y, halves[:, :20001], halves[:, 20001:]):
             launch(y, halves[:, :20001], out=halves[:, 20001:])
-            torch.testing.assert_close(halves[:, 20001:], want, atol=0, rtol=0)
+            # out starts 20001 elements in (off 16 bytes): the unaligned kernel sums in another order, so it may
+            # differ from want by one bf16 step (5 seeds in 40 did), not bit for bit
+            torch.testing.assert_close(halves[:, 20001:], want)
             torch.testing.assert_close(halves[:, :20001], dy, atol=0, rtol=0)
         with pytest.raises(ValueError, match="overlaps y in memory .only out=y itself"):
             launch(wide[:, :-1], dy, out=wide[:, 1:])
