@@ -40,9 +40,10 @@ SCRIPT = textwrap.dedent("""
     cases = [("staged", staged_softmax_kernel, dtype, dict(BLOCK=block, STAGES=stages), 32)
              for dtype, block, stages in (("bf16", 32768, 3), ("fp16", 32768, 1), ("fp32", 16384, 2))]
     cases += [("resident", resident_softmax_kernel, dtype,
-               dict(BLOCK=block, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=4 if dtype == "fp32" else 8), 8)
+               dict(BLOCK=block, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=4 if dtype == "fp32" else 8, ONLINE=online), 8)
               for dtype, block, chunk in (("bf16", 32768, 2048), ("fp16", 16384, 2048), ("fp32", 16384, 1024))
-              for overlap in (True, False)]  # (the dispatcher runs bf16/fp16 32768 with OVERLAP at 8 warps)
+              for overlap, online in ((True, False), (False, False), (True, True))]  # (the dispatcher runs
+    # bf16/fp16 32768 with OVERLAP at 8 warps; ONLINE: the sum with the max, chunk_state.py)
     for name, kernel, dtype, constexprs, warps in cases:
         ints = dict(n_rows="i32", **ROWS, out_row_stride="i32") if name == "staged" else \
             dict(**ROWS, out_stride_v="i32")
@@ -60,7 +61,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_the_machine_code_copies_16_bytes_at_a_time_into_shared_memory():
-    lines = compiled_lines(SCRIPT, 9)
+    lines = compiled_lines(SCRIPT, 12)
     for line in lines:
         name, dtype, block, rows, shared, copies, wide, spills, loads, regs, narrow_stores = line.split()
         row_bytes = int(block) * (2 if dtype in ("bf16", "fp16") else 4)
@@ -149,8 +150,12 @@ CLUSTERED_SCRIPT = textwrap.dedent("""
     """)
 
 
-def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once():
-    lines = compiled_lines(CLUSTERED_SCRIPT, 4)
+@pytest.mark.parametrize("online", [False, True], ids=["passes", "online"])
+def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once(online):
+    # (online: the sum taken with the max, chunk_state.py; the same copies, stores and one barrier)
+    script = CLUSTERED_SCRIPT.replace("else 8)", "else 8, ONLINE=True)") if online else CLUSTERED_SCRIPT
+    assert script != CLUSTERED_SCRIPT or not online
+    lines = compiled_lines(script, 4)
     for line in lines:
         dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs, narrow = line.split()
         slice_bytes = int(slice_) * (4 if dtype == "fp32" else 2)
@@ -307,12 +312,14 @@ WINDOW_SCRIPT = textwrap.dedent("""
     from softmax_lab.machine_code import compile_for_h200, sass_ops
 
     INTS = ("in_first", "in_row_stride", "out_first", "out_row_stride", "n_cols")
-    for dtype, n, warps, line in (("bf16", 50257, 8, 16), ("fp16", 10001, 2, 16), ("fp32", 50257, 16, 16),
-                                  ("bf16", 50257, 8, 128), ("fp32", 50257, 16, 128)):
+    for dtype, n, warps, line, online in (("bf16", 50257, 8, 16, 0), ("fp16", 10001, 2, 16, 0),
+                                          ("fp32", 50257, 16, 16, 0), ("bf16", 50257, 8, 128, 0),
+                                          ("fp32", 50257, 16, 128, 0), ("bf16", 50257, 16, 128, 1)):
         block, chunk = shared_window(n, 4 if dtype == "fp32" else 2, warps, line)
         sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **{i: "i32" for i in INTS}, "BLOCK": "constexpr",
-               "CHUNK": "constexpr", "LINE": "constexpr"}
-        compiled = compile_for_h200(unaligned_resident_kernel, sig, dict(BLOCK=block, CHUNK=chunk, LINE=line), warps,
+               "CHUNK": "constexpr", "LINE": "constexpr", "ONLINE": "constexpr"}
+        compiled = compile_for_h200(unaligned_resident_kernel, sig,  # (online: the sum with the max, chunk_state.py)
+                                    dict(BLOCK=block, CHUNK=chunk, LINE=line, ONLINE=bool(online)), warps,
                                     unaligned=INTS)  # (odd widths and strides: no int is a multiple of 16)
         ops, regs = sass_ops(compiled)
         count = lambda *prefixes: sum(n for op, n in ops.items() if op.startswith(prefixes))
@@ -327,7 +334,7 @@ def test_the_window_kernel_copies_whole_vectors_and_stores_the_row_body_16_bytes
     # kernels/unaligned_resident.py: rows that do not start on 16 bytes still arrive in 16-byte asynchronous copies
     # (the window from the vector boundary before the row), the whole vectors inside the row leave 16 bytes at a
     # time, and only the head and tail pieces go one element at a time (one load, one store a thread).
-    lines = compiled_lines(WINDOW_SCRIPT, 5)
+    lines = compiled_lines(WINDOW_SCRIPT, 6)
     for line in lines:
         dtype, n, start, block, shared, copies, narrow_copies, wide_stores, narrow_stores, loads, spills, regs = \
             line.split()

@@ -302,7 +302,8 @@ def test_gluon_kernels_at_gpu_sizes(kernel, shape, dtype):
         knob_sets = (dict(), dict(STAGES=1), dict(STAGES=2 if two_fit else 1, programs=7), dict(num_warps=16))
     else:
         knob_sets = (dict(), dict(num_warps=4), dict(num_warps=16), dict(num_warps=32), dict(overlap=True),
-                     dict(overlap=True, num_warps=16))
+                     dict(overlap=True, num_warps=16), dict(overlap=True, online=True),
+                     dict(overlap=True, online=True, num_warps=4), dict(overlap=True, online=True, num_warps=16))
     for i, knobs in enumerate(knob_sets):
         _check_poisoned(launch, x, rows, padded_out=i % 2, **knobs)
     z = padded.clone()[:, :n]
@@ -365,7 +366,10 @@ CLUSTERED_KNOBS = (dict(), dict(parts=4, num_warps=4, vectors=2), dict(parts=8, 
                    dict(parts=16, num_warps=4, vectors=1), dict(parts=2, num_warps=8), dict(parts=1),
                    dict(parts=16, num_warps=8, vectors=2), dict(parts=16, num_warps=4, vectors=4),
                    dict(dsmem=True), dict(parts=4, num_warps=4, vectors=2, dsmem=True),
-                   dict(parts=16, num_warps=4, vectors=1, dsmem=True), dict(parts=1, dsmem=True))
+                   dict(parts=16, num_warps=4, vectors=1, dsmem=True), dict(parts=1, dsmem=True),
+                   dict(online=True), dict(parts=4, num_warps=4, vectors=2, online=True),
+                   dict(parts=8, num_warps=2, vectors=2, online=True, dsmem=True), dict(parts=1, online=True),
+                   dict(parts=16, num_warps=4, vectors=1, online=True))
 
 
 @HOPPER
@@ -388,7 +392,7 @@ def test_clustered_kernel_at_gpu_sizes(shape, dtype):
     ran = 0
     for knobs in CLUSTERED_KNOBS:
         try:
-            sizes = {k: v for k, v in knobs.items() if k != "dsmem"}  # (the exchange does not change the slices)
+            sizes = {k: v for k, v in knobs.items() if k not in ("dsmem", "online")}  # (nor do these the slices)
             slice_bytes = slices(n, x.element_size(), **sizes)["SLICE"] * x.element_size()
         except ValueError as err:  # knobs this row cannot take are refused, with the reason
             with pytest.raises(ValueError, match=str(err)[:20]):
@@ -406,6 +410,9 @@ def test_clustered_kernel_at_gpu_sizes(shape, dtype):
     _check_rows(z, x, rows)
     z = padded.clone()[:, :n]
     clustered_softmax(z, out=z, dsmem=True, **{k: v for k, v in fits.items() if k != "dsmem"})
+    _check_rows(z, x, rows)
+    z = padded.clone()[:, :n]
+    clustered_softmax(z, out=z, online=True, **{k: v for k, v in fits.items() if k != "online"})
     _check_rows(z, x, rows)
 
 
@@ -580,12 +587,13 @@ def test_unaligned_resident_at_gpu_sizes(shape, dtype):
             x[n_rows - 1, :] = float("-inf")
             x[n_rows - 1, n - 1] = 2.0
         keep = [r for r in rows if n_rows <= 3 or r != 1]
-        for warps, line in ((8, 16), (16, 16), (32, 16), (8, 128), (16, 128)):  # (line: where windows start)
-            why = refusal(x, out, warps, line)
+        for warps, line, online in ((8, 16, False), (16, 16, False), (32, 16, False), (8, 128, False),
+                                    (16, 128, False), (8, 128, True), (16, 128, True), (32, 16, True)):
+            why = refusal(x, out, warps, line)  # (line: where windows start; online: chunk_state.py)
             if why:  # (fp32 rows of 50,257 at 8 warps: 50 chunks; of 57,337: more than shared memory holds)
                 assert "chunks" in why or "shared memory" in why, (what, warps, why)
                 continue
-            y = unaligned_resident_softmax(x, out=out.fill_(float("nan")), num_warps=warps, line=line)
+            y = unaligned_resident_softmax(x, out=out.fill_(float("nan")), num_warps=warps, line=line, online=online)
             assert y.data_ptr() == out.data_ptr()
             _check_rows(y, x, keep)
             if n_rows > 3:

@@ -34,6 +34,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.runtime.jit import constexpr_function
 
+from . import chunk_state
 from .cluster_exchange import cluster_arrive, exchange_max_sum
 from ._launch import cdiv, gluon_refusal, next_power_of_2, prepare_gluon, row_vector, whole_chunks
 
@@ -71,7 +72,7 @@ def cluster_barrier():
 @gluon.jit
 def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v,
                              SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr = 1,
-                             DSMEM: gl.constexpr = False):
+                             DSMEM: gl.constexpr = False, ONLINE: gl.constexpr = False):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     LOG2E: gl.constexpr = 1.4426950408889634
     N: gl.constexpr = SLICE // CHUNK
@@ -88,24 +89,32 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
     if DSMEM:
         cluster_arrive()  # (the partners may write into this program's shared memory once all have arrived)
     m = gl.full([PARTS, CHUNK], float("-inf"), gl.float32, layout)
+    m_t, l_t = chunk_state.start_parts(PARTS, CHUNK, VEC)
     for c in gl.static_range(N):  # 2. the slice's max, chunk by chunk as they land
         cp.wait_group(N - 1 - c)
-        x = row_smem.index(c).load(layout).to(gl.float32)
-        m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
-    m_part = gl.max(m, axis=1)
-    shift = gl.where(m_part == float("-inf"), 0.0, m_part) * LOG2E  # (a slice of -inf only: its sum is 0)
-    total = gl.zeros([PARTS, CHUNK], gl.float32, layout)
-    for c in range(N):  # 3. the slice's sum of exp(x - its max)
-        x = row_smem.index(c).load(layout).to(gl.float32)
-        total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - shift[:, None]), 0.0)
+        x = gl.where(c * CHUNK + cols < n_cols, row_smem.index(c).load(layout).to(gl.float32), float("-inf"))
+        if ONLINE:  # the sum too (chunk_state.py)
+            m_t, l_t = chunk_state.fold_parts(m_t, l_t, x, VEC)
+        else:
+            m = gl.maximum(m, x)
+    if ONLINE:
+        m_part, l_part = chunk_state.finish_parts(m_t, l_t, gl.SliceLayout(1, layout))
+    else:
+        m_part = gl.max(m, axis=1)
+        shift = gl.where(m_part == float("-inf"), 0.0, m_part) * LOG2E  # (a slice of -inf only: its sum is 0)
+        total = gl.zeros([PARTS, CHUNK], gl.float32, layout)
+        for c in range(N):  # 3. the slice's sum of exp(x - its max)
+            x = row_smem.index(c).load(layout).to(gl.float32)
+            total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - shift[:, None]), 0.0)
+        l_part = gl.sum(total, axis=1)
     if DSMEM:  # 4. the partials into the partners' shared memory, combined (cluster_exchange.py)
-        m_all, r_all = exchange_max_sum(m_part, gl.sum(total, axis=1), PARTS)
+        m_all, r_all = exchange_max_sum(m_part, l_part, PARTS)
         m_row = m_all[:, None]
         scale = r_all[:, None]
     else:  # 4. the partials out, the barrier, everyone's partials in, combined
         mine = partial_ptr + row * (2 * PARTS) + part * 2
         gl.store(mine, m_part)
-        gl.store(mine + 1, gl.sum(total, axis=1))
+        gl.store(mine + 1, l_part)
         cluster_barrier()
         every = gl.arange(0, PARTS, layout=whole_cluster_layout(gl.num_warps(), PARTS))
         theirs = partial_ptr + row * (2 * PARTS) + every * 2
@@ -149,7 +158,7 @@ def refusal(x: torch.Tensor, parts=None, num_warps=None, vectors=None) -> str:
     return gluon_refusal(x, "clustered_softmax", row_bytes=options["SLICE"] * x.element_size(), clusters=True)
 
 
-def launch_setup(y, x, parts=None, num_warps=None, vectors=None, dsmem=False):
+def launch_setup(y, x, parts=None, num_warps=None, vectors=None, dsmem=False, online=False):
     """(kernel, grid, args, options) of one launch (the dispatcher's fast path reuses it); args[2] is the
     partials' buffer, 2·PARTS floats a row (with ``dsmem``, one float, unused)."""
     n_rows, n_cols = x.shape
@@ -157,6 +166,7 @@ def launch_setup(y, x, parts=None, num_warps=None, vectors=None, dsmem=False):
     options = slices(n_cols, x.element_size(), parts, num_warps, vectors)
     options["OUT_VEC"] = out_vec = row_vector(n_cols, y)
     options["DSMEM"] = bool(dsmem)
+    options["ONLINE"] = bool(online)
     size = 1 if dsmem else n_rows * 2 * options["PARTS"]
     partials = torch.empty(size, dtype=torch.float32, device=x.device)
     args = (y, x, partials, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
@@ -179,18 +189,20 @@ def cluster_refusal(kernel, grid, args, options) -> str:
 
 
 def clustered_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int | None = None,
-                      num_warps: int | None = None, vectors: int | None = None, dsmem: bool = False) -> torch.Tensor:
+                      num_warps: int | None = None, vectors: int | None = None, dsmem: bool = False,
+                      online: bool = False) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (Hopper GPU; rows starting on 16 bytes, up to 16 shared memories
     long: 1,048,576 fp16/bf16 or 524,288 fp32 elements). Knobs: ``parts`` (programs per row, a power of two
     up to 16; 16 only where the GPU can launch such clusters, e.g. H100/H200 SXM; default: slices of at most
     64 KB, up to 8 programs), ``num_warps`` (default 4), ``vectors`` (16-byte vectors a thread copies per
     chunk; default: the fewest that keep a slice to 32 chunks), ``dsmem`` (the programs' partials go into each
-    other's shared memory, ``cluster_exchange.py``; default: through global memory)."""
+    other's shared memory, ``cluster_exchange.py``; default: through global memory), ``online`` (each program's sum
+    taken with its max as the chunks land, ``chunk_state.py``; default: a pass of its own)."""
     x, y = prepare_gluon(x, out, "clustered_softmax", lambda x: refusal(x, parts, num_warps, vectors), MAX_PARTS,
                          parts=parts, num_warps=num_warps, vectors=vectors)
     if x.numel() == 0:
         return y
-    kernel, grid, args, options = launch_setup(y, x, parts, num_warps, vectors, dsmem)
+    kernel, grid, args, options = launch_setup(y, x, parts, num_warps, vectors, dsmem, online)
     why = cluster_refusal(kernel, grid, args, options) if options["PARTS"] > PORTABLE_PARTS else ""
     if why:
         raise ValueError(why)

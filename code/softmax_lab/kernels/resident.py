@@ -28,13 +28,14 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
+from . import chunk_state
 from ._launch import cdiv, gluon_refusal, prepare_gluon, row_vector, whole_chunks
 
 
 @gluon.jit
 def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v,
                             BLOCK: gl.constexpr, CHUNK: gl.constexpr, OVERLAP: gl.constexpr = False,
-                            OUT_VEC: gl.constexpr = 1):
+                            OUT_VEC: gl.constexpr = 1, ONLINE: gl.constexpr = False):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])  # one vector a thread
     LOG2E: gl.constexpr = 1.4426950408889634
@@ -49,10 +50,14 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
             cp.async_copy_global_to_shared(row_smem.index(c), src + c * CHUNK + cols,
                                            mask=c * CHUNK + cols < n_cols_v * VEC)
             cp.commit_group()
+        m_t, l_t = chunk_state.start(CHUNK, VEC)
         for c in gl.static_range(N):
             cp.wait_group(N - 1 - c)  # chunk c has landed (each thread reads back only what it copied)
-            x = row_smem.index(c).load(layout).to(gl.float32)
-            m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
+            x = gl.where(c * CHUNK + cols < n_cols, row_smem.index(c).load(layout).to(gl.float32), float("-inf"))
+            if ONLINE:  # the sum too, as the chunks land (chunk_state.py)
+                m_t, l_t = chunk_state.fold(m_t, l_t, x, VEC)
+            else:
+                m = gl.maximum(m, x)
     else:
         for c in range(N):  # 1. the whole row on its way (whole vectors; past the row's end: zeros, unread)
             cp.async_copy_global_to_shared(row_smem.index(c), src + c * CHUNK + cols,
@@ -63,12 +68,17 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
         for c in range(N):  # 2. the max (a range loop, not unrolled: one vector in registers at a time)
             x = row_smem.index(c).load(layout).to(gl.float32)
             m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
-    m_row = gl.max(m, axis=0) * LOG2E
-    total = gl.zeros([CHUNK], gl.float32, layout)
-    for c in range(N):  # 3. the sum of exp(x - max), as exp2(x·log2 e - max·log2 e)
-        x = row_smem.index(c).load(layout).to(gl.float32)
-        total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - m_row), 0.0)
-    scale = 1.0 / gl.sum(total, axis=0)
+    if ONLINE:
+        m_row, l_row = chunk_state.finish(m_t, l_t)
+        m_row = m_row * LOG2E
+        scale = 1.0 / l_row
+    else:
+        m_row = gl.max(m, axis=0) * LOG2E
+        total = gl.zeros([CHUNK], gl.float32, layout)
+        for c in range(N):  # 3. the sum of exp(x - max), as exp2(x·log2 e - max·log2 e)
+            x = row_smem.index(c).load(layout).to(gl.float32)
+            total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - m_row), 0.0)
+        scale = 1.0 / gl.sum(total, axis=0)
     dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (the order clustered.py measured faster)
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
         end = n_cols_v * VEC
@@ -93,26 +103,28 @@ def refusal(x: torch.Tensor, num_warps=None, overlap=False) -> str:
     return gluon_refusal(x, "resident_softmax", row_bytes=block * x.element_size())
 
 
-def launch_setup(y, x, num_warps=None, overlap=False):
+def launch_setup(y, x, num_warps=None, overlap=False, online=False):
     """(kernel, grid, args, options) of one launch (the dispatcher's fast path reuses it)."""
     n_rows, n_cols = x.shape
     vec = 16 // x.element_size()
     BLOCK, chunk = shared_row(n_cols, x.element_size(), num_warps)
     overlap = bool(overlap) and BLOCK // chunk <= 32  # (wait_group counts stop at 63: few chunks only)
     out_vec = row_vector(n_cols, y)
-    options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=out_vec, num_warps=num_warps or 8)
+    options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=out_vec, ONLINE=overlap and bool(online),
+                   num_warps=num_warps or 8)
     args = (y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
     return resident_softmax_kernel, (n_rows,), args, options
 
 
 def resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps: int | None = None,
-                     overlap: bool = False) -> torch.Tensor:
+                     overlap: bool = False, online: bool = False) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (GPU; rows starting on 16 bytes, up to 65536 fp16/bf16 or
     32768 fp32 elements: the row must fit shared memory). Knobs: ``num_warps`` (default 8), ``overlap``
-    (take the max of each chunk as soon as it lands, instead of after the whole row)."""
+    (take the max of each chunk as soon as it lands, instead of after the whole row), ``online`` (with
+    ``overlap``: the sum too, so the sum's pass goes away: ``chunk_state.py``)."""
     x, y = prepare_gluon(x, out, "resident_softmax", lambda x: refusal(x, num_warps), num_warps=num_warps)
     if x.numel() == 0:
         return y
-    kernel, grid, args, options = launch_setup(y, x, num_warps, overlap)
+    kernel, grid, args, options = launch_setup(y, x, num_warps, overlap, online)
     kernel[grid](*args, **options)
     return y

@@ -27,6 +27,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
+from . import chunk_state
 from ._launch import cdiv, device_refusal, device_limits, prepare, check_input
 from .unaligned import vector_of, windows
 
@@ -35,7 +36,8 @@ LINES = (16, 32, 64, 128)  # where a row's window may start: on 16 bytes (its ve
 
 @gluon.jit
 def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first, out_row_stride, n_cols,
-                              BLOCK: gl.constexpr, CHUNK: gl.constexpr, LINE: gl.constexpr = 16):
+                              BLOCK: gl.constexpr, CHUNK: gl.constexpr, LINE: gl.constexpr = 16,
+                              ONLINE: gl.constexpr = False):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])  # one vector a thread
     one: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])  # the head and tail pieces
@@ -65,18 +67,27 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
     ok = (q >= head) & (q < end) & gl.where(j < VEC, q < lo, q >= lo)
     x_q = gl.load(src + q, mask=ok, other=0.0).to(gl.float32)
     m = gl.full([CHUNK], float("-inf"), gl.float32, layout)
+    m_t, l_t = chunk_state.start(CHUNK, VEC)
     for c in gl.static_range(N):  # 2. the max of each chunk as soon as it lands (positions outside the row: -inf)
         cp.wait_group(N - 1 - c)  # (each thread reads back only what it copied)
-        x = window.index(c).load(layout).to(gl.float32)
         inside = (c * CHUNK + cols - head).to(gl.uint32) < n_cols
-        m = gl.maximum(m, gl.where(inside, x, float("-inf")))
-    m_row = gl.max(m, axis=0) * LOG2E
-    total = gl.zeros([CHUNK], gl.float32, layout)
-    for c in range(N):  # 3. the sum of exp(x - max), as exp2(x·log2 e - max·log2 e)
-        x = window.index(c).load(layout).to(gl.float32)
-        inside = (c * CHUNK + cols - head).to(gl.uint32) < n_cols
-        total += gl.where(inside, gl.exp2(x * LOG2E - m_row), 0.0)
-    scale = 1.0 / gl.sum(total, axis=0)
+        x = gl.where(inside, window.index(c).load(layout).to(gl.float32), float("-inf"))
+        if ONLINE:  # the sum too, as the chunks land (chunk_state.py)
+            m_t, l_t = chunk_state.fold(m_t, l_t, x, VEC)
+        else:
+            m = gl.maximum(m, x)
+    if ONLINE:
+        m_row, l_row = chunk_state.finish(m_t, l_t)
+        m_row = m_row * LOG2E
+        scale = 1.0 / l_row
+    else:
+        m_row = gl.max(m, axis=0) * LOG2E
+        total = gl.zeros([CHUNK], gl.float32, layout)
+        for c in range(N):  # 3. the sum of exp(x - max), as exp2(x·log2 e - max·log2 e)
+            x = window.index(c).load(layout).to(gl.float32)
+            inside = (c * CHUNK + cols - head).to(gl.uint32) < n_cols
+            total += gl.where(inside, gl.exp2(x * LOG2E - m_row), 0.0)
+        scale = 1.0 / gl.sum(total, axis=0)
     out_start = out_first + row * out_row_stride
     dst = out_ptr + ((out_start - head) // VEC) * VEC  # window position 0 (the output's rows lie like the input's
     # around vectors: out_start - head is a whole number of vectors)
@@ -125,22 +136,24 @@ def refusal(x: torch.Tensor, y: torch.Tensor | None = None, num_warps: int = 8, 
     return ""
 
 
-def launch_setup(y, x, num_warps=None, line=None):
+def launch_setup(y, x, num_warps=None, line=None, online=False):
     """(kernel, grid, args, options) of one launch; the first two args are the window pointers of y and x."""
     num_warps, line = num_warps or 8, 16 if line is None else line
     (x_base, y_base), (x_first, y_first), _ = windows(x, y)
     BLOCK, chunk = shared_window(x.shape[1], x.element_size(), num_warps, line)
     args = (y_base, x_base, x_first, x.stride(0), y_first, y.stride(0), x.shape[1])
-    options = dict(BLOCK=BLOCK, CHUNK=chunk, LINE=line, num_warps=num_warps)
+    options = dict(BLOCK=BLOCK, CHUNK=chunk, LINE=line, ONLINE=bool(online), num_warps=num_warps)
     return unaligned_resident_kernel, (x.shape[0],), args, options
 
 
 def unaligned_resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None,
-                               num_warps: int | None = None, line: int | None = None) -> torch.Tensor:
+                               num_warps: int | None = None, line: int | None = None,
+                               online: bool = False) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` whose rows need not start on 16 bytes (GPU; the row's window must
     fit one program's shared memory in at most 32 chunks of one vector a thread; the output's rows must lie like
     the input's around 16-byte vectors). Knobs: ``num_warps`` (default 8); ``line`` (bytes: 16, the default, starts
-    each row's window on the vector before it; 32, 64 or 128 on the line of that size before it)."""
+    each row's window on the vector before it; 32, 64 or 128 on the line of that size before it); ``online``
+    (the sum taken with the max as the chunks land: ``chunk_state.py``; default: a pass of its own)."""
     check_input(x)
     x, y = prepare(x, out, num_warps=num_warps)
     if x.numel() == 0:
@@ -148,6 +161,6 @@ def unaligned_resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None,
     why = refusal(x, y, num_warps or 8, 16 if line is None else line)
     if why:
         raise ValueError(why)
-    kernel, grid, args, options = launch_setup(y, x, num_warps, line)
+    kernel, grid, args, options = launch_setup(y, x, num_warps, line, online)
     kernel[grid](*args, **options)
     return y

@@ -1,0 +1,54 @@
+"""The shared-memory kernels with and without ``online`` (the sum taken with the max as each chunk lands,
+``kernels/chunk_state.py``: one pass over shared memory fewer), beside QuACK, on the lines of issue 28 they run:
+``resident`` (2048×32768 / 32000 bf16), ``unaligned_resident`` (2048×50257 bf16), ``clustered`` (the LM widths).
+GPU machine (sm_90), repository root, QuACK importable for its line (``benchmarks/bench_with_peers.sh`` shows how):
+
+    PYTHONPATH=code python3 benchmarks/sweeps/online_sum.py OUT.json
+
+Every candidate is checked against float64 before and after it is timed (``bench.compare``).
+"""
+import sys
+
+import torch
+
+from softmax_lab import bench
+from softmax_lab.kernels import clustered_softmax, cooperative_softmax, resident_softmax, unaligned_resident_softmax
+
+
+def quack():
+    try:
+        from quack.softmax import softmax_fwd
+    except Exception as err:  # (printed, not raised: the sweep runs without it)
+        print(f"QuACK not importable: {type(err).__name__}: {err}")
+        return []
+    return [("quack", lambda x, out: softmax_fwd(x), None)]
+
+
+def both(name, launch, settings):
+    """(name, fn, knobs) for each setting, with online off and on."""
+    return [(f"{name} online={on}", lambda x, out, k=k, on=on: launch(x, out, online=on, **k), dict(k, online=on))
+            for k in settings for on in (False, True)]
+
+
+def main(path):
+    bf16, fp32 = torch.bfloat16, torch.float32
+    resident = [dict(num_warps=8, overlap=True), dict(num_warps=4, overlap=True), dict(num_warps=16, overlap=True)]
+    unaligned = [dict(num_warps=16, line=128), dict(num_warps=8, line=128)]
+    clustered = {65536: [dict(parts=4, num_warps=4), dict(parts=4, num_warps=8), dict(parts=8, num_warps=4)],
+                 128256: [dict(parts=8, num_warps=2), dict(parts=8, num_warps=4), dict(parts=8, num_warps=8)],
+                 151936: [dict(parts=8, num_warps=4), dict(parts=16, num_warps=4), dict(parts=8, num_warps=8)]}
+    cases = [(2048, n, bf16, quack() + both("resident", resident_softmax, resident)) for n in (32768, 32000)]
+    cases.append((2048, 50257, bf16, both("unaligned_resident", unaligned_resident_softmax, unaligned)))
+    for n_rows, n_cols, dtype in ((1024, 65536, bf16), (1024, 128256, bf16), (512, 151936, fp32),
+                                  (1024, 128256, fp32), (1024, 65536, fp32)):
+        cands = quack() + both("clustered", clustered_softmax, clustered[min(clustered, key=lambda
+                                                                                     n: abs(n - n_cols))])
+        if n_cols == 65536:
+            cands += both("clustered dsmem", clustered_softmax, [dict(parts=4, num_warps=4, dsmem=True)])
+        cands.append(("cooperative", lambda x, out: cooperative_softmax(x, out), None))
+        cases.append((n_rows, n_cols, dtype, cands))
+    bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/online_sum.py OUT.json")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
