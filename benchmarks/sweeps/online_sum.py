@@ -12,7 +12,7 @@ import sys
 import torch
 
 from softmax_lab import bench
-from softmax_lab.kernels import clustered_softmax, cooperative_softmax, resident_softmax, unaligned_resident_softmax
+from softmax_lab.kernels import clustered_softmax, resident_softmax, unaligned_resident_softmax
 
 
 def quack():
@@ -32,21 +32,14 @@ def both(name, launch, settings):
 
 def main(path):
     bf16, fp32 = torch.bfloat16, torch.float32
-    resident = [dict(num_warps=8, overlap=True), dict(num_warps=4, overlap=True), dict(num_warps=16, overlap=True)]
-    unaligned = [dict(num_warps=16, line=128), dict(num_warps=8, line=128)]
-    clustered = {65536: [dict(parts=4, num_warps=4), dict(parts=4, num_warps=8), dict(parts=8, num_warps=4)],
-                 128256: [dict(parts=8, num_warps=2), dict(parts=8, num_warps=4), dict(parts=8, num_warps=8)],
-                 151936: [dict(parts=8, num_warps=4), dict(parts=16, num_warps=4), dict(parts=8, num_warps=8)]}
-    cases = [(2048, n, bf16, quack() + both("resident", resident_softmax, resident)) for n in (32768, 32000)]
-    cases.append((2048, 50257, bf16, both("unaligned_resident", unaligned_resident_softmax, unaligned)))
-    for n_rows, n_cols, dtype in ((1024, 65536, bf16), (1024, 128256, bf16), (512, 151936, fp32),
-                                  (1024, 128256, fp32), (1024, 65536, fp32)):
-        cands = quack() + both("clustered", clustered_softmax, clustered[min(clustered, key=lambda
-                                                                                     n: abs(n - n_cols))])
-        if n_cols == 65536:
-            cands += both("clustered dsmem", clustered_softmax, [dict(parts=4, num_warps=4, dsmem=True)])
-        cands.append(("cooperative", lambda x, out: cooperative_softmax(x, out), None))
-        cases.append((n_rows, n_cols, dtype, cands))
+    cases = [(2048, 32768, bf16, quack() + both("resident", resident_softmax, [dict(num_warps=8, overlap=True)])),
+             (2048, 50257, bf16, both("unaligned_resident", unaligned_resident_softmax, [dict(num_warps=16, line=128)]))]
+    clustered = {(1024, 65536, bf16): [dict(parts=4, num_warps=4, vectors=2), dict(parts=8, num_warps=4)],
+                 (1024, 128256, bf16): [dict(parts=8, num_warps=2, vectors=1), dict(parts=8, num_warps=4)],
+                 (512, 151936, fp32): [dict(parts=8, num_warps=4), dict(parts=16, num_warps=4)],
+                 (1024, 65536, fp32): [dict(parts=8, num_warps=2, vectors=2)]}
+    for (n_rows, n_cols, dtype), settings in clustered.items():
+        cases.append((n_rows, n_cols, dtype, quack() + both("clustered", clustered_softmax, settings)))
     bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/online_sum.py OUT.json")
 
 
