@@ -33,7 +33,8 @@ def both(name, launch, settings):
 def main(path):
     bf16, fp32 = torch.bfloat16, torch.float32
     cases = [(2048, 32768, bf16, quack() + both("resident", resident_softmax, [dict(num_warps=8, overlap=True)])),
-             (2048, 50257, bf16, both("unaligned_resident", unaligned_resident_softmax, [dict(num_warps=16, line=128)]))]
+             (2048, 50257, bf16, both("unaligned_resident", unaligned_resident_softmax,
+                                      [dict(num_warps=16, line=128)]))]
     clustered = {(1024, 65536, bf16): [dict(parts=4, num_warps=4, vectors=2), dict(parts=8, num_warps=4)],
                  (1024, 128256, bf16): [dict(parts=8, num_warps=2, vectors=1), dict(parts=8, num_warps=4)],
                  (512, 151936, fp32): [dict(parts=8, num_warps=4), dict(parts=16, num_warps=4)],
