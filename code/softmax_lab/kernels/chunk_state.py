@@ -10,6 +10,11 @@ a chunk's vector of VEC values moves the thread's max to m' = max(m, max of the 
 
 one exp per value and one per vector (VEC = 4 to 8 values), where the passes take one per value.
 (Gluon kernels cannot call ``combine.py``'s ``@triton.jit`` helpers, so the rule is written here again.)
+
+The kernels take exp(x - m) as exp2(x·log2 e - m·log2 e), one fused multiply-add, so the state keeps the max
+*scaled*, ``s = m·log2 e`` (rounded once, as the store pass rounds it): a thread's sum relative to its own ``s``,
+moved to the row's by exp2(s - s_row), then matches the store pass's exp2(x·log2 e - s_row) to a few ulps. (Kept
+unscaled, each thread's rounding of m·log2 e differed from the row's: values near -1000 came out 1e-5 off in fp32.)
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -25,28 +30,27 @@ def vector_layout(vec, num_warps):
 
 
 @gluon.jit
-def fold(m, l, x, VEC: gl.constexpr):
-    """Each thread's state ``(m, l)`` (``[vectors]``) with its vector of ``x`` (1-D, -inf outside the row) added."""
+def fold(s, l, x, VEC: gl.constexpr):
+    """Each thread's state ``(s, l)`` (``[vectors]``) with its vector of ``x`` (1-D, -inf outside the row) added."""
     xv = gl.convert_layout(gl.reshape(x, [x.shape[0] // VEC, VEC]), vector_layout(VEC, gl.num_warps()))
-    m_new = gl.maximum(m, gl.max(xv, axis=1))
-    shift = gl.where(m_new == float("-inf"), 0.0, m_new) * LOG2E  # (all -inf so far: l stays 0)
-    return m_new, l * gl.exp2(m * LOG2E - shift) + gl.sum(gl.exp2(xv * LOG2E - shift[:, None]), axis=1)
+    s_new = gl.maximum(s, gl.max(xv, axis=1) * LOG2E)
+    shift = gl.where(s_new == float("-inf"), 0.0, s_new)  # (all -inf so far: l stays 0)
+    return s_new, l * gl.exp2(s - shift) + gl.sum(gl.exp2(xv * LOG2E - shift[:, None]), axis=1)
 
 
 @gluon.jit
 def start(CHUNK: gl.constexpr, VEC: gl.constexpr):
-    """The empty state: m = -inf, l = 0 for each thread."""
+    """The empty state: s = -inf, l = 0 for each thread."""
     layout: gl.constexpr = gl.SliceLayout(1, vector_layout(VEC, gl.num_warps()))
     return (gl.full([CHUNK // VEC], float("-inf"), gl.float32, layout),
             gl.zeros([CHUNK // VEC], gl.float32, layout))
 
 
 @gluon.jit
-def finish(m, l):
-    """The block's state from its threads': (max, sum rescaled to it)."""
-    m_all = gl.max(m, axis=0)
-    shift = gl.where(m_all == float("-inf"), 0.0, m_all) * LOG2E
-    return m_all, gl.sum(l * gl.exp2(m * LOG2E - shift), axis=0)
+def finish(s, l):
+    """The block's state from its threads': (scaled max, sum rescaled to it)."""
+    s_all = gl.max(s, axis=0)
+    return s_all, gl.sum(l * gl.exp2(s - gl.where(s_all == float("-inf"), 0.0, s_all)), axis=0)
 
 
 # The same for clustered.py's ``[PARTS, CHUNK]`` tensors (row p of them in program p of the cluster): the
@@ -65,18 +69,24 @@ def start_parts(PARTS: gl.constexpr, CHUNK: gl.constexpr, VEC: gl.constexpr):
 
 
 @gluon.jit
-def fold_parts(m, l, x, VEC: gl.constexpr):
+def fold_parts(s, l, x, VEC: gl.constexpr):
     PARTS: gl.constexpr = x.shape[0]
     xv = gl.convert_layout(gl.reshape(x, [PARTS, x.shape[1] // VEC, VEC]),
                            parts_vector_layout(VEC, gl.num_warps(), PARTS))
-    m_new = gl.maximum(m, gl.max(xv, axis=2))
-    shift = gl.where(m_new == float("-inf"), 0.0, m_new) * LOG2E
-    return m_new, l * gl.exp2(m * LOG2E - shift) + gl.sum(gl.exp2(xv * LOG2E - shift[:, :, None]), axis=2)
+    s_new = gl.maximum(s, gl.max(xv, axis=2) * LOG2E)
+    shift = gl.where(s_new == float("-inf"), 0.0, s_new)
+    return s_new, l * gl.exp2(s - shift) + gl.sum(gl.exp2(xv * LOG2E - shift[:, :, None]), axis=2)
 
 
 @gluon.jit
-def finish_parts(m, l, layout: gl.constexpr):
-    m_all = gl.max(m, axis=1)
-    shift = gl.where(m_all == float("-inf"), 0.0, m_all) * LOG2E
-    l_all = gl.sum(l * gl.exp2(m * LOG2E - shift[:, None]), axis=1)
-    return gl.convert_layout(m_all, layout), gl.convert_layout(l_all, layout)
+def finish_parts(s, l, layout: gl.constexpr):
+    """Each program's (scaled max, sum) of its slice, ``[PARTS]`` in ``layout``."""
+    s_all = gl.max(s, axis=1)
+    l_all = gl.sum(l * gl.exp2(s - gl.where(s_all == float("-inf"), 0.0, s_all)[:, None]), axis=1)
+    return gl.convert_layout(s_all, layout), gl.convert_layout(l_all, layout)
+
+
+@constexpr_function
+def max_scale(online):
+    """What a kernel multiplies its max by to get the exp2 shift: 1 when the state is ``online`` (scaled)."""
+    return 1.0 if online else 1.4426950408889634

@@ -51,12 +51,13 @@ def _store_mine(parts: int, words: int, values: str) -> str:
 
 
 @constexpr_function
-def max_sum_asm(parts):
+def max_sum_asm(parts, scaled=False):
     """$0 = the row's max, $1 = 1 / the row's sum of exp(x - max), from each program's ($2, $3) = (max, sum of
-    exp(x - max)) of its slice (the rule of ``combine.py``)."""
+    exp(x - max)) of its slice (the rule of ``combine.py``); ``scaled``: the maxes are times log2 e already."""
     loads = "\n".join(f"    ld.shared.v2.f32 {{%m{i}, %l{i}}}, [slots+{8 * i}];" for i in range(parts))
     maxes = "\n".join(f"    max.f32 $0, $0, %m{i};" for i in range(1, parts))
-    sums = "\n".join(f"    sub.f32 %t, %m{i}, $0;\n    mul.f32 %t, %t, {LOG2E_HEX};\n    ex2.approx.f32 %t, %t;\n"
+    to_log2 = "" if scaled else f"\n    mul.f32 %t, %t, {LOG2E_HEX};"
+    sums = "\n".join(f"    sub.f32 %t, %m{i}, $0;{to_log2}\n    ex2.approx.f32 %t, %t;\n"
                      f"    fma.rn.f32 %s, %l{i}, %t, %s;" for i in range(parts))
     return gl.constexpr(f"""{{
     .reg .f32 %m<{parts}>, %l<{parts}>, %t, %s;{_store_mine(parts, 2, "{$2, $3}")}
@@ -81,9 +82,9 @@ def sum_asm(parts):
 
 
 @gluon.jit
-def exchange_max_sum(m_part, l_part, PARTS: gl.constexpr):
-    """(the row's max, 1 / its sum) from each program's (max, sum) of its slice."""
-    return gl.inline_asm_elementwise(max_sum_asm(PARTS), "=f,=f,f,f", [m_part, l_part],
+def exchange_max_sum(m_part, l_part, PARTS: gl.constexpr, SCALED: gl.constexpr = False):
+    """(the row's max, 1 / its sum) from each program's (max, sum) of its slice (``SCALED``: maxes times log2 e)."""
+    return gl.inline_asm_elementwise(max_sum_asm(PARTS, SCALED), "=f,=f,f,f", [m_part, l_part],
                                      dtype=(gl.float32, gl.float32), is_pure=False, pack=1)
 
 

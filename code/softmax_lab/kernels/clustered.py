@@ -97,6 +97,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
             m_t, l_t = chunk_state.fold_parts(m_t, l_t, x, VEC)
         else:
             m = gl.maximum(m, x)
+    K: gl.constexpr = chunk_state.max_scale(ONLINE)  # (online: the maxes are already times log2 e)
     if ONLINE:
         m_part, l_part = chunk_state.finish_parts(m_t, l_t, gl.SliceLayout(1, layout))
     else:
@@ -108,7 +109,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
             total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - shift[:, None]), 0.0)
         l_part = gl.sum(total, axis=1)
     if DSMEM:  # 4. the partials into the partners' shared memory, combined (cluster_exchange.py)
-        m_all, r_all = exchange_max_sum(m_part, l_part, PARTS)
+        m_all, r_all = exchange_max_sum(m_part, l_part, PARTS, ONLINE)
         m_row = m_all[:, None]
         scale = r_all[:, None]
     else:  # 4. the partials out, the barrier, everyone's partials in, combined
@@ -121,7 +122,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         m_all = gl.load(theirs, volatile=True)  # (volatile: from L2, never a stale L1 line)
         l_all = gl.load(theirs + 1, volatile=True)
         m_row = gl.max(m_all, axis=0)
-        scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * LOG2E), axis=0)
+        scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * K), axis=0)
     dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (this order, not (row * stride) * VEC: it measured
     # faster; its product is 32-bit, so the launcher refuses rows 2**31 or more elements apart)
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
@@ -130,7 +131,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         end = n_cols
     for c in range(N):  # 5. exp again, scaled, stored
         x = row_smem.index(c).load(layout).to(gl.float32)
-        y = gl.exp2(x * LOG2E - m_row * LOG2E) * scale
+        y = gl.exp2(x * LOG2E - m_row * K) * scale
         gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < end)
 
 

@@ -77,8 +77,7 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
         else:
             m = gl.maximum(m, x)
     if ONLINE:
-        m_row, l_row = chunk_state.finish(m_t, l_t)
-        m_row = m_row * LOG2E
+        m_row, l_row = chunk_state.finish(m_t, l_t)  # (m_row: already times log2 e)
         scale = 1.0 / l_row
     else:
         m_row = gl.max(m, axis=0) * LOG2E
