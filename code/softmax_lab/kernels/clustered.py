@@ -92,7 +92,8 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
     m_t, l_t = chunk_state.start_parts(PARTS, CHUNK, VEC)
     for c in gl.static_range(N):  # 2. the slice's max, chunk by chunk as they land
         cp.wait_group(N - 1 - c)
-        x = gl.where(c * CHUNK + cols < n_cols, row_smem.index(c).load(layout).to(gl.float32), float("-inf"))
+        x = row_smem.index(c).load(layout).to(gl.float32)
+        x = gl.where(c * CHUNK + cols < n_cols, x, float("-inf"))
         if ONLINE:  # the sum too (chunk_state.py)
             m_t, l_t = chunk_state.fold_parts(m_t, l_t, x, VEC)
         else:
@@ -107,15 +108,14 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         for c in range(N):  # 3. the slice's sum of exp(x - its max)
             x = row_smem.index(c).load(layout).to(gl.float32)
             total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - shift[:, None]), 0.0)
-        l_part = gl.sum(total, axis=1)
     if DSMEM:  # 4. the partials into the partners' shared memory, combined (cluster_exchange.py)
-        m_all, r_all = exchange_max_sum(m_part, l_part, PARTS, ONLINE)
+        m_all, r_all = exchange_max_sum(m_part, l_part if ONLINE else gl.sum(total, axis=1), PARTS, ONLINE)
         m_row = m_all[:, None]
         scale = r_all[:, None]
     else:  # 4. the partials out, the barrier, everyone's partials in, combined
         mine = partial_ptr + row * (2 * PARTS) + part * 2
         gl.store(mine, m_part)
-        gl.store(mine + 1, l_part)
+        gl.store(mine + 1, l_part if ONLINE else gl.sum(total, axis=1))  # (summed here: the order measured)
         cluster_barrier()
         every = gl.arange(0, PARTS, layout=whole_cluster_layout(gl.num_warps(), PARTS))
         theirs = partial_ptr + row * (2 * PARTS) + every * 2

@@ -53,7 +53,8 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
         m_t, l_t = chunk_state.start(CHUNK, VEC)
         for c in gl.static_range(N):
             cp.wait_group(N - 1 - c)  # chunk c has landed (each thread reads back only what it copied)
-            x = gl.where(c * CHUNK + cols < n_cols, row_smem.index(c).load(layout).to(gl.float32), float("-inf"))
+            x = row_smem.index(c).load(layout).to(gl.float32)
+            x = gl.where(c * CHUNK + cols < n_cols, x, float("-inf"))
             if ONLINE:  # the sum too, as the chunks land (chunk_state.py)
                 m_t, l_t = chunk_state.fold(m_t, l_t, x, VEC)
             else:

@@ -70,8 +70,9 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
     m_t, l_t = chunk_state.start(CHUNK, VEC)
     for c in gl.static_range(N):  # 2. the max of each chunk as soon as it lands (positions outside the row: -inf)
         cp.wait_group(N - 1 - c)  # (each thread reads back only what it copied)
+        x = window.index(c).load(layout).to(gl.float32)
         inside = (c * CHUNK + cols - head).to(gl.uint32) < n_cols
-        x = gl.where(inside, window.index(c).load(layout).to(gl.float32), float("-inf"))
+        x = gl.where(inside, x, float("-inf"))
         if ONLINE:  # the sum too, as the chunks land (chunk_state.py)
             m_t, l_t = chunk_state.fold(m_t, l_t, x, VEC)
         else:
