@@ -15,6 +15,7 @@ per thread) twice: as first written (``tl.exp``, a division per element) and as 
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -97,6 +98,15 @@ def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int, 
     from triton.compiler import ASTSource
     from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 
+    # Every constexpr with a default is passed too: Triton's cache key for a compile like this one lists the
+    # constexprs' values without their names, so DSMEM=True and ONLINE=True (each with the other left out) would
+    # share one key, and the second compile would get the first's kernel.
+    constexprs = dict(constexprs)
+    for p in kernel.params:
+        if p.name not in signature and p.is_constexpr and p.default is not inspect.Parameter.empty:
+            constexprs[p.name] = p.default
+    signature = {p.name: signature.get(p.name, "constexpr") for p in kernel.params
+                 if p.name in signature or p.name in constexprs}
     aligned = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(signature.items())
                if kind != "constexpr" and name not in unaligned}
     source = GluonASTSource if isinstance(kernel, GluonJITFunction) else ASTSource  # (Gluon kernels too)
