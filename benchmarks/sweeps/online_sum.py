@@ -5,7 +5,9 @@ GPU machine (sm_90), repository root, QuACK importable for its line (``benchmark
 
     PYTHONPATH=code python3 benchmarks/sweeps/online_sum.py OUT.json
 
-Every candidate is checked against float64 before and after it is timed (``bench.compare``).
+Every candidate is checked against float64 before and after it is timed (``bench.compare``). Its run:
+``benchmarks/records/h200-online-sum-round9.json`` (at 136880f, without QuACK, before 2048×32000 and 8 warps at
+50,257 were added, and before the rounding fix of ``chunk_state.py``; docs/performance.md, round 9).
 """
 import sys
 
@@ -32,9 +34,10 @@ def both(name, launch, settings):
 
 def main(path):
     bf16, fp32 = torch.bfloat16, torch.float32
-    cases = [(2048, 32768, bf16, quack() + both("resident", resident_softmax, [dict(num_warps=8, overlap=True)])),
-             (2048, 50257, bf16, both("unaligned_resident", unaligned_resident_softmax,
-                                      [dict(num_warps=16, line=128)]))]
+    cases = [(2048, n, bf16, quack() + both("resident", resident_softmax, [dict(num_warps=8, overlap=True)]))
+             for n in (32768, 32000)]
+    cases.append((2048, 50257, bf16, both("unaligned_resident", unaligned_resident_softmax,
+                                          [dict(num_warps=16, line=128), dict(num_warps=8, line=128)])))
     clustered = {(1024, 65536, bf16): [dict(parts=4, num_warps=4, vectors=2), dict(parts=8, num_warps=4)],
                  (1024, 128256, bf16): [dict(parts=8, num_warps=2, vectors=1), dict(parts=8, num_warps=4)],
                  (512, 151936, fp32): [dict(parts=8, num_warps=4), dict(parts=16, num_warps=4)],
