@@ -103,12 +103,12 @@ def compile_for_h200(kernel, signature: dict, constexprs: dict, num_warps: int, 
     # share one key, and the second compile would get the first's kernel.
     constexprs = dict(constexprs)
     for p in kernel.params:
-        if p.name not in signature and p.is_constexpr and p.default is not inspect.Parameter.empty:
+        if p.is_constexpr and p.name not in constexprs and p.default is not inspect.Parameter.empty:
             constexprs[p.name] = p.default
     signature = {p.name: signature.get(p.name, "constexpr") for p in kernel.params
                  if p.name in signature or p.name in constexprs}
-    aligned = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(signature.items())
-               if kind != "constexpr" and name not in unaligned}
+    aligned = {(p.num,): [["tt.divisibility", 16]] for p in kernel.params
+               if signature.get(p.name, "constexpr") != "constexpr" and p.name not in unaligned}
     source = GluonASTSource if isinstance(kernel, GluonJITFunction) else ASTSource  # (Gluon kernels too)
     src = source(fn=kernel, signature=signature, constexprs=constexprs, attrs=aligned)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps, num_ctas=num_ctas))

@@ -132,32 +132,39 @@ CLUSTERED_SCRIPT = textwrap.dedent("""
     from softmax_lab.kernels.clustered import clustered_softmax_kernel, slices
     from softmax_lab.machine_code import compile_for_h200, sass_ops
 
+    EXTRA = dict()  # (the tests below put DSMEM=True and ONLINE=True here)
     ARGS = {"partial_ptr": "*fp32", "n_cols": "i32", "n_cols_v": "i32", "in_stride_v": "i32", "out_stride_v": "i32"}
     for dtype, n_cols, knobs in (("bf16", 65536, dict(parts=4, num_warps=4, vectors=2)),
                                  ("fp32", 65536, dict(parts=8, num_warps=2, vectors=2)),
                                  ("fp16", 131072, dict(parts=4, num_warps=4, vectors=1)),
                                  ("fp32", 100000, dict(parts=8, num_warps=4, vectors=1))):  # (the dispatcher's)
         o = slices(n_cols, 4 if dtype == "fp32" else 2, **knobs)
-        constexprs = dict(SLICE=o["SLICE"], CHUNK=o["CHUNK"], PARTS=o["PARTS"], OUT_VEC=4 if dtype == "fp32" else 8)
+        constexprs = dict(SLICE=o["SLICE"], CHUNK=o["CHUNK"], PARTS=o["PARTS"], OUT_VEC=4 if dtype == "fp32" else 8,
+                          **EXTRA)
         sig = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", **ARGS, **{k: "constexpr" for k in constexprs}}
         compiled = compile_for_h200(clustered_softmax_kernel, sig, constexprs, o["num_warps"], o["num_ctas"])
         ops, regs = sass_ops(compiled)
         count = lambda *names: sum(n for op, n in ops.items() if op.split(".")[0] in names)
         wide = sum(n for op, n in ops.items() if op.startswith("LDGSTS") and op.endswith(".128"))
         narrow = sum(n for op, n in ops.items() if op.startswith("STG") and not op.endswith(".128"))
+        ex2 = sum(line.strip().startswith("ex2") for line in compiled.asm["ptx"].splitlines())
         print(dtype, o["SLICE"], o["PARTS"], compiled.metadata.num_ctas, compiled.metadata.shared, count("LDGSTS"),
-              wide, count("STL", "LDL"), count("LDG"), count("UCGABAR_ARV"), count("UCGABAR_WAIT"), regs, narrow)
+              wide, count("STL", "LDL"), count("LDG"), count("UCGABAR_ARV"), count("UCGABAR_WAIT"), regs, narrow, ex2)
     """)
+
+
+def clustered_script(**extra) -> str:
+    script = CLUSTERED_SCRIPT.replace("EXTRA = dict()", f"EXTRA = dict(**{extra!r})")
+    assert script != CLUSTERED_SCRIPT
+    return script
 
 
 @pytest.mark.parametrize("online", [False, True], ids=["passes", "online"])
 def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once(online):
     # (online: the sum taken with the max, chunk_state.py; the same copies, stores and one barrier)
-    script = CLUSTERED_SCRIPT.replace("else 8)", "else 8, ONLINE=True)") if online else CLUSTERED_SCRIPT
-    assert script != CLUSTERED_SCRIPT or not online
-    lines = compiled_lines(script, 4)
+    lines = compiled_lines(clustered_script(ONLINE=online), 4)
     for line in lines:
-        dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs, narrow = line.split()
+        dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs, narrow, _ = line.split()
         slice_bytes = int(slice_) * (4 if dtype == "fp32" else 2)
         assert ctas == parts, line  # one cluster of PARTS programs per row
         assert slice_bytes <= int(shared) <= slice_bytes + 1024, line  # the slice, in shared memory
@@ -169,19 +176,28 @@ def test_the_clustered_kernel_copies_its_slice_and_meets_its_cluster_once(online
         assert narrow == "2", line  # the output stored 16 bytes at a time; two 4-byte stores: the partials
 
 
-DSMEM_SCRIPT = CLUSTERED_SCRIPT.replace("OUT_VEC=4 if dtype == \"fp32\" else 8)",
-                                        "OUT_VEC=4 if dtype == \"fp32\" else 8, DSMEM=True)")
-
-
-def test_the_clustered_kernel_exchanges_through_shared_memory_with_dsmem():
+@pytest.mark.parametrize("online", [False, True], ids=["passes", "online"])
+def test_the_clustered_kernel_exchanges_through_shared_memory_with_dsmem(online):
     # cluster_exchange.py: the partials go into the partners' shared memory (one generic store each, to the
     # address mapa gives), nothing through global memory; an arrive at the top, then the exchange's barrier.
-    assert DSMEM_SCRIPT != CLUSTERED_SCRIPT
-    for line in compiled_lines(DSMEM_SCRIPT, 4):
-        dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs, narrow = line.split()
+    for line in compiled_lines(clustered_script(DSMEM=True, ONLINE=online), 4):
+        dtype, slice_, parts, ctas, shared, copies, wide, spills, loads, arrive, wait, regs, narrow, _ = line.split()
         assert ctas == parts and int(copies) == int(wide) > 0 and int(spills) == 0, line
         assert loads == "0" and narrow == "0", line  # no partials in global memory: every store is the output's
         assert arrive == wait == "2", line
+
+
+def test_online_takes_the_sum_with_the_max():
+    # ONLINE really compiles the other kernel (one exp a value as the chunks land, one a vector, the store's):
+    # more exps in the PTX than the passes' loops, with either exchange; cluster_exchange's maxes, once scaled,
+    # are not multiplied by log2 e again.
+    from softmax_lab.kernels.cluster_exchange import max_sum_asm
+
+    for dsmem in (False, True):
+        passes = [int(line.split()[-1]) for line in compiled_lines(clustered_script(DSMEM=dsmem), 4)]
+        online = [int(line.split()[-1]) for line in compiled_lines(clustered_script(DSMEM=dsmem, ONLINE=True), 4)]
+        assert all(o > p for o, p in zip(online, passes)), (dsmem, passes, online)
+    assert max_sum_asm(4).value.count("mul.f32") == 4 and "mul.f32" not in max_sum_asm(4, True).value
 
 
 CLUSTERED_BACKWARD_SCRIPT = textwrap.dedent("""

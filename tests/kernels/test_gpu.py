@@ -405,15 +405,67 @@ def test_clustered_kernel_at_gpu_sizes(shape, dtype):
         _check_poisoned(clustered_softmax, x, rows, padded_out=ran % 2, **knobs)
         ran, fits = ran + 1, knobs
     assert ran >= 2
-    z = padded.clone()[:, :n]
-    clustered_softmax(z, out=z, **fits)  # in place
-    _check_rows(z, x, rows)
-    z = padded.clone()[:, :n]
-    clustered_softmax(z, out=z, dsmem=True, **{k: v for k, v in fits.items() if k != "dsmem"})
-    _check_rows(z, x, rows)
-    z = padded.clone()[:, :n]
-    clustered_softmax(z, out=z, online=True, **{k: v for k, v in fits.items() if k != "online"})
-    _check_rows(z, x, rows)
+    fits = {k: v for k, v in fits.items() if k not in ("dsmem", "online")}  # (the slices of a setting that ran)
+    for dsmem in (False, True):
+        for online in (False, True):
+            z = padded.clone()[:, :n]
+            clustered_softmax(z, out=z, dsmem=dsmem, online=online, **fits)  # in place
+            _check_rows(z, x, rows)
+
+
+def _spread_rows(n_rows, n, dtype):
+    """Rows of values near -1000 whose mass sits on 5 elements far apart (other threads, other programs of a
+    cluster): where each thread's, or each program's, rounding of its max·log2 e shows (chunk_state.py); row 0 has
+    a +inf and row 1 a NaN (their rows NaN, like torch)."""
+    x = -1000.0 - 3 * torch.rand((n_rows, n), device="cuda")
+    for k in range(5):
+        x[:, k * (n // 5) + 7] = -990.0 + torch.rand(n_rows, device="cuda")
+    x[0, n // 3] = float("inf")
+    x[1, n // 2] = float("nan")
+    return x.to(dtype)
+
+
+ONLINE_CASES = [("resident", (64, 20000), dict(overlap=True, online=True)),
+                ("resident", (64, 16384), dict(overlap=True, online=True, num_warps=4)),
+                ("unaligned_resident", (64, 20001), dict(online=True, num_warps=16, line=128)),
+                ("unaligned_resident", (64, 20001), dict(online=True, num_warps=8)),
+                ("clustered", (64, 65536), dict(online=True)),
+                ("clustered", (64, 65536), dict(online=True, dsmem=True)),
+                ("clustered", (16, 151936), dict(online=True, parts=16, num_warps=4)),
+                ("clustered", (16, 128256), dict(online=True, parts=8, num_warps=2, dsmem=True)),
+                ("resident", (64, 20000), dict(overlap=True)), ("unaligned_resident", (64, 20001), dict())]
+
+
+@HOPPER
+@pytest.mark.parametrize("kernel, shape, knobs", ONLINE_CASES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_online_sum_rounding_and_nan_rows(kernel, shape, knobs, dtype):
+    # The sum taken with the max (chunk_state.py), and the passes beside it: as close to a float64 softmax as
+    # the dtype allows on rows whose first form came out 1.4e-5 off in fp32 (each thread rounded its own shift);
+    # a row with +inf or NaN gives NaN, like torch.
+    from softmax_lab.kernels import clustered_softmax, resident_softmax, unaligned_resident_softmax
+
+    launch = {"resident": resident_softmax, "unaligned_resident": unaligned_resident_softmax,
+              "clustered": clustered_softmax}[kernel]
+    x = _spread_rows(*shape, dtype)
+    y = launch(x, out=torch.full_like(x, float("nan")), **knobs)
+    atol, rtol = tolerance(dtype)
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), atol=atol, rtol=rtol, equal_nan=True)
+    assert torch.isnan(y[:2]).all() and not torch.isnan(y[2:]).any()
+
+
+@HOPPER
+@pytest.mark.xfail(reason="each program's sum is taken against its own rounding of max·log2 e and moved by "
+                          "exp2((m_p - m_row)·log2 e): a few ulps of 1,400 apart, 2.6e-5 to 4.6e-5 in a NumPy model "
+                          "of fp32 (docs/performance.md, round 9); online keeps the maxes scaled and passes",
+                   strict=False)
+def test_clustered_passes_on_spread_rows_near_minus_1000():
+    from softmax_lab.kernels import clustered_softmax
+
+    x = _spread_rows(64, 65536, torch.float32)
+    y = clustered_softmax(x)
+    atol, rtol = tolerance(torch.float32)
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), atol=atol, rtol=rtol, equal_nan=True)
 
 
 @HOPPER

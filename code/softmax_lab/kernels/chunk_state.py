@@ -3,8 +3,8 @@
 The shared-memory kernels (``resident.py``, ``unaligned_resident.py``, ``clustered.py``) copy a whole row in and
 then read it back: once for the max, once for the sum of exp(x - max), once to store. With ``ONLINE`` they take
 the max *and* the sum in the first read, as each chunk lands, while the rest of the row is still on its way, so
-the sum's pass goes away. Each thread keeps one state for its 16-byte vectors (the rule of ``combine.py``):
-a chunk's vector of VEC values moves the thread's max to m' = max(m, max of the vector), and
+the sum's pass goes away. Each thread keeps one state per 16-byte vector it copies in a chunk (the rule of
+``combine.py``): a chunk's vector of VEC values moves that state's max to m' = max(m, max of the vector), and
 
     l' = l·exp(m - m') + Σ exp(x - m')
 

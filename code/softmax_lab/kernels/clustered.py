@@ -1,10 +1,12 @@
 """Clustered softmax: a row too long for one program's shared memory is split over a cluster of programs.
 
 ``clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v, SLICE,
-CHUNK, PARTS, OUT_VEC)``
+CHUNK, PARTS, OUT_VEC, DSMEM, ONLINE)``
   one cluster of PARTS programs (CTAs) per row; program p of the cluster holds columns [p·SLICE, (p+1)·SLICE)
-  of the row in its shared memory; partial_ptr: 2·PARTS floats a row, where the programs leave their (max, sum);
-  the other arguments as in ``resident.py``
+  of the row in its shared memory; partial_ptr: 2·PARTS floats a row, where the programs leave their (max, sum)
+  (with ONLINE the max times log2 e); DSMEM: the partials go through the partners' shared memory instead;
+  ONLINE: each program's sum taken with its max as the chunks land (``chunk_state.py``); the other arguments as
+  in ``resident.py``
 
 A Hopper GPU launches programs in *clusters* that are guaranteed to run at the same time, on neighbouring
 multiprocessors, and can wait for each other at a cluster barrier (``barrier.cluster``). So a row of 65,536
@@ -98,7 +100,8 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
             m_t, l_t = chunk_state.fold_parts(m_t, l_t, x, VEC)
         else:
             m = gl.maximum(m, x)
-    K: gl.constexpr = chunk_state.max_scale(ONLINE)  # (online: the maxes are already times log2 e)
+    TO_LOG2: gl.constexpr = chunk_state.max_scale(ONLINE)  # what turns a max into exp2's shift (1: online's
+    # maxes are times log2 e already)
     if ONLINE:
         m_part, l_part = chunk_state.finish_parts(m_t, l_t, gl.SliceLayout(1, layout))
     else:
@@ -115,14 +118,14 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
     else:  # 4. the partials out, the barrier, everyone's partials in, combined
         mine = partial_ptr + row * (2 * PARTS) + part * 2
         gl.store(mine, m_part)
-        gl.store(mine + 1, l_part if ONLINE else gl.sum(total, axis=1))  # (summed here: the order measured)
+        gl.store(mine + 1, l_part if ONLINE else gl.sum(total, axis=1))  # (summed here, as the measured kernel did)
         cluster_barrier()
         every = gl.arange(0, PARTS, layout=whole_cluster_layout(gl.num_warps(), PARTS))
         theirs = partial_ptr + row * (2 * PARTS) + every * 2
         m_all = gl.load(theirs, volatile=True)  # (volatile: from L2, never a stale L1 line)
         l_all = gl.load(theirs + 1, volatile=True)
         m_row = gl.max(m_all, axis=0)
-        scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * K), axis=0)
+        scale = 1.0 / gl.sum(l_all * gl.exp2((m_all - m_row) * TO_LOG2), axis=0)
     dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (this order, not (row * stride) * VEC: it measured
     # faster; its product is 32-bit, so the launcher refuses rows 2**31 or more elements apart)
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
@@ -131,7 +134,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         end = n_cols
     for c in range(N):  # 5. exp again, scaled, stored
         x = row_smem.index(c).load(layout).to(gl.float32)
-        y = gl.exp2(x * LOG2E - m_row * K) * scale
+        y = gl.exp2(x * LOG2E - m_row * TO_LOG2) * scale
         gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < end)
 
 
@@ -153,7 +156,7 @@ def slices(n_cols: int, element_size: int, parts=None, num_warps=None, vectors=N
     return dict(SLICE=chunks * chunk, CHUNK=chunk, PARTS=parts, num_warps=num_warps, num_ctas=parts)
 
 
-def refusal(x: torch.Tensor, parts=None, num_warps=None, vectors=None) -> str:
+def refusal(x: torch.Tensor, parts=None, num_warps=None, vectors=None, dsmem=False, online=False) -> str:
     """Why this GPU or ``x`` cannot take the kernel (``gluon_refusal``), or ''."""
     options = slices(x.shape[1], x.element_size(), parts, num_warps, vectors)
     return gluon_refusal(x, "clustered_softmax", row_bytes=options["SLICE"] * x.element_size(), clusters=True)

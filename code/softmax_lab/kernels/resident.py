@@ -1,12 +1,13 @@
 """Resident softmax: the row lives in shared memory, not in registers, so many programs share a multiprocessor.
 
 ``resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v, BLOCK, CHUNK, OVERLAP,
-OUT_VEC)``
+OUT_VEC, ONLINE)``
   one program per row; n_cols_v, in_stride_v: the row length and the input's row stride in 16-byte vectors
   (so the compiler knows every copy is a whole vector); CHUNK: one 16-byte vector per thread; OVERLAP: a
   commit group per chunk, so the max pass starts while the row still arrives; out_stride_v: the output's row
   stride in pieces of OUT_VEC elements (a 16-byte vector when the rows are whole vectors, else 1: see
-  ``_launch.row_vector``)
+  ``_launch.row_vector``); ONLINE (with OVERLAP): the sum taken with the max as each chunk lands, each thread's
+  max kept times log2 e (``chunk_state.py``), so no pass of its own
 
 The fused kernel holds its row in registers: a 16-bit row of 32,768 elements fills half a multiprocessor's
 registers, so one program runs there at a time and its steps (load, reduce, store) never overlap. Here the
@@ -44,6 +45,7 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
     row = gl.program_id(0).to(gl.int64)
     cols = gl.arange(0, CHUNK, layout=layout)
     src = in_ptr + row * (in_stride_v * VEC)  # (row: 64-bit; the stride fits 32 bits, see _launch.vector_refusal)
+    gl.static_assert(OVERLAP or not ONLINE, "ONLINE takes the sum as the chunks land: it needs OVERLAP")
     m = gl.full([CHUNK], float("-inf"), gl.float32, layout)
     if OVERLAP:  # 1-2. a commit group per chunk: the max starts on the first chunk while the others arrive
         for c in gl.static_range(N):
@@ -97,7 +99,7 @@ def shared_row(n_cols: int, element_size: int, num_warps=None) -> tuple[int, int
     return whole_chunks(n_cols, chunk) * chunk, chunk
 
 
-def refusal(x: torch.Tensor, num_warps=None, overlap=False) -> str:
+def refusal(x: torch.Tensor, num_warps=None, overlap=False, online=False) -> str:
     """Why this GPU or ``x`` cannot take the kernel (``gluon_refusal``), or ''."""
     block, _ = shared_row(x.shape[1], x.element_size(), num_warps)
     return gluon_refusal(x, "resident_softmax", row_bytes=block * x.element_size())
@@ -108,9 +110,12 @@ def launch_setup(y, x, num_warps=None, overlap=False, online=False):
     n_rows, n_cols = x.shape
     vec = 16 // x.element_size()
     BLOCK, chunk = shared_row(n_cols, x.element_size(), num_warps)
-    overlap = bool(overlap) and BLOCK // chunk <= 32  # (wait_group counts stop at 63: few chunks only)
+    overlap = bool(overlap or online) and BLOCK // chunk <= 32  # (wait_group counts stop at 63: few chunks only)
+    if online and not overlap:
+        raise ValueError(f"resident_softmax: online takes the row in at most 32 chunks; this row is {BLOCK // chunk} "
+                         f"chunks of {chunk} elements: use more warps")
     out_vec = row_vector(n_cols, y)
-    options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=out_vec, ONLINE=overlap and bool(online),
+    options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=out_vec, ONLINE=bool(online),
                    num_warps=num_warps or 8)
     args = (y, x, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
     return resident_softmax_kernel, (n_rows,), args, options
@@ -120,8 +125,8 @@ def resident_softmax(x: torch.Tensor, out: torch.Tensor | None = None, num_warps
                      overlap: bool = False, online: bool = False) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (GPU; rows starting on 16 bytes, up to 65536 fp16/bf16 or
     32768 fp32 elements: the row must fit shared memory). Knobs: ``num_warps`` (default 8), ``overlap``
-    (take the max of each chunk as soon as it lands, instead of after the whole row), ``online`` (with
-    ``overlap``: the sum too, so the sum's pass goes away: ``chunk_state.py``)."""
+    (take the max of each chunk as soon as it lands, instead of after the whole row), ``online`` (the sum too,
+    so the sum's pass goes away: ``chunk_state.py``; implies ``overlap``, so at most 32 chunks)."""
     x, y = prepare_gluon(x, out, "resident_softmax", lambda x: refusal(x, num_warps), num_warps=num_warps)
     if x.numel() == 0:
         return y

@@ -15,9 +15,10 @@ whole 128-byte lines, from anywhere else they touch 5. The row's copies and stor
 they fall on lines: 2048×50257 bf16 ran at 88.0% of copy from lines, 86.0 from vectors (docs/performance.md).
 
 ``unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first, out_row_stride, n_cols, BLOCK,
-CHUNK, LINE=16)``: one program per row; the pointers are rounded down to 16 bytes and ``*_first`` counts the
-elements from them to row 0; the output's rows must lie like the input's around vectors (the launcher checks;
-around lines they may lie otherwise: then only the input's copies fall on whole lines).
+CHUNK, LINE=16, ONLINE=False)``: one program per row; the pointers are rounded down to 16 bytes and ``*_first``
+counts the elements from them to row 0; the output's rows must lie like the input's around vectors (the launcher
+checks; around lines they may lie otherwise: then only the input's copies fall on whole lines); ONLINE: the sum
+taken with the max as each chunk lands (``chunk_state.py``), so no pass of its own.
 
 GPU only (Gluon). The dispatcher takes it for 16-bit windows of 1,032-57,344 positions and fp32 windows of
 16,385-57,344 (``tuning.UNALIGNED_FORWARD``; what it measured: ``docs/performance.md``).
@@ -107,7 +108,8 @@ def shared_window(n_cols: int, element_size: int, num_warps: int, line: int = 16
     return cdiv(n_cols + line // element_size - 1, chunk) * chunk, chunk
 
 
-def refusal(x: torch.Tensor, y: torch.Tensor | None = None, num_warps: int = 8, line: int = 16) -> str:
+def refusal(x: torch.Tensor, y: torch.Tensor | None = None, num_warps: int = 8, line: int = 16,
+            online: bool = False) -> str:
     """Why this GPU, ``x`` or its output ``y`` (None: a new contiguous one) cannot take the kernel, or ''."""
     if x.device.type != "cuda":
         return "unaligned_resident_softmax needs a GPU (a Gluon kernel); use unaligned_cooperative_softmax"
