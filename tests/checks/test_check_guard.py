@@ -58,6 +58,30 @@ def test_a_runaway_kernel_is_stopped_and_its_loop_named(edit, words, short_limit
     assert ok, text
 
 
+def test_the_same_stopped_function_is_not_run_again(short_limit, monkeypatch, tmp_path):
+    """A later cell gives the check the very function it stopped (chapter 3's table runs its check again): the same
+    lines at once, saying so, instead of another wait; what the grader reads from them is the same (a stop, with the
+    cases before it). A new definition (the exercise cell run again) is checked again."""
+    from softmax_lab.grading.statuses import STOPPED, STOPPED_VERDICT
+
+    monkeypatch.setattr(guard, "_STOPPED", {})
+    hangs = online((WHILE, WHILE_NEVER_ENDS), tmp_path)
+    t0 = time.monotonic()
+    ok, first = run_check("ch05-online-kernel", hangs)
+    assert not ok and time.monotonic() - t0 >= 3.0, first
+    t0 = time.monotonic()
+    ok, again = run_check("ch05-online-kernel", hangs)
+    assert not ok and time.monotonic() - t0 < 1.0, again
+    lines = again.splitlines()
+    assert [ln for ln in lines if "not run again" not in ln] == first.splitlines(), (first, again)
+    note = next(k for k, ln in enumerate(lines) if "not run again" in ln)
+    assert STOPPED.match(lines[note - 1]) and lines[note].startswith("  ") and "`online_softmax`" in lines[note]
+    assert STOPPED_VERDICT.search(again)
+    t0 = time.monotonic()
+    ok, fresh = run_check("ch05-online-kernel", online((WHILE, WHILE_NEVER_ENDS), tmp_path))
+    assert not ok and time.monotonic() - t0 >= 3.0 and "not run again" not in fresh, fresh
+
+
 def test_interrupt_shows_a_few_lines_and_no_traceback(monkeypatch, tmp_path):
     """The learner presses Interrupt (SIGINT in the kernel) while the check runs a kernel that never ends:
     IPython shows the check's few lines, naming the loop, and no traceback through the package or Triton."""

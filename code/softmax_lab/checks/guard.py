@@ -10,6 +10,8 @@ answers an Interrupt in a few lines; it also refuses the package's own kernels g
   of a check has run for ``TIME_LIMIT_S`` seconds and your code is the one running, the check stops it and names
   the loop your code was in (the check's own work, a compile say, is never stopped). On a GPU a kernel cannot be
   stopped from Python; the grader's own time limit applies there.
+  A check given again the very functions it stopped (a later cell that runs the same check, say) does not wait
+  another ``TIME_LIMIT_S`` seconds for the same stop: it prints what it printed then, saying so.
 * **Interrupt.** Pressing the notebook's stop button raises ``KeyboardInterrupt`` deep inside Triton; the check
   shows where your code was, in a few lines, instead of a traceback through this package and Triton.
 """
@@ -22,6 +24,7 @@ import linecache
 import os
 import re
 import signal
+import sys
 import threading
 import types
 
@@ -210,6 +213,37 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
+class _Recorder:
+    """stdout that also keeps what was written (what a check printed before it was stopped)."""
+
+    def __init__(self, out):
+        self.out, self.text = out, []
+
+    def write(self, text):
+        self.text.append(text)
+        return self.out.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.out, name)
+
+
+# check -> (args, kwargs, (what it printed, the stop's lines)) of its last run that the time limit stopped. The
+# arguments are kept (so their identities stay theirs): given the same objects again, the check would stop at the
+# same case after the same wait. A new run of the exercise cell makes new functions, which are checked again.
+_STOPPED: dict = {}
+
+
+def _stopped_before(check, args, kwargs) -> tuple[list[str], list[str]] | None:
+    """(what the check printed before its stop, its stop's lines) when ``check`` stopped these very arguments."""
+    before = _STOPPED.get(check)
+    if before is None:
+        return None
+    old_args, old_kwargs, printed = before
+    same = (len(args) == len(old_args) and all(a is b for a, b in zip(args, old_args))
+            and kwargs.keys() == old_kwargs.keys() and all(kwargs[k] is old_kwargs[k] for k in kwargs))
+    return printed if same else None
+
+
 class CheckInterrupted(KeyboardInterrupt):
     """The learner pressed Interrupt during a check: IPython shows these few lines instead of a traceback."""
 
@@ -250,16 +284,27 @@ def guarded(check, exercises: list[str]):
             print(f"NOT CHECKED  {borrowed}")
             print(f"{label}: FAILED (not checked: the code given is the course's, not yours)")
             return Verdict(False)
+        again = _stopped_before(check, args, kwargs)
+        if again is not None:  # the same functions this check stopped before: the same lines, without the wait
+            before, stopped = again
+            names = ", ".join(f"`{name}`" for name, _ in functions) or "the code given"
+            print("".join(before) + stopped[0])
+            print(f"  not run again: this check stopped the same {names} in an earlier cell, unchanged since; fix it "
+                  "and run its cell, then this one")
+            print("\n".join(stopped[1:]))
+            return Verdict(False)
         _depth.n = 1
         current_case(clear=True)
+        printed = _Recorder(sys.stdout)
         try:
-            with time_limit(TIME_LIMIT_S if _interpreted() else 0):
+            with time_limit(TIME_LIMIT_S if _interpreted() else 0), contextlib.redirect_stdout(printed):
                 return check(*args, **kwargs)
         except RunawayKernel as stop:
-            print(f"STOPPED  after {stop.seconds:g} s{_case()}: your code was still running")
-            for line in likely_cause(stop.where):
-                print("  " + line)
-            print(f"{label}: FAILED (stopped: one case ran past the check's {stop.seconds:g} s limit)")
+            lines = [f"STOPPED  after {stop.seconds:g} s{_case()}: your code was still running"]
+            lines += ["  " + line for line in likely_cause(stop.where)]
+            lines.append(f"{label}: FAILED (stopped: one case ran past the check's {stop.seconds:g} s limit)")
+            print("\n".join(lines))
+            _STOPPED[check] = (args, kwargs, (printed.text, lines))
             return Verdict(False)
         except KeyboardInterrupt as err:
             if isinstance(err, CheckInterrupted):
