@@ -289,8 +289,8 @@ def guarded(check, exercises: list[str]):
             before, stopped = again
             names = ", ".join(f"`{name}`" for name, _ in functions) or "the code given"
             print("".join(before) + stopped[0])
-            print(f"  not run again: this check stopped the same {names} in an earlier cell, unchanged since; fix it "
-                  "and run its cell, then this one")
+            print(f"  not run again (no wait this time): this check stopped the same {names} before, unchanged "
+                  "since; fix it and run its cell, then this check")
             print("\n".join(stopped[1:]))
             return Verdict(False)
         _depth.n = 1
