@@ -55,3 +55,12 @@ def test_compare_checks_times_and_records_what_fails():
     back = bench.compare(64, 4096, torch.bfloat16, [], kind="backward", rep_ms=5)
     assert [r["impl"] for r in back] == ["copy", "torch.softmax", "softmax_lab.softmax"]
     assert back[2]["checked"] == "ok"
+
+
+def test_the_sweeps_time_a_peer_that_imports_and_say_why_one_does_not(monkeypatch, capsys):
+    from softmax_lab import bench
+
+    monkeypatch.setattr(bench, "peers", lambda: ({"quack": (lambda x: x * 2, None)}, {"liger": "ImportError: no"}))
+    (name, fn, knobs), = bench.peer_candidates(("quack", "liger"))
+    assert (name, fn(3, None), knobs) == ("quack", 6, None)
+    assert capsys.readouterr().out == "liger not importable: ImportError: no\n"

@@ -117,15 +117,6 @@ def costs_softmax(x, out=None, mode="full", parts=None, num_warps=None, vectors=
     return y
 
 
-def quack():
-    try:
-        from quack.softmax import softmax_fwd
-    except Exception as err:  # (printed, not raised: the sweep runs without it)
-        print(f"QuACK not importable: {type(err).__name__}: {err}")
-        return []
-    return [("quack", lambda x, out: softmax_fwd(x), None)]
-
-
 def main(path):
     bf16 = torch.bfloat16
     knobs = {65536: [dict(parts=4, num_warps=4, vectors=2), dict(parts=4, num_warps=8, vectors=1)],
@@ -133,13 +124,13 @@ def main(path):
     cases = []
     for n_cols, settings in knobs.items():
         for n_rows in (1024, 4096):
-            cands = quack()
+            cands = bench.peer_candidates()
             for k in settings:
                 for mode in MODES:
                     cands.append((f"costs {mode}", lambda x, out, k=k, mode=mode: costs_softmax(x, out, mode, **k),
                                   dict(k, mode=mode)))
             cases.append((n_rows, n_cols, bf16, cands))
-    cands = quack()  # fp32 rows of the Qwen vocabulary, where the cooperative kernel runs today
+    cands = bench.peer_candidates()  # fp32 rows of the Qwen vocabulary, where the cooperative kernel runs today
     for k in (dict(parts=16, num_warps=4, vectors=1), dict(parts=8, num_warps=8, vectors=1)):
         for mode in ("full", "local", "dsmem"):
             cands.append((f"costs {mode}", lambda x, out, k=k, mode=mode: costs_softmax(x, out, mode, **k),

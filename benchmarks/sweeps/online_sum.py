@@ -17,15 +17,6 @@ from softmax_lab import bench
 from softmax_lab.kernels import clustered_softmax, resident_softmax, unaligned_resident_softmax
 
 
-def quack():
-    try:
-        from quack.softmax import softmax_fwd
-    except Exception as err:  # (printed, not raised: the sweep runs without it)
-        print(f"QuACK not importable: {type(err).__name__}: {err}")
-        return []
-    return [("quack", lambda x, out: softmax_fwd(x), None)]
-
-
 def both(name, launch, settings):
     """(name, fn, knobs) for each setting, with online off and on."""
     return [(f"{name} online={on}", lambda x, out, k=k, on=on: launch(x, out, online=on, **k), dict(k, online=on))
@@ -34,7 +25,8 @@ def both(name, launch, settings):
 
 def main(path):
     bf16, fp32 = torch.bfloat16, torch.float32
-    cases = [(2048, n, bf16, quack() + both("resident", resident_softmax, [dict(num_warps=8, overlap=True)]))
+    quack = bench.peer_candidates()
+    cases = [(2048, n, bf16, quack + both("resident", resident_softmax, [dict(num_warps=8, overlap=True)]))
              for n in (32768, 32000)]
     cases.append((2048, 50257, bf16, both("unaligned_resident", unaligned_resident_softmax,
                                           [dict(num_warps=16, line=128), dict(num_warps=8, line=128)])))
@@ -43,7 +35,7 @@ def main(path):
                  (512, 151936, fp32): [dict(parts=8, num_warps=4), dict(parts=16, num_warps=4)],
                  (1024, 65536, fp32): [dict(parts=8, num_warps=2, vectors=2)]}
     for (n_rows, n_cols, dtype), settings in clustered.items():
-        cases.append((n_rows, n_cols, dtype, quack() + both("clustered", clustered_softmax, settings)))
+        cases.append((n_rows, n_cols, dtype, quack + both("clustered", clustered_softmax, settings)))
     bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/online_sum.py OUT.json")
 
 

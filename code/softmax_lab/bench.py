@@ -178,6 +178,16 @@ def peers(with_compile=False, with_libraries=True):
     return out, missing
 
 
+def peer_candidates(names=("quack",)) -> list:
+    """``compare``'s ``(name, fn, None)`` for the forward of each peer named that imports here (``peers``), for
+    the sweeps; prints why one does not (the sweep runs without it)."""
+    found, missing = peers()
+    for name in names:
+        if name in missing:
+            print(f"{name} not importable: {missing[name]}")
+    return [(name, lambda x, out, forward=found[name][0]: forward(x), None) for name in names if name in found]
+
+
 def _kernel_fits(name, n_rows, n_cols):
     """Skip what a kernel cannot take, or would take minutes for (naive is O(N²); row-serial is one lane)."""
     limit = kernels.MAX_COLS[name]

@@ -48,9 +48,9 @@ def start(CHUNK: gl.constexpr, VEC: gl.constexpr):
 
 @gluon.jit
 def finish(s, l):
-    """The block's state from its threads': (scaled max, sum rescaled to it)."""
+    """The row's scaled max and 1 / its sum (what the store pass needs), from its threads' states."""
     s_all = gl.max(s, axis=0)
-    return s_all, gl.sum(l * gl.exp2(s - gl.where(s_all == float("-inf"), 0.0, s_all)), axis=0)
+    return s_all, 1.0 / gl.sum(l * gl.exp2(s - gl.where(s_all == float("-inf"), 0.0, s_all)), axis=0)
 
 
 # The same for clustered.py's ``[PARTS, CHUNK]`` tensors (row p of them in program p of the cluster): the

@@ -72,8 +72,7 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
             x = row_smem.index(c).load(layout).to(gl.float32)
             m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
     if ONLINE:
-        m_row, l_row = chunk_state.finish(m_t, l_t)  # (m_row: already times log2 e)
-        scale = 1.0 / l_row
+        m_row, scale = chunk_state.finish(m_t, l_t)  # (m_row: already times log2 e)
     else:
         m_row = gl.max(m, axis=0) * LOG2E
         total = gl.zeros([CHUNK], gl.float32, layout)

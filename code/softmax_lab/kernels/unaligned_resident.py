@@ -79,8 +79,7 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
         else:
             m = gl.maximum(m, x)
     if ONLINE:
-        m_row, l_row = chunk_state.finish(m_t, l_t)  # (m_row: already times log2 e)
-        scale = 1.0 / l_row
+        m_row, scale = chunk_state.finish(m_t, l_t)  # (m_row: already times log2 e)
     else:
         m_row = gl.max(m, axis=0) * LOG2E
         total = gl.zeros([CHUNK], gl.float32, layout)
