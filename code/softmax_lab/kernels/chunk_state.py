@@ -85,8 +85,3 @@ def finish_parts(s, l, layout: gl.constexpr):
     l_all = gl.sum(l * gl.exp2(s - gl.where(s_all == float("-inf"), 0.0, s_all)[:, None]), axis=1)
     return gl.convert_layout(s_all, layout), gl.convert_layout(l_all, layout)
 
-
-@constexpr_function
-def max_scale(online):
-    """What a kernel multiplies its max by to get the exp2 shift: 1 when the state is ``online`` (scaled)."""
-    return 1.0 if online else 1.4426950408889634
