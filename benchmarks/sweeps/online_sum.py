@@ -4,7 +4,7 @@ range the dispatcher gives ``resident``, ``unaligned_resident`` or ``clustered``
 from ``dispatch._runnable``), and a few other settings of the issue 28 lines. GPU machine (sm_90), repository
 root, QuACK importable for its lines (``benchmarks/bench_with_peers.sh`` shows how):
 
-    PYTHONPATH=code python3 benchmarks/sweeps/online_sum.py OUT.json
+    PYTHONPATH=code python3 benchmarks/sweeps/online_sum.py OUT.json [ROWSxCOLS ...]   # (those shapes alone)
 
 Every candidate is checked against float64 before and after it is timed (``bench.compare``). Its runs:
 ``benchmarks/records/h200-online-sum-round9.json`` (at 136880f: the issue's lines only, without QuACK, before the
@@ -30,7 +30,7 @@ def both(name, launch, settings):
 RANGES = [(4096, 12288, "bf16"), (2048, 32768, "bf16"), (2048, 32000, "bf16"), (1024, 50000, "bf16"),
           (1024, 65536, "bf16"), (1024, 80000, "bf16"), (1024, 100000, "bf16"), (1024, 128256, "bf16"),
           (2048, 20000, "fp32"), (1024, 50000, "fp32"), (1024, 65536, "fp32"),
-          (16384, 1500, "bf16"), (4096, 10001, "bf16"), (4096, 20001, "bf16"), (2048, 50257, "bf16"),
+          (16384, 1501, "bf16"), (4096, 10001, "bf16"), (4096, 20001, "bf16"), (2048, 50257, "bf16"),
           (2048, 30001, "fp32")]
 # Other settings, on the issue's lines.
 OTHERS = {(2048, 50257, "bf16"): ("unaligned_resident", [dict(num_warps=16, line=128)]),
@@ -42,10 +42,13 @@ LAUNCH = {"resident": resident_softmax, "unaligned_resident": unaligned_resident
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
-def main(path):
+def main(path, only=()):
+    """Every shape, or those named in ``only`` (``"ROWSxCOLS"``)."""
     quack = bench.peer_candidates()
     cases = []
     for n_rows, n_cols, short in RANGES + [key for key in OTHERS if key not in RANGES]:
+        if only and f"{n_rows}x{n_cols}" not in only:
+            continue
         dtype = DTYPES[short]
         name, knobs = dispatch._runnable(torch.empty((n_rows, n_cols), dtype=dtype, device="cuda"))
         candidates = both(name, LAUNCH[name], [knobs]) if name in LAUNCH else []
@@ -57,4 +60,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])
