@@ -34,9 +34,12 @@ RANGES = [(4096, 12288, "bf16"), (2048, 32768, "bf16"), (2048, 32000, "bf16"), (
           (2048, 30001, "fp32")]
 # Other settings, on the lines.
 OTHERS = {(2048, 50257, "bf16"): ("unaligned_resident", [dict(num_warps=16, line=128)]),
-          (1024, 65536, "bf16"): ("clustered", [dict(parts=8, num_warps=4)]),
-          (1024, 128256, "bf16"): ("clustered", [dict(parts=8, num_warps=4)]),
-          (512, 151936, "fp32"): ("clustered", [dict(parts=8, num_warps=4), dict(parts=16, num_warps=4)])}
+          (1024, 65536, "bf16"): ("clustered", [dict(parts=8, num_warps=4), dict(parts=4, num_warps=2, vectors=2),
+                                                dict(parts=2, num_warps=4, vectors=2)]),
+          (1024, 128256, "bf16"): ("clustered", [dict(parts=8, num_warps=4), dict(parts=8, num_warps=1, vectors=2),
+                                                 dict(parts=16, num_warps=2, vectors=1)]),
+          (512, 151936, "fp32"): ("clustered", [dict(parts=8, num_warps=4), dict(parts=16, num_warps=4),
+                                                dict(parts=16, num_warps=2), dict(parts=8, num_warps=8)])}
 LAUNCH = {"resident": resident_softmax, "unaligned_resident": unaligned_resident_softmax,
           "clustered": clustered_softmax}
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
