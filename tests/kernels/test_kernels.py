@@ -353,7 +353,8 @@ def test_unaligned_windows_and_rules():
     assert dispatch.choose_unaligned(65537, torch.bfloat16)[0] == "unaligned_cooperative"
     assert dispatch.choose_unaligned(130, torch.bfloat16) == ("multirow", dict(ROWS=8, num_warps=1))
     assert dispatch.choose_unaligned(1000, torch.bfloat16) is None  # 16-bit tiles keep the register kernels
-    assert dispatch.choose_unaligned(50257, torch.float32) == ("unaligned_resident", dict(num_warps=16, line=128, online=True))
+    assert dispatch.choose_unaligned(50257, torch.float32) == ("unaligned_resident",
+                                                               dict(num_warps=16, line=128, online=True))
     assert dispatch.choose_unaligned(65537, torch.float32) is None  # fp32 cooperative rows keep the register kernels
 
 
