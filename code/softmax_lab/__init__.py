@@ -99,10 +99,10 @@ def __getattr__(name):
         values["WHERE"] = device.describe()
         globals().update(values)
         return values[name]
-    if name == "softmax":  # the operator (softmax_lab/op.py); no submodule is named `softmax`, so nothing hides it
-        from .op import softmax as fn
+    if name in ("softmax", "softmax_backward"):  # the operators (softmax_lab/op.py); no submodule has these names
+        from . import op
 
-        globals()["softmax"] = fn
+        fn = globals()[name] = getattr(op, name)
         return fn
     if name in ("hint", "hint_button"):  # softmax_lab/hints.py: the four-level hint ladder of every exercise
         import importlib

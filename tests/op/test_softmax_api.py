@@ -28,6 +28,17 @@ def test_is_the_function():
     assert softmax_lab.dispatch.choose is softmax.choose
 
 
+def test_the_backward_is_at_the_top_too():
+    # softmax_lab.softmax_backward, beside softmax_lab.softmax (a PyTorch user looked for it there)
+    from softmax_lab.op import softmax_backward
+
+    assert softmax_lab.softmax_backward is softmax_backward
+    y = softmax_lab.softmax(randn((3, 7), device=DEV))
+    dy = randn((3, 7), device=DEV)
+    ref = y * (dy - (dy * y).sum(-1, keepdim=True))
+    torch.testing.assert_close(softmax_lab.softmax_backward(y, dy), ref)
+
+
 def test_no_module_hides_the_function():
     # `import softmax_lab.softmax` used to rebind softmax_lab.softmax to the dispatcher module.
     with pytest.raises(ModuleNotFoundError):
