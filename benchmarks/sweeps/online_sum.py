@@ -8,7 +8,9 @@ root, QuACK importable for its lines (``benchmarks/bench_with_peers.sh`` shows h
 
 Every candidate is checked against float64 before and after it is timed (``bench.compare``). Its runs:
 ``benchmarks/records/h200-online-sum-round9.json`` (at 136880f: the issue's lines only, without QuACK, before the
-rounding fix of ``chunk_state.py``) and ``h200-online-sum-round10.json`` (every range; docs/performance.md).
+rounding fix of ``chunk_state.py``), ``h200-online-sum-round10.json`` (every range, its 1-warp window shape then
+1500, which the dispatcher gives a register kernel) and ``h200-online-sum-more-round10.json`` (16384×1501 and more
+clustered settings; docs/performance.md, round 10).
 """
 import sys
 
@@ -59,7 +61,7 @@ def main(path, only=()):
             other, settings = OTHERS[n_rows, n_cols, short]
             candidates += both(other, LAUNCH[other], settings)
         cases.append((n_rows, n_cols, dtype, quack + candidates))
-    bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/online_sum.py OUT.json")
+    bench.sweep(path, cases, " ".join(["PYTHONPATH=code python3 benchmarks/sweeps/online_sum.py OUT.json", *only]))
 
 
 if __name__ == "__main__":

@@ -358,6 +358,17 @@ def test_unaligned_windows_and_rules():
     assert dispatch.choose_unaligned(65537, torch.float32) is None  # fp32 cooperative rows keep the register kernels
 
 
+def test_resident_refuses_online_past_32_chunks():
+    # online folds each chunk as it lands (wait_group counts): a row of more than 32 chunks is refused, so the
+    # dispatcher falls back instead of raising; 8 warps take the longest row of FORWARD's resident rules
+    from softmax_lab.kernels import resident
+
+    x = torch.empty((2, 28672), dtype=torch.float32)
+    assert "at most 32 chunks" in resident.refusal(x, num_warps=4, online=True)
+    assert "chunks" not in resident.refusal(x, num_warps=8, online=True)
+    assert "chunks" not in resident.refusal(x, num_warps=4)
+
+
 def test_the_unaligned_gluon_kernel_falls_back_off_the_gpu():
     # unaligned_resident (a Gluon kernel) cannot run in the interpreter: the dispatcher sends its rows to the
     # cooperative window kernel there, and the launcher itself says what to use instead.

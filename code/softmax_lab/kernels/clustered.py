@@ -4,9 +4,9 @@
 CHUNK, PARTS, OUT_VEC, DSMEM, ONLINE)``
   one cluster of PARTS programs (CTAs) per row; program p of the cluster holds columns [p·SLICE, (p+1)·SLICE)
   of the row in its shared memory; partial_ptr: 2·PARTS floats a row, where the programs leave their (max, sum)
-  (with ONLINE the max times log2 e); DSMEM: the partials go through the partners' shared memory instead;
-  ONLINE: each program's sum taken with its max as the chunks land (``chunk_state.py``); the other arguments as
-  in ``resident.py``
+  (the max times log2 e, rounded once, as the store pass uses it); DSMEM: the partials go through the partners'
+  shared memory instead; ONLINE: each program's sum taken with its max as the chunks land (``chunk_state.py``);
+  the other arguments as in ``resident.py``
 
 A Hopper GPU launches programs in *clusters* that are guaranteed to run at the same time, on neighbouring
 multiprocessors, and can wait for each other at a cluster barrier (``barrier.cluster``). So a row of 65,536

@@ -100,7 +100,10 @@ def shared_row(n_cols: int, element_size: int, num_warps=None) -> tuple[int, int
 
 def refusal(x: torch.Tensor, num_warps=None, overlap=False, online=False) -> str:
     """Why this GPU or ``x`` cannot take the kernel (``gluon_refusal``), or ''."""
-    block, _ = shared_row(x.shape[1], x.element_size(), num_warps)
+    block, chunk = shared_row(x.shape[1], x.element_size(), num_warps)
+    if online and block // chunk > 32:
+        return (f"resident_softmax: online takes the row in at most 32 chunks; this row is {block // chunk} chunks of "
+                f"{chunk} elements: use more warps")
     return gluon_refusal(x, "resident_softmax", row_bytes=block * x.element_size())
 
 
@@ -111,8 +114,7 @@ def launch_setup(y, x, num_warps=None, overlap=False, online=False):
     BLOCK, chunk = shared_row(n_cols, x.element_size(), num_warps)
     overlap = bool(overlap or online) and BLOCK // chunk <= 32  # (wait_group counts stop at 63: few chunks only)
     if online and not overlap:
-        raise ValueError(f"resident_softmax: online takes the row in at most 32 chunks; this row is {BLOCK // chunk} "
-                         f"chunks of {chunk} elements: use more warps")
+        raise ValueError(refusal(x, num_warps, overlap, online))
     out_vec = row_vector(n_cols, y)
     options = dict(BLOCK=BLOCK, CHUNK=chunk, OVERLAP=overlap, OUT_VEC=out_vec, ONLINE=bool(online),
                    num_warps=num_warps or 8)
