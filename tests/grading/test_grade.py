@@ -672,6 +672,15 @@ def test_check_messages_for_output_that_is_not_fail_lines():
               "error": {"ename": "NameError", "evalue": "name 'double' is not defined"}}
     status, msg = _check_message(raised, expected, 100)
     assert status == "error" and "NameError" in msg and "rename or delete" in msg
+    # the cell's time limit interrupted the check (nobody else presses Interrupt in the grader): a timeout, with the
+    # check's own lines on where (before: "error: the check raised CheckInterrupted")
+    cut = {"status": "raised", "stdout": "", "error": {"ename": "CheckInterrupted", "evalue": (
+        "Interrupted during the case '3 columns' (fx-double).\n  your code was at line 19: while True:\n"
+        "Run the exercise cell and the check again when it is fixed.")}}
+    status, msg = _check_message(cut, expected, 100)
+    assert status == "timeout" and msg.splitlines() == [
+        "timed out: the check ran past the grader's time limit for a cell (an endless loop?)",
+        "Interrupted during the case '3 columns' (fx-double).", "  your code was at line 19: while True:"], msg
     # output that differs: the first line where it departs, whole (up to 500 characters, cut at a word), beside the
     # solution check's line there (before: the first line printed, cut at 200 characters mid-word)
     long = "PASS  a but " + "then a long explanation " * 15

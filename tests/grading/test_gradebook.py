@@ -297,6 +297,7 @@ def test_notebooks_the_grader_could_not_run_end_with_what_to_do_and_exit_1(tmp_p
     last = proc.stderr.strip().splitlines()[-1]
     assert "1 notebook(s) could not be graded" in last and "ann/" + NB in last, last
     assert "run the same command again" in last, last
+    assert "the first says:" in last and "softmax_lab_no_such_module" in last, last  # the reason, on the screen
 
 
 def test_a_learner_not_on_the_roster_is_graded_with_a_warning(tmp_path):

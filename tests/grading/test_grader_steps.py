@@ -132,6 +132,28 @@ def test_a_break_no_learner_code_explains_is_the_graders_trouble(monkeypatch):
         assert status == "error" and msg.startswith(blanking.GRADER_TROUBLE) and "grader log: last line" in msg
 
 
+def test_the_checks_stop_a_case_before_the_cells_limit_strikes():
+    """--timeout 60 gave the checks' own limit (60 s a case) and the cell's at once: the check was interrupted."""
+    assert [runner.check_seconds(t) for t in (120, 300, 60, 10)] == ["60", "60", "30", "30"]
+    T.ensure_bwrap()
+    cmd, _, _ = runner.sandboxed_command(Path("/tmp"), Limits(cell_timeout=60), {}, None)
+    at = cmd.index("SOFTMAX_LAB_CHECK_SECONDS")
+    assert cmd[at - 1:at + 2] == ["--setenv", "SOFTMAX_LAB_CHECK_SECONDS", "30"]
+
+
+def test_a_module_the_sandbox_lacks_is_named_not_the_memory_cap(monkeypatch):
+    """pytest could not load the grader's plugin (nbval missing in the sandbox: the wheel's site-packages was once
+    left out): the rows name the module, not a memory cap too low."""
+    log = ('ImportError: Error importing plugin "softmax_lab.grading.nbval_plugin": No module named \'nbval\'')
+    broken = RunResult(fatal={"cell": None, "status": "died", "message": "the grading process exited with status 1"},
+                       log=log)
+    monkeypatch.setattr(blanking, "run_notebook", FakeRuns(broken))
+    runs = run_with_blanking(CH, T.pasted(), opts())
+    for status, msg in runs.verdicts.values():
+        assert status == "error" and msg.startswith(blanking.GRADER_TROUBLE), msg
+        assert "could not import a module it needs" in msg and "'nbval'" in msg and "memory" not in msg, msg
+
+
 def test_one_budget_covers_the_reruns(monkeypatch):
     slow = RunResult(fatal={"cell": DOUBLE, "status": "timeout", "message": ""}, seconds=99.5)
     fake = FakeRuns(slow)

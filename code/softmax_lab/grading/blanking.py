@@ -159,6 +159,9 @@ def _grader_trouble(chapter: Chapter, runs: Runs, blame: Blame, where: str, limi
     fatal = runs.run.fatal
     _, msg = fatal_words(fatal, where, limits)
     tail = [ln.strip() for ln in runs.run.log.splitlines() if ln.strip()][-3:]
+    missing = next((ln for ln in reversed(tail) if "No module named" in ln), None)
+    if missing:  # the sandbox's Python lacks a module the grader needs: not the memory cap, not the learner
+        msg = f"the grader's Python in the sandbox could not import a module it needs: {missing[:200]}"
     msg = (f"{GRADER_TROUBLE}, not because of your code ({msg}); "
            "ask your instructor" + "".join(f"\ngrader log: {ln[:300]}" for ln in tail))
     # Learner code that ran to its end in this run: then the break may still be the learner's doing (a thread

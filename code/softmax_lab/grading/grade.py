@@ -193,9 +193,12 @@ def closing_lines(book: Gradebook, policy: CopyPolicy) -> int:
                    if any(GRADER_TROUBLE in r["message"] or "the grader failed" in r["message"] for r in rows))
     if not again:
         return 0
+    first = next(r["message"] for r in book.rows[again[0]] if GRADER_TROUBLE in r["message"]
+                 or "the grader failed" in r["message"])
     print(f"softmax-lab grade: {len(again)} notebook(s) could not be graded, not because of the learners' code "
-          f"({', '.join(safe_line(n, 80) for n in again[:5])}{' ...' if len(again) > 5 else ''}): fix what the "
-          "messages above say, then run the same command again to grade them", file=sys.stderr)
+          f"({', '.join(safe_line(n, 80) for n in again[:5])}{' ...' if len(again) > 5 else ''}): fix what their "
+          f"rows in {book.out} say, then run the same command again to grade them; the first says: "
+          + " / ".join(safe_line(ln, 300) for ln in first.splitlines()[-3:]), file=sys.stderr)
     return 1
 
 

@@ -121,7 +121,8 @@ def sandboxed_command(grader_dir: Path, limits: Limits, config: dict, env: dict 
 
     data_limit = limits.data_limit()
     child_env = sandbox.base_env({"SOFTMAX_LAB_GRADE_CONFIG": json.dumps(config),
-                                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+                                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                                  "SOFTMAX_LAB_CHECK_SECONDS": check_seconds(limits.cell_timeout)})
     child_env.update(env or {})
     inner = pytest_command("/grader/pytest.ini", "/tmp", "/grader/nbval_sanitize.cfg", limits.cell_timeout,
                            "/tmp/work/submission.ipynb")
@@ -129,6 +130,13 @@ def sandboxed_command(grader_dir: Path, limits: Limits, config: dict, env: dict 
                           shm_mb=limits.shm_mb, memory_mb=limits.memory_mb, rlimit_as=data_limit, cwd="/tmp",
                           prelude="cp /grader/submission.ipynb /tmp/work/ && mkdir -p /tmp/home/.config/matplotlib")
     return cmd, "/", {"PATH": "/usr/bin:/bin"}
+
+
+def check_seconds(cell_timeout: float) -> str:
+    """The checks' own limit per case (checks/guard.py) for a run whose cells get ``cell_timeout``: half of it, from
+    30 s to the learner's 60, so that a case that never ends is stopped by the check (a STOPPED line naming the
+    learner's line) before the cell's limit interrupts the whole check (with --timeout 60 both struck at once)."""
+    return f"{min(60.0, max(30.0, cell_timeout / 2)):g}"
 
 
 def unsandboxed_command(scratch: Path, grader_dir: Path, limits: Limits, config: dict,
@@ -147,6 +155,7 @@ def unsandboxed_command(scratch: Path, grader_dir: Path, limits: Limits, config:
         "IPYTHONDIR": str(home / ".ipython"),
         "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "SOFTMAX_LAB_CHECK_SECONDS": os.environ.get("SOFTMAX_LAB_CHECK_SECONDS", check_seconds(limits.cell_timeout)),
         "PYTHONDONTWRITEBYTECODE": "1",
         "MPLBACKEND": "Agg",
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),

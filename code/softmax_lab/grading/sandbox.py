@@ -109,8 +109,9 @@ def _python_dirs() -> list[str]:
         if d in ("/", "/usr", "/tmp") or d.startswith(("/usr/", "/proc", "/dev")):
             continue
         real = Path(d)
-        if real == PACKAGE or PACKAGE in real.parents or real in PACKAGE.parents:
-            continue  # the package (bound on its own), or a folder holding it
+        if real == PACKAGE or (real in PACKAGE.parents and d not in pythons and real != PACKAGE.parent):
+            continue  # the package (bound on its own), or a folder holding it other than Python's own
+            # (a wheel lies in the venv's site-packages, beside nbval and torch: bound, the package hidden there)
         if checkout is not None and (real == checkout or real in checkout.parents or
                                      (checkout in real.parents and d not in pythons)):
             continue  # the checkout, a folder holding it, or something inside it other than the venv
@@ -270,6 +271,8 @@ def command(inner: list[str], *, grader_dir: Path, env: dict[str, str], tmp_mb: 
         other = os.path.join(src, "softmax_lab")
         if os.path.isdir(other) and Path(other).resolve() != PACKAGE:
             args += ["--tmpfs", os.path.join(dst, "softmax_lab")]
+        elif Path(src).resolve() in PACKAGE.parents:  # this package itself, installed from its wheel
+            args += ["--tmpfs", os.path.join(dst, os.path.relpath(PACKAGE, Path(src).resolve()))]
     if package:  # a judge run gets no softmax_lab: no check helper to call
         args += ["--ro-bind", str(PACKAGE), f"{INSIDE_PACKAGE_ROOT}/softmax_lab"]
     args += ["--ro-bind", str(grader_dir), "/grader"]

@@ -56,6 +56,8 @@ def exercise_status(chapter: Chapter, ex, runs: Runs, ck_rec: dict | None, memor
         return "error", "not run (an earlier cell broke the run; see the other exercises)"
     if ex_rec["status"] != "passed":
         ename, evalue = raised(ex_rec)
+        if ename in INTERRUPTS:
+            return "timeout", interrupted_words("the exercise cell", evalue)
         msg = "the exercise cell raised " + exception_words(ename, evalue, memory_mb)
         if ck_rec is not None and ck_rec["status"] != "passed":
             fails = [ln for ln in ck_rec.get("stdout", "").splitlines() if ln.startswith("FAIL")]
@@ -80,6 +82,8 @@ def check_message(rec: dict, expected: str, memory_mb: int) -> tuple[str, str]:
         return "passed", summary.group(0).strip() if summary else ""
     if rec["status"] == "raised":
         ename, evalue = raised(rec)
+        if ename in INTERRUPTS:  # nobody presses Interrupt in the grader: the cell's time limit did
+            return "timeout", interrupted_words("the check", evalue)
         return "error", "the check raised " + exception_words(ename, evalue, memory_mb)
     lines = fails + ([summary.group(0).strip()] if summary else [])
     got_lines = out.splitlines()
@@ -120,6 +124,16 @@ def raised(rec: dict) -> tuple[str, str]:
     if err:
         return err.get("ename", "") or "Error", err.get("evalue", "")
     return "Error", rec.get("message", "")
+
+
+INTERRUPTS = ("KeyboardInterrupt", "CheckInterrupted")  # what a cell shows when nbval's time limit interrupts it
+
+
+def interrupted_words(what: str, evalue: str) -> str:
+    """A cell the grader's time limit interrupted: what was running (the check's own lines say where)."""
+    lines = [ln for ln in evalue.splitlines() if ln.strip() and not ln.startswith("Run the exercise cell")]
+    return (f"timed out: {what} ran past the grader's time limit for a cell (an endless loop?)"
+            + "".join(f"\n{ln[:300]}" for ln in lines[:4]))
 
 
 def exception_words(ename: str, evalue: str, memory_mb: int) -> str:

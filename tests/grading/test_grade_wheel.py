@@ -1,0 +1,59 @@
+"""`softmax-lab grade` from the built wheel, as an instructor who ran ``pip install softmax_lab-*.whl`` runs it: the
+package then lies in the venv's site-packages, beside nbval, torch and numpy, and the sandbox must still see those
+(it hid the whole folder once, and every notebook came back ``error``: "No module named 'nbval'")."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_grade import SOLUTIONS, blank, ensure_bwrap, paste_solutions, save, solution
+from test_wheel import _clean_env, installed  # noqa: F401 - a fixture this file's test asks for
+
+from softmax_lab.grading import cgroup
+
+NAME = "00_setup.ipynb"
+
+
+def test_the_wheel_grades_a_class(installed, tmp_path):  # noqa: F811 - the fixture
+    ensure_bwrap()
+    subs = tmp_path / "submissions"
+    save(paste_solutions(blank(SOLUTIONS / NAME), solution(SOLUTIONS / NAME)), subs / "honest" / NAME)
+    save(blank(SOLUTIONS / NAME), subs / "blank" / NAME)
+    out = tmp_path / "grades" / "gradebook.csv"
+    no_cgroup = ["--unsafe-no-cgroup"] if cgroup.why_unavailable() else []
+    proc = subprocess.run([str(installed.parent / "softmax-lab"), "grade", str(subs), "--out", str(out), "--solutions",
+                           str(SOLUTIONS), "--chapter", "00", "--jobs", "2", *no_cgroup], capture_output=True,
+                          text=True, cwd=tmp_path, env=_clean_env(), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = {(r["submission"].split("/")[0], r["exercise"]): r for r in csv.DictReader(f)}
+    assert rows and {k[0] for k in rows} == {"honest", "blank"}
+    for (who, exercise), row in rows.items():
+        if who == "honest":
+            assert row["status"] == "passed" and row["points"] == row["max_points"], row
+        else:
+            assert row["status"] == "failed" and "not implemented" in row["message"], row
+
+
+def test_the_wheel_sandbox_sees_python_and_one_package(installed, tmp_path):  # noqa: F811 - the fixture
+    """A notebook run imports softmax_lab from the sandbox's /opt/softmax-lab only; a judge run has none of it (the
+    wheel's copy in site-packages lies under an empty tmpfs there: at most an empty namespace package)."""
+    ensure_bwrap()
+    (tmp_path / "grader").mkdir()
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import subprocess, sys\nfrom pathlib import Path\nfrom softmax_lab.grading import sandbox\n"
+        "probe = 'import nbval, numpy, torch\\ntry:\\n    import softmax_lab.checks as c\\nexcept ImportError:\\n"
+        "    print(\"no softmax_lab\")\\nelse:\\n    print(c.__file__)'\n"
+        "for package in (True, False):\n"
+        "    cmd = sandbox.command([sys.executable, '-c', probe], grader_dir=Path(sys.argv[1]),\n"
+        "                          env=sandbox.base_env(), package=package)\n"
+        "    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)\n"
+        "    print(done.stdout.strip() or done.stderr.strip()[-1500:])\n")
+    proc = subprocess.run([str(installed), str(script), str(tmp_path / "grader")], capture_output=True, text=True,
+                          cwd=tmp_path, env=_clean_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines() == ["/opt/softmax-lab/softmax_lab/checks/__init__.py", "no softmax_lab"], proc.stdout
