@@ -94,6 +94,9 @@ def test_workspace_command_and_doctor_report_updates(tmp_path, monkeypatch, caps
     assert "--update" in found[0].fix
     assert cli.main(["workspace", "--root", str(root), "--update"]) == 0
     assert [f.level for f in doctor.check_workspace()] == ["ok"]
+    capsys.readouterr()
+    assert cli.main(["workspace", "--root", str(root), "--update"]) == 0  # again: nothing to do, and it says so
+    assert "nothing to update" in capsys.readouterr().out
     # a learner who deleted workspace/ is told so, and how to get the chapters back
     monkeypatch.chdir(root)
     shutil.rmtree(root / "workspace")

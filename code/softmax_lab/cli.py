@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 
@@ -117,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(importlib.import_module(cmd.module), cmd.run)(args) or 0)
     except UsageError as err:
         mine.error(str(err))  # usage line, the message, exit status 2
+    except BrokenPipeError:  # `softmax-lab check ... | head`: the reader has what it wanted, no traceback
+        if not as_program:
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's own advice, "signal" docs)
+        return 1
     finally:
         if as_program:
             _quick_exit()

@@ -178,7 +178,9 @@ def check_course_command() -> list[Finding]:
     if not mine.exists():
         return [Finding("info", "the softmax-lab command is not installed in this environment",
                         f"pip install --no-deps -e . in the checkout, or {api}")]
-    return [Finding("info", f"`softmax-lab` on PATH is {found or 'missing'}, not this environment's {mine}",
+    what = (f"`softmax-lab` on PATH is {found}, not this environment's {mine}" if found else
+            f"no `softmax-lab` command on PATH (this environment's is {mine})")
+    return [Finding("info", what,
                     f"start JupyterLab with `make lab` (it puts .venv/bin first on PATH), or {api}")]
 
 

@@ -268,7 +268,8 @@ def run_workspace(args: argparse.Namespace) -> int:
         return 2
     sync(root)
     if args.update:
-        update(root)
+        if not update(root):
+            print("softmax-lab workspace: no chapter changed since you copied it: nothing to update")
     else:
         _tell_changed(root)
     return 0

@@ -20,10 +20,10 @@ def test_report_groups_identical_reasons_where_the_first_failed(capsys):
     assert not r.show()
     assert capsys.readouterr().out.splitlines() == [
         "PASS  a",
-        "FAIL ×4 cases (b, c, … 2 more): same reason",
+        "FAIL ×4 cases (b; c; … 2 more): same reason",
         "FAIL  f: other reason",
         "PASS  g",
-        "FAIL ×2 cases (h, i): pair",
+        "FAIL ×2 cases (h; i): pair",
         'how to fix it: softmax_lab.hint("ex") shows the next hint level (each level you see is recorded)',
         "ex: FAILED (2/9 checks passed)",
     ]

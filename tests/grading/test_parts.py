@@ -146,7 +146,7 @@ def test_split_points_case_by_case():
     pts, words = split_points(ex, "failed", good, _check("row of 1"))
     assert pts == 1 and "boundary inputs 0/1 (a boundary case failed in the notebook's check)" in words, words
     # a grouped FAIL line (names cut short) for a normal and a boundary case: the PASS lines and k/n count
-    grouped = {"stdout": "FAIL ×2 cases (row of 5, row of 1): wrong\nPASS  reads each element once\n"
+    grouped = {"stdout": "FAIL ×2 cases (row of 5; row of 1): wrong\nPASS  reads each element once\n"
                          "fx-kernel: FAILED (1/3 checks passed)\n"}
     assert split_points(ex, "failed", good, grouped)[0] == 0
     unreadable = {"stdout": "PASS  row of 1\nsomething else\n"}  # no verdict line last: nothing from the check

@@ -136,7 +136,8 @@ class Report:
             elif problem not in done:
                 done.add(problem)
                 names = by_reason[problem]
-                listed = ", ".join(names) if len(names) <= 3 else f"{names[0]}, {names[1]}, … {len(names) - 2} more"
+                # (names may hold commas themselves: "2 rows of 2 chunks, room for 2")
+                listed = "; ".join(names) if len(names) <= 3 else f"{names[0]}; {names[1]}; … {len(names) - 2} more"
                 out.append(f"FAIL ×{len(names)} cases ({listed}): {problem}")
         return out
 
