@@ -58,3 +58,15 @@ def test_the_wheel_sandbox_sees_python_and_one_package(installed, tmp_path):  # 
     assert proc.returncode == 0, proc.stderr[-3000:]
     inside = "/opt/softmax-lab/softmax_lab/checks/__init__.py"
     assert proc.stdout.splitlines() == [inside, "no softmax_lab"], proc.stdout
+
+
+def test_a_system_wide_install_is_hidden_too(monkeypatch, tmp_path):
+    """Installed into /usr/local (pip as root, no venv): /usr is bound whole, so the package there is covered."""
+    from softmax_lab.grading import sandbox
+
+    ensure_bwrap()
+    where = Path("/usr/local/lib/python3.11/site-packages/softmax_lab")
+    monkeypatch.setattr(sandbox, "PACKAGE", where)
+    cmd = sandbox.command(["true"], grader_dir=tmp_path, env={}, package=False)
+    at = [k for k, a in enumerate(cmd) if a == "--tmpfs" and cmd[k + 1] == str(where)]
+    assert at and at[0] > cmd.index("/usr"), "the tmpfs comes after /usr's bind, over the package"

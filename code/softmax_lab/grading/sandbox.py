@@ -273,6 +273,8 @@ def command(inner: list[str], *, grader_dir: Path, env: dict[str, str], tmp_mb: 
             args += ["--tmpfs", os.path.join(dst, "softmax_lab")]
         elif Path(src).resolve() in PACKAGE.parents:  # this package itself, installed from its wheel
             args += ["--tmpfs", os.path.join(dst, os.path.relpath(PACKAGE, Path(src).resolve()))]
+    if Path("/usr") in PACKAGE.parents:  # installed system-wide (/usr/local/lib/python3.X/...): /usr is bound whole
+        args += ["--tmpfs", str(PACKAGE)]
     if package:  # a judge run gets no softmax_lab: no check helper to call
         args += ["--ro-bind", str(PACKAGE), f"{INSIDE_PACKAGE_ROOT}/softmax_lab"]
     args += ["--ro-bind", str(grader_dir), "/grader"]
