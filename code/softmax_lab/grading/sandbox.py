@@ -109,7 +109,7 @@ def _python_dirs() -> list[str]:
         if d in ("/", "/usr", "/tmp") or d.startswith(("/usr/", "/proc", "/dev")):
             continue
         real = Path(d)
-        if real == PACKAGE or (real in PACKAGE.parents and d not in pythons and real != PACKAGE.parent):
+        if real == PACKAGE or (real in PACKAGE.parents and not _python_own(real, d in pythons)):
             continue  # the package (bound on its own), or a folder holding it other than Python's own
             # (a wheel lies in the venv's site-packages, beside nbval and torch: bound, the package hidden there)
         if checkout is not None and (real == checkout or real in checkout.parents or
@@ -118,6 +118,31 @@ def _python_dirs() -> list[str]:
         out.append(d)
     # only the outermost of nested directories
     return [d for d in out if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in out)]
+
+
+def _python_own(folder: Path, is_prefix: bool) -> bool:
+    """Whether ``folder``, holding the package, is Python's own: a prefix (the venv) or site-packages, and not a
+    course folder itself (a venv made in the checkout's root)."""
+    own = is_prefix or (folder == PACKAGE.parent and folder.name in ("site-packages", "dist-packages"))
+    return own and not (folder / "solutions").is_dir()
+
+
+def _hidden(args: list[str]) -> list[str]:
+    """Every copy of softmax_lab on Python's path (this package included), and a checkout under a bound folder
+    (``/usr/src/...``), where the binds in ``args`` bring them into the sandbox: paths to cover with an empty,
+    read-only tmpfs (a judge run must have no check helper to call, a notebook run only /opt's copy)."""
+    targets = {PACKAGE} | {Path(p).resolve() / "softmax_lab" for p in sys.path
+                           if p and os.path.isdir(os.path.join(p, "softmax_lab"))}
+    if _checkout() is not None:
+        targets.add(_checkout())
+    binds = [(Path(args[k + 1]).resolve(), args[k + 2]) for k, a in enumerate(args)
+             if a in ("--ro-bind", "--bind", "--dev-bind") and k + 2 < len(args)]
+    out = []
+    for target in sorted(targets):
+        for src, dst in binds:
+            if src == target or src in target.parents:
+                out.append(os.path.join(dst, os.path.relpath(target, src)))
+    return sorted(set(out))
 
 
 def _venv_binds() -> list[str]:
@@ -263,22 +288,13 @@ def command(inner: list[str], *, grader_dir: Path, env: dict[str, str], tmp_mb: 
     args += _system_binds()
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(shm_mb * 2**20), "--tmpfs", "/dev/shm"]
     args += ["--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp"]
-    venv = _venv_binds()
-    args += venv
-    # Any other copy of softmax_lab in Python's folders (a wheel in site-packages, another checkout's code/ on
-    # sys.path) is hidden: a judge run must have no check helper to call, a notebook run only the one below.
-    for src, dst in zip(venv[1::3], venv[2::3]):
-        other = os.path.join(src, "softmax_lab")
-        if os.path.isdir(other) and Path(other).resolve() != PACKAGE:
-            args += ["--tmpfs", os.path.join(dst, "softmax_lab")]
-        elif Path(src).resolve() in PACKAGE.parents:  # this package itself, installed from its wheel
-            args += ["--tmpfs", os.path.join(dst, os.path.relpath(PACKAGE, Path(src).resolve()))]
-    if Path("/usr") in PACKAGE.parents:  # installed system-wide (/usr/local/lib/python3.X/...): /usr is bound whole
-        args += ["--tmpfs", str(PACKAGE)]
+    args += _venv_binds()
+    args += _gpu_binds()
+    for path in _hidden(args):  # after every bind that could bring a copy in (site-packages, /usr, driver folders)
+        args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
     if package:  # a judge run gets no softmax_lab: no check helper to call
         args += ["--ro-bind", str(PACKAGE), f"{INSIDE_PACKAGE_ROOT}/softmax_lab"]
     args += ["--ro-bind", str(grader_dir), "/grader"]
-    args += _gpu_binds()
     for d in ("/tmp/work", "/tmp/home", "/tmp/runtime"):
         args += ["--dir", d]
     args += ["--chdir", cwd, "--clearenv"]
