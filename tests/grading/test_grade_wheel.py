@@ -70,3 +70,21 @@ def test_a_system_wide_install_is_hidden_too(monkeypatch, tmp_path):
     cmd = sandbox.command(["true"], grader_dir=tmp_path, env={}, package=False)
     at = [k for k, a in enumerate(cmd) if a == "--tmpfs" and cmd[k + 1] == str(where)]
     assert at and at[0] > cmd.index("/usr"), "the tmpfs comes after /usr's bind, over the package"
+
+
+def test_copies_brought_in_by_any_bind_are_hidden_after_it(monkeypatch, tmp_path):
+    """A checkout under /usr (/usr/src/app), and a driver folder on LD_LIBRARY_PATH that holds the wheel's venv
+    (conda's $CONDA_PREFIX/lib): each is covered after the bind that brings it in."""
+    from softmax_lab.grading import sandbox
+
+    ensure_bwrap()
+    venv_lib = tmp_path / "venv" / "lib"
+    monkeypatch.setattr(sandbox, "PACKAGE", venv_lib / "python3.11" / "site-packages" / "softmax_lab")
+    monkeypatch.setattr(sandbox, "_checkout", lambda: Path("/usr/src/app"))
+    monkeypatch.setattr(sandbox, "_gpu_binds", lambda: ["--ro-bind", str(venv_lib), str(venv_lib)])
+    cmd = sandbox.command(["true"], grader_dir=tmp_path, env={}, package=False)
+    covered = {cmd[k + 1]: k for k, a in enumerate(cmd) if a == "--tmpfs"}
+    assert covered.get("/usr/src/app", -1) > cmd.index("/usr")
+    assert covered.get(str(sandbox.PACKAGE), -1) > cmd.index(str(venv_lib))
+    assert all(cmd[k - 2:k] == ["--size", "4096"] and cmd[k + 2:k + 4] == ["--remount-ro", cmd[k + 1]]
+               for k in covered.values() if cmd[k + 1] not in ("/tmp", "/dev/shm"))
