@@ -189,12 +189,13 @@ def closing_lines(book: Gradebook, policy: CopyPolicy) -> int:
             "--withhold-solution-matches)" if policy.withhold else "")
         print(f"softmax-lab grade: the copy check flagged {len(book.copies.flags)} exercise(s): see "
               f"{book.beside('copies.txt')}{withheld}", file=sys.stderr)
-    again = sorted(n for n, rows in book.rows.items()
-                   if any(GRADER_TROUBLE in r["message"] or "the grader failed" in r["message"] for r in rows))
+    def trouble(row) -> bool:
+        return GRADER_TROUBLE in row["message"] or "the grader failed" in row["message"]
+
+    again = sorted(n for n, rows in book.rows.items() if any(map(trouble, rows)))
     if not again:
         return 0
-    first = next(r["message"] for r in book.rows[again[0]] if GRADER_TROUBLE in r["message"]
-                 or "the grader failed" in r["message"])
+    first = next(r["message"] for r in book.rows[again[0]] if trouble(r))
     print(f"softmax-lab grade: {len(again)} notebook(s) could not be graded, not because of the learners' code "
           f"({', '.join(safe_line(n, 80) for n in again[:5])}{' ...' if len(again) > 5 else ''}): fix what their "
           f"rows in {book.out} say, then run the same command again to grade them; the first says: "

@@ -155,7 +155,6 @@ def unsandboxed_command(scratch: Path, grader_dir: Path, limits: Limits, config:
         "IPYTHONDIR": str(home / ".ipython"),
         "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "SOFTMAX_LAB_CHECK_SECONDS": os.environ.get("SOFTMAX_LAB_CHECK_SECONDS", check_seconds(limits.cell_timeout)),
         "PYTHONDONTWRITEBYTECODE": "1",
         "MPLBACKEND": "Agg",
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
@@ -164,6 +163,7 @@ def unsandboxed_command(scratch: Path, grader_dir: Path, limits: Limits, config:
         "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(real_home / ".triton" / "cache")),
         "MPLCONFIGDIR": os.environ.get("MPLCONFIGDIR", str(real_home / ".config" / "matplotlib")),
     })
+    child_env.setdefault("SOFTMAX_LAB_CHECK_SECONDS", check_seconds(limits.cell_timeout))  # (the caller's kept)
     cmd = pytest_command(str(grader_dir / "pytest.ini"), str(scratch), str(grader_dir / "nbval_sanitize.cfg"),
                          limits.cell_timeout, str(nb_path))
     return cmd, str(scratch), child_env

@@ -109,8 +109,9 @@ def _python_dirs() -> list[str]:
         if d in ("/", "/usr", "/tmp") or d.startswith(("/usr/", "/proc", "/dev")):
             continue
         real = Path(d)
-        if real == PACKAGE or (real in PACKAGE.parents and not _python_own(real, d in pythons)):
-            continue  # the package (bound on its own), or a folder holding it other than Python's own
+        if (real == PACKAGE or PACKAGE in real.parents
+                or (real in PACKAGE.parents and not _python_own(real, d in pythons))):
+            continue  # the package (bound on its own) or a folder in it, or one holding it other than Python's own
             # (a wheel lies in the venv's site-packages, beside nbval and torch: bound, the package hidden there)
         if checkout is not None and (real == checkout or real in checkout.parents or
                                      (checkout in real.parents and d not in pythons)):
@@ -133,8 +134,9 @@ def _hidden(args: list[str]) -> list[str]:
     read-only tmpfs (a judge run must have no check helper to call, a notebook run only /opt's copy)."""
     targets = {PACKAGE} | {Path(p).resolve() / "softmax_lab" for p in sys.path
                            if p and os.path.isdir(os.path.join(p, "softmax_lab"))}
-    if _checkout() is not None:
-        targets.add(_checkout())
+    checkout = _checkout()
+    if checkout is not None:
+        targets.add(checkout)
     binds = [(Path(args[k + 1]).resolve(), args[k + 2]) for k, a in enumerate(args)
              if a in ("--ro-bind", "--bind", "--dev-bind") and k + 2 < len(args)]
     out = []
