@@ -17,8 +17,8 @@ A slice is a power-of-two tile and, where the slice is longer, a second, narrowe
 tail tiles. Every setting is checked against float64 first on hard rows (an all -inf row, -inf runs, rows near
 -1000), then timed with ``bench.compare`` (buffers past the L2 cache, checked before and after).
 
-Written in round 10 after the session's device time was spent: compiled for sm_90 here (no spills, 16-byte loads
-and stores, one exp an element; docs/performance.md, round 10), not yet run on a GPU.
+Written in round 10, run in round 11 (``h200-clustered-registers-round11.json``): it lost to the dispatcher in every
+setting, 4 to 26 points of copy (docs/performance.md, round 11, says why).
 """
 import sys
 
