@@ -373,3 +373,19 @@ def test_the_grader_names_this_python_without_dot_dot(monkeypatch):
     monkeypatch.setattr(sys, "executable", os.path.join(os.path.dirname(real), "..", "bin", os.path.basename(real)))
     assert sandbox.python() == os.path.abspath(real) and ".." not in sandbox.python()
     assert pytest_command("ini", "root", "cfg", 10, "nb.ipynb")[0] == sandbox.python()
+
+
+def test_kept_scratch_folders_outlive_other_graders_clean_up(tmp_path, monkeypatch):
+    """--keep-scratch: a kept folder, even of a grader that has ended, is not swept by the next grader's start."""
+    from softmax_lab.grading import sandbox
+
+    monkeypatch.setattr(sandbox, "scratch_parent", lambda: tmp_path)
+    kept, plain = sandbox.new_scratch(keep=True), sandbox.new_scratch()
+    dead = 2 ** 22 + 12345  # (a pid no process has: the grader that made them is gone)
+    for folder in (kept, plain):
+        folder.rename(folder.with_name(folder.name.replace(f"-{os.getpid()}-", f"-{dead}-")))
+    old = time.time() - 60
+    for folder in tmp_path.iterdir():
+        os.utime(folder, (old, old))
+    assert sandbox.clean_stale_scratch() == 1
+    assert [p.name.startswith(f"{sandbox.SCRATCH_PREFIX}kept-{dead}-") for p in tmp_path.iterdir()] == [True]

@@ -272,7 +272,7 @@ def run(chapter_id: str, sources: dict[str, str], limits: Limits, seed: int) -> 
     for group in (kernels, pythons, numbas):
         if not group:
             continue
-        scratch = sandbox.new_scratch()
+        scratch = sandbox.new_scratch(limits.keep_scratch)
         try:
             results.update(_run_group(group, table, rng, scratch, limits, timeout))
         finally:

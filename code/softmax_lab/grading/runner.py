@@ -54,7 +54,7 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     ``timeouts`` maps nbval cell numbers to per-cell timeouts (others get ``limits.cell_timeout``);
     ``exercise_cells``: nbval cell numbers of the learner's cells (nbval markers in them are ignored).
     """
-    scratch, grader_dir = write_scratch(nb, sanitize)
+    scratch, grader_dir = write_scratch(nb, sanitize, limits.keep_scratch)
     rfd, wfd = os.pipe()
     config = {"fd": wfd, "timeouts": {str(k): v for k, v in (timeouts or {}).items()},
               "exercise_cells": list(exercise_cells or [])}
@@ -87,12 +87,13 @@ def run_notebook(nb, limits: Limits, timeouts: dict[int, float] | None = None, s
     return result
 
 
-def write_scratch(nb, sanitize: str | None) -> tuple[Path, Path]:
-    """A fresh scratch folder whose ``in/`` holds the notebook, pytest.ini and nbval's sanitize config."""
+def write_scratch(nb, sanitize: str | None, keep: bool = False) -> tuple[Path, Path]:
+    """A fresh scratch folder whose ``in/`` holds the notebook, pytest.ini and nbval's sanitize config (``keep``:
+    one that no grader's clean-up removes, ``sandbox.new_scratch``)."""
     from . import sandbox
     from ..course import sanitize_config
 
-    scratch = sandbox.new_scratch()
+    scratch = sandbox.new_scratch(keep)
     grader_dir = scratch / "in"
     grader_dir.mkdir()
     # Lone surrogates (valid in JSON, not in UTF-8) become "?": the sandbox reads the notebook back as UTF-8.

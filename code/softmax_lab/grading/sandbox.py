@@ -348,9 +348,11 @@ def scratch_parent() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def new_scratch() -> Path:
-    """A fresh scratch folder for one run, named with the grader's pid (so a later start can clean it up)."""
-    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=str(scratch_parent())))
+def new_scratch(keep: bool = False) -> Path:
+    """A fresh scratch folder for one run, named with the grader's pid (so a later start can clean it up);
+    ``keep`` (``--keep-scratch``): named ``...kept-<pid>-...``, which no grader's clean-up removes."""
+    mark = "kept-" if keep else ""
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{mark}{os.getpid()}-", dir=str(scratch_parent())))
 
 
 def _alive(pid: int) -> bool:
