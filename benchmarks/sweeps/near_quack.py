@@ -5,13 +5,15 @@ and after); QuACK too when it imports (``benchmarks/bench_with_peers.sh`` shows 
 
     PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py OUT.json            # h200-near-quack-round11.json
     PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py OUT.json resident   # h200-resident-warps-round11.json
+    PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py OUT.json backward   # h200-backward-knobs-round11.json
 
 The rows of 32,768 and 32,000 bf16 try ``resident`` (with the sum taken online, as the dispatcher) on 4 and 16
 warps beside its 8; 8192×8200 bf16 tries ``resident`` and ``fused`` beside its tail tiles; 4096×1024 fp32 the
 ``multirow`` tiles of 1, 2 and 4 rows on 1 to 8 warps; 3×500000 fp32 the cooperative kernel's tile and warps,
 and the clustered kernel (a row on 16 programs, each slice in shared memory). ``resident``: 16-bit rows across the
 range the dispatcher gives ``resident`` on 8 warps (8,321-32,768), on 8 and 16 warps, where the first run found
-16 warps ahead at 32,768 and 32,000.
+16 warps ahead at 32,768 and 32,000. ``backward``: ``resident_backward``'s warps and lines at 2048×50257 bf16
+(85.6% of copy in round 10, on 16 warps from the 128-byte line) and a few widths of its 16-warp range.
 """
 import sys
 
@@ -62,8 +64,26 @@ RESIDENT_WIDTHS = [(8192, 8448), (4096, 10000), (4096, 12288), (4096, 16384), (4
                    (2048, 28672), (2048, 30000), (2048, 32768), (4096, 16384, torch.float16), (2048, 32768, torch.float16)]
 
 
+def resident_backward_(warps, line):
+    from softmax_lab.kernels.resident_backward import resident_backward
+
+    return (f"resident_backward {warps} warps line {line}",
+            lambda y, dy, out: resident_backward(y, dy, out, num_warps=warps, line=line), dict(num_warps=warps, line=line))
+
+
+BACKWARD = [(2048, 50257, BF16, [resident_backward_(w, line) for w in (8, 16, 32) for line in (16, 128)
+                                 if (w, line) != (16, 128)]),
+            (2048, 40000, BF16, [resident_backward_(w, 128) for w in (8, 32)]),
+            (4096, 20001, BF16, [resident_backward_(w, 128) for w in (8, 32)])]
+
+
 def main(path, which="near"):
     quack = bench.peer_candidates()
+    if which == "backward":
+        cases = [(rows, cols, dtype, candidates, dict(kind="backward")) for rows, cols, dtype, candidates in BACKWARD]
+        bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py " + " ".join(sys.argv[1:]),
+                    kind="backward")
+        return
     if which == "resident":
         cases = [(rows, cols, dtype[0] if dtype else BF16, quack + [resident(8), resident(16)])
                  for rows, cols, *dtype in RESIDENT_WIDTHS]
