@@ -39,8 +39,8 @@ def multirow(rows, warps, tail=False):
 
 
 def cooperative(block, warps):
-    return (f"cooperative {block} {warps} warps", lambda x, out: cooperative_softmax(x, out, BLOCK=block, num_warps=warps),
-            dict(BLOCK=block, num_warps=warps))
+    knobs = dict(BLOCK=block, num_warps=warps)
+    return f"cooperative {block} {warps} warps", lambda x, out: cooperative_softmax(x, out, **knobs), knobs
 
 
 def clustered(parts, warps):
@@ -54,21 +54,24 @@ def fused(warps):
 
 CASES = [(2048, 32768, BF16, [resident(4), resident(16)]),
          (2048, 32000, BF16, [resident(4), resident(16)]),
-         (8192, 8200, BF16, [resident(4), resident(8), fused(8), fused(16), multirow(1, 8, True), multirow(1, 16, True)]),
+         (8192, 8200, BF16, [resident(4), resident(8), fused(8), fused(16), multirow(1, 8, True),
+                             multirow(1, 16, True)]),
          (4096, 1024, F32, [multirow(r, w) for r in (1, 2, 4) for w in (1, 2, 4, 8) if (r, w) != (1, 4)]),
          (3, 500000, F32, [cooperative(b, w) for b in (2048, 4096, 8192, 16384) for w in (4, 8, 16)
                            if b // (32 * w) in (4, 8, 16, 32, 64)] + [clustered(16, 8), clustered(16, 16)])]
 
 
 RESIDENT_WIDTHS = [(8192, 8448), (4096, 10000), (4096, 12288), (4096, 16384), (4096, 20000), (2048, 24576),
-                   (2048, 28672), (2048, 30000), (2048, 32768), (4096, 16384, torch.float16), (2048, 32768, torch.float16)]
+                   (2048, 28672), (2048, 30000), (2048, 32768), (4096, 16384, torch.float16),
+                   (2048, 32768, torch.float16)]
 
 
 def resident_backward_(warps, line):
     from softmax_lab.kernels.resident_backward import resident_backward
 
-    return (f"resident_backward {warps} warps line {line}",
-            lambda y, dy, out: resident_backward(y, dy, out, num_warps=warps, line=line), dict(num_warps=warps, line=line))
+    knobs = dict(num_warps=warps, line=line)
+    name = f"resident_backward {warps} warps line {line}"
+    return name, lambda y, dy, out: resident_backward(y, dy, out, **knobs), knobs
 
 
 BACKWARD = [(2048, 50257, BF16, [resident_backward_(w, line) for w in (8, 16, 32) for line in (16, 128)
