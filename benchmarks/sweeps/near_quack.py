@@ -6,6 +6,7 @@ and after); QuACK too when it imports (``benchmarks/bench_with_peers.sh`` shows 
     PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py OUT.json            # h200-near-quack-round11.json
     PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py OUT.json resident   # h200-resident-warps-round11.json
     PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py OUT.json backward   # h200-backward-knobs-round11.json
+    PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py OUT.json long       # h200-long-rows-knobs-round11.json
 
 The rows of 32,768 and 32,000 bf16 try ``resident`` (with the sum taken online, as the dispatcher) on 4 and 16
 warps beside its 8; 8192×8200 bf16 tries ``resident`` and ``fused`` beside its tail tiles; 4096×1024 fp32 the
@@ -13,7 +14,9 @@ warps beside its 8; 8192×8200 bf16 tries ``resident`` and ``fused`` beside its 
 and the clustered kernel (a row on 16 programs, each slice in shared memory). ``resident``: 16-bit rows across the
 range the dispatcher gives ``resident`` on 8 warps (8,321-32,768), on 8 and 16 warps, where the first run found
 16 warps ahead at 32,768 and 32,000. ``backward``: ``resident_backward``'s warps and lines at 2048×50257 bf16
-(85.6% of copy in round 10, on 16 warps from the 128-byte line) and a few widths of its 16-warp range.
+(85.6% of copy in round 10, on 16 warps from the 128-byte line) and a few widths of its 16-warp range. ``long``:
+the fp32 rows the cooperative kernel runs (512×151936, 1024×128256, 16×1048576) on its other tiles and warps, two
+tiles a program, and the clustered and ``l2_reread`` kernels.
 """
 import sys
 
@@ -38,9 +41,16 @@ def multirow(rows, warps, tail=False):
             dict(ROWS=rows, num_warps=warps, tail=tail))
 
 
-def cooperative(block, warps):
+def cooperative(block, warps, tiles=1):
+    knobs = dict(BLOCK=block, num_warps=warps, tiles=tiles)
+    return f"cooperative {block}x{tiles} {warps} warps", lambda x, out: cooperative_softmax(x, out, **knobs), knobs
+
+
+def l2_reread(block, warps):
+    from softmax_lab.kernels.l2_reread import l2_reread_softmax
+
     knobs = dict(BLOCK=block, num_warps=warps)
-    return f"cooperative {block} {warps} warps", lambda x, out: cooperative_softmax(x, out, **knobs), knobs
+    return f"l2_reread {block} {warps} warps", lambda x, out: l2_reread_softmax(x, out, **knobs), knobs
 
 
 def clustered(parts, warps):
@@ -80,8 +90,20 @@ BACKWARD = [(2048, 50257, BF16, [resident_backward_(w, line) for w in (8, 16, 32
             (4096, 20001, BF16, [resident_backward_(w, 128) for w in (8, 32)])]
 
 
+LONG = [(512, 151936, F32, [cooperative(b, w) for b, w in ((4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16))]
+          + [cooperative(4096, 4, 2), cooperative(8192, 4, 2), clustered(16, 4), clustered(16, 8)]),
+        (1024, 128256, F32, [cooperative(b, w) for b, w in ((4096, 4), (8192, 8), (16384, 16))]
+         + [clustered(16, 4), clustered(16, 8)]),
+        (16, 1048576, F32, [cooperative(b, w) for b, w in ((4096, 4), (8192, 4), (8192, 16), (16384, 16))]
+         + [cooperative(8192, 8, 2), cooperative(4096, 4, 4), l2_reread(8192, 8), l2_reread(4096, 4)])]
+
+
 def main(path, which="near"):
     quack = bench.peer_candidates()
+    if which == "long":
+        cases = [(n_rows, n_cols, dtype, quack + candidates) for n_rows, n_cols, dtype, candidates in LONG]
+        bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py " + " ".join(sys.argv[1:]))
+        return
     if which == "backward":
         cases = [(rows, cols, dtype, candidates, dict(kind="backward")) for rows, cols, dtype, candidates in BACKWARD]
         bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/near_quack.py " + " ".join(sys.argv[1:]),
