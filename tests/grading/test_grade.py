@@ -23,6 +23,7 @@ import softmax_lab
 
 from conftest import GRADING_FIXTURES as FIXTURES, GRADING_REGISTRY, ROOT
 from softmax_lab import cli
+from softmax_lab.grading.gradebook import default_feedback
 from softmax_lab.course import registry
 from softmax_lab.course.build import learner_notebook
 from softmax_lab.course.notebook import tag_value
@@ -377,9 +378,9 @@ def test_hints_used_are_listed_and_the_complete_answer_caps_points(hostile):
     # level 2 saved in the notebook, level 4 shown while the grader ran the cell: the highest counts
     assert (kernel["status"], kernel["hints"], kernel["points"]) == ("passed", "4", "1.5")
     assert rows["good", "fx-double"]["hints"] == "" and rows["good", "fx-double"]["points"] == "2"
-    fb = (hostile["out"].parent / "feedback" / "hinted.md").read_text(encoding="utf-8")
+    fb = (default_feedback(hostile["out"]) / "hinted.md").read_text(encoding="utf-8")
     assert "| fx-double | 1 / 2 | passed | up to level 4 (the complete answer) |" in fb
-    good = (hostile["out"].parent / "feedback" / "good.md").read_text(encoding="utf-8")
+    good = (default_feedback(hostile["out"]) / "good.md").read_text(encoding="utf-8")
     assert "| fx-double | 2 / 2 | passed | none |" in good
 
 
@@ -421,10 +422,10 @@ def test_roster_learner_without_submission(hostile):
 
 
 def test_feedback_and_manual_grading_files(hostile):
-    grades = hostile["out"].parent
-    fb = (grades / "feedback" / "raises.md").read_text(encoding="utf-8")
+    grades = default_feedback(hostile["out"]).parent
+    fb = (default_feedback(hostile["out"]) / "raises.md").read_text(encoding="utf-8")
     assert "FAIL  all-negative row of 5" in fb and "ValueError: boom" in fb and "fx-why" in fb
-    good = (grades / "feedback" / "good.md").read_text(encoding="utf-8")
+    good = (default_feedback(hostile["out"]) / "good.md").read_text(encoding="utf-8")
     assert "5 / 5 points" in good and "```" not in good
     with open(grades / "gradebook.manual.csv", newline="", encoding="utf-8") as f:
         manual = {r["submission"].split("/")[0]: r for r in csv.DictReader(f)}

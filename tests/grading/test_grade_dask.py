@@ -162,7 +162,7 @@ def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[-1].startswith("softmax-lab grade: no Dask scheduler answers at tcp://127.0.0.1:9"), lines
     assert [ln for ln in lines if "notebook(s)" not in ln] == lines[-1:], lines  # only the status line before
-    assert not out.exists() and not list(tmp_path.glob("g.*")) and not (tmp_path / "feedback").exists(), \
+    assert not out.exists() and not list(tmp_path.glob("g.*")) and not (tmp_path / "g.feedback").exists(), \
         "a start that failed leaves no file (it says nothing changed)"
 
 

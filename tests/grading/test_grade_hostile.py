@@ -413,11 +413,11 @@ def test_the_class_gets_totals_results_merged_points_and_html_feedback(graded, t
     assert (honest["result"], honest["points"], honest["max_points"], honest["manual_points"]) == ("pass", "6", "6",
                                                                                                     "1")
     assert results["fifo"]["result"] == "fail"
-    pages = {p.stem for p in (grades / "feedback").glob("*.html")}
+    pages = {p.stem for p in (grades / "gradebook.feedback").glob("*.html")}
     assert {"honest", "fifo", "escape", "deep"} <= pages
-    page = (grades / "feedback" / "honest.html").read_text(encoding="utf-8")
+    page = (grades / "gradebook.feedback" / "honest.html").read_text(encoding="utf-8")
     assert "Passed: 6 of 6 points" in page and "1 of 1" in page
-    for p in (grades / "feedback").glob("*.html"):
+    for p in (grades / "gradebook.feedback").glob("*.html"):
         text = p.read_text(encoding="utf-8")
         assert "<script" not in text and "\x1b" not in text and "\u202e" not in text, p.name
 

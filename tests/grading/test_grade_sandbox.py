@@ -22,6 +22,7 @@ from test_grade import (CH90, DOUBLE_OK, FAST, FIXTURES, blank, by_key, ensure_b
                         index_of, pasted, read_rows, save, set_exercise)
 
 from softmax_lab.grading.runner import code_cell_numbers
+from softmax_lab.grading.gradebook import default_feedback
 
 MARK = "987654321"  # a sleep that must not outlive its run
 SECRET = "instructor-secret-7d1f"
@@ -198,7 +199,7 @@ def test_solutions_unreachable(attacked):
 
 def test_instructor_environment_unreachable(attacked):
     text = attacked["out"].read_text(encoding="utf-8")
-    feedback = "".join(p.read_text(encoding="utf-8") for p in (attacked["out"].parent / "feedback").iterdir())
+    feedback = "".join(p.read_text(encoding="utf-8") for p in default_feedback(attacked["out"]).iterdir())
     assert SECRET not in text and SECRET not in feedback  # before: the instructor's variable was in the feedback
 
 
@@ -249,7 +250,7 @@ def test_csv_cells_are_not_formulas(attacked):
 
 
 def test_feedback_files_do_not_collide_and_duplicates_are_flagged(attacked):
-    names = sorted(p.name for p in (attacked["out"].parent / "feedback").iterdir())
+    names = sorted(p.name for p in default_feedback(attacked["out"]).iterdir())
     jos = [n for n in names if n.startswith("jos") and n.endswith(".md")]
     assert len(jos) == 2, names  # before: both learners wrote jos_.md
     assert sorted(n for n in names if n.startswith("jos") and n.endswith(".html")) == [

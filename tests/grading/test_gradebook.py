@@ -19,6 +19,8 @@ import test_grade as T
 from test_grade import CH91, FAST, FIXTURES, KERNEL_OK, PITFALL, blank, ensure_bwrap, pasted, save, set_exercise
 from test_grade_dask import grade_cli
 
+from softmax_lab.grading.gradebook import default_feedback
+
 NB = "90_grading_fixture.ipynb"
 # A correct fx-kernel written in a way of its own (the -inf lanes made with tl.where): distinctive enough to compare.
 OWN_KERNEL = KERNEL_OK.replace(
@@ -122,7 +124,7 @@ def test_partial_credit_is_shown_the_same_everywhere(graded):
     r = _rows(graded, "cat")["fx-kernel"]
     assert r["status"] == "failed" and r["points"] == "2", r
     assert "partial credit: 2/3 of the notebook check's cases passed, so 2 of 3 points" in r["message"]
-    page = (graded["out"].parent / "feedback" / "cat.html").read_text(encoding="utf-8")
+    page = (default_feedback(graded["out"]) / "cat.html").read_text(encoding="utf-8")
     assert "2 of 3</td>" in page and "Exercises: <strong>4 of 5 points</strong>" in page
 
 
@@ -131,7 +133,7 @@ def test_another_chapters_notebook_is_no_missing_row_nor_a_duplicate(graded):
     assert {r["submission"] for r in ann} == {f"ann/{NB}"}, ann
     assert not any("duplicate" in r["message"] for r in graded["rows"])
     assert "ann/91_other_fixture.ipynb: not graded here (it is chapter 91" in graded["proc"].stderr
-    md = (graded["out"].parent / "feedback" / "ann.md").read_text(encoding="utf-8")
+    md = (default_feedback(graded["out"]) / "ann.md").read_text(encoding="utf-8")
     assert "91_other" not in md and "0 / 4" not in md
     fay = _rows(graded, "fay")  # her only notebook: one clear row per exercise, naming what she handed in
     assert all(r["status"] == "missing" and "this notebook is chapter 91" in r["message"] for r in fay.values())
@@ -155,7 +157,7 @@ def test_two_learners_with_one_display_name_stay_apart(graded):
     res = _results(graded)
     assert res["ann"]["name"] == res["bea"]["name"] == "Ann Lee"
     assert res["ann"]["submission"] != res["bea"]["submission"]
-    feedback = graded["out"].parent / "feedback"
+    feedback = default_feedback(graded["out"])
     assert "Ann Lee (ann)" in (feedback / "ann.html").read_text(encoding="utf-8")
     assert "Ann Lee (bea)" in (feedback / "bea.html").read_text(encoding="utf-8")
 
@@ -231,16 +233,16 @@ def test_merged_points_give_pass_and_fail_and_a_veto_fails(graded):
     assert res["bob"]["result"] == "fail"
     rows = read_csv(graded["out"])
     assert rows == graded["rows"], "a merge changes no exercise row"
-    page = (graded["out"].parent / "feedback" / "cat.html").read_text(encoding="utf-8")
+    page = (default_feedback(graded["out"]) / "cat.html").read_text(encoding="utf-8")
     assert "Not passed" in page and "veto: reports numbers" in page
     sheet = graded["out"].with_name("gradebook.manual.md").read_text(encoding="utf-8")
     assert "<script>" not in sheet and "&lt;script&gt;alert(1)&lt;/script&gt; exp(1000) is inf &amp; max-shift" in sheet
-    bea = (graded["out"].parent / "feedback" / "bea.html").read_text(encoding="utf-8")
+    bea = (default_feedback(graded["out"]) / "bea.html").read_text(encoding="utf-8")
     assert "<script>" not in bea and "1 of 1" in bea
     # the Markdown feedback says the same as the page (before: "answered, awaiting grading" after the merge)
-    ann = (graded["out"].parent / "feedback" / "ann.md").read_text(encoding="utf-8")
+    ann = (default_feedback(graded["out"]) / "ann.md").read_text(encoding="utf-8")
     assert "- fx-why (1 point): **1 / 1**" in ann and "awaiting grading" not in ann, ann
-    cat = (graded["out"].parent / "feedback" / "cat.md").read_text(encoding="utf-8")
+    cat = (default_feedback(graded["out"]) / "cat.md").read_text(encoding="utf-8")
     assert "**0.5 / 1** (veto: reports numbers as measured that were never run)" in cat, cat
     # points for an answer the learner never wrote are kept, with a warning naming the row
     assert "point(s) for a question the learner did not answer" in proc.stderr and "bob/" in proc.stderr, \
@@ -254,7 +256,7 @@ def test_feedback_pages_hold_whole_messages(graded):
     assert safe_text(long_line).startswith(long_line[:1000].rstrip())
     cut = safe_text("a flood of words " * 300)
     assert cut.endswith("more characters]") and cut.split(" [")[0].endswith(("a", "flood", "of", "words"))
-    page = (graded["out"].parent / "feedback" / "cat.html").read_text(encoding="utf-8")
+    page = (default_feedback(graded["out"]) / "cat.html").read_text(encoding="utf-8")
     assert "did you pad masked lanes with 0 instead of -inf?" in page
 
 
@@ -267,7 +269,7 @@ def test_a_screenshot_of_a_feedback_page(graded):
         pytest.skip(why)
     from playwright.sync_api import sync_playwright
 
-    page_file = graded["out"].parent / "feedback" / "cat.html"
+    page_file = default_feedback(graded["out"]) / "cat.html"
     shot = T.ROOT / "test-output" / "gradebook-feedback-cat.png"
     shot.parent.mkdir(exist_ok=True)
     with sync_playwright() as p:
@@ -332,3 +334,12 @@ def test_the_closing_line_says_whether_points_were_withheld(kinds, words, tmp_pa
     assert closing_lines(book, policy) == 0
     err = capsys.readouterr().err
     assert f"flagged {len(kinds)} exercise(s)" in err and words in err, err
+
+
+def test_each_gradebook_has_its_own_feedback_folder(graded):
+    """Chapters graded into grades/ch02.csv and grades/ch04.csv once rewrote one grades/feedback/ (helper-74): the
+    pages are in a folder named after the gradebook, as its other files."""
+    out = graded["out"]
+    assert default_feedback(Path("grades/ch02.csv")) == Path("grades/ch02.feedback")
+    assert default_feedback(out).is_dir() and any(default_feedback(out).glob("*.html"))
+    assert not (out.parent / "feedback").exists()

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import test_grade as T
 from conftest import GRADING_REGISTRY, ROOT
 from softmax_lab.course import registry
+from softmax_lab.grading.gradebook import default_feedback
 from softmax_lab.course.notebook import tag_value, validate
 from softmax_lab.grading.chapters import Exercise
 from softmax_lab.grading.judge import Verdict
@@ -253,9 +254,9 @@ def test_the_explanation_is_in_the_manual_sheet_and_merges(split_class, tmp_path
         results = {r["learner"]: r for r in csv.DictReader(f)}
     assert (results["sol"]["points"], results["sol"]["max_points"], results["sol"]["result"]) == ("6", "6", "pass")
     assert results["edge"]["result"] == "fail" and "fx-kernel failed" in results["edge"]["reasons"]
-    md = (out.parent / "feedback" / "sol.md").read_text(encoding="utf-8")
+    md = (default_feedback(out) / "sol.md").read_text(encoding="utf-8")
     assert "explain:fx-kernel" in md
-    html = (out.parent / "feedback" / "sol.html").read_text(encoding="utf-8")
+    html = (default_feedback(out) / "sol.html").read_text(encoding="utf-8")
     assert "explain:fx-kernel" in html and "1 of 1" in html
 
 

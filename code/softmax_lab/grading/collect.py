@@ -330,7 +330,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"collected {len(report.copied) + len(report.replaced)} notebooks of {len(learners)} learners into "
           f"{args.out} ({len(report.copied)} new, {len(report.replaced)} changed, {len(report.unchanged)} unchanged"
           + (f"; previous copies in {args.out / REPLACED}" if report.replaced else "") + ")")
-    print(f"next: softmax-lab grade {args.out} --out grades/gradebook.csv"
+    book = f"grades/ch{args.chapter}.csv" if args.chapter else "grades/gradebook.csv"  # (a gradebook per chapter)
+    print(f"next: softmax-lab grade {args.out} --out {book}"
           + (f" --chapter {args.chapter}" if args.chapter else "")
           + (f" --roster {args.roster}" if args.roster else ""))
     return 1 if report.problems else 0

@@ -20,7 +20,8 @@ from pathlib import Path
 from ..usage import UsageError
 from . import cluster
 from .copies import CopyPolicy, find_copies
-from .gradebook import Gradebook, answers_of, fingerprint, read_manual_points, resume, to_grade, write_all
+from .gradebook import (Gradebook, answers_of, default_feedback, fingerprint, read_manual_points, resume, to_grade,
+                        write_all)
 from .lock import Lock, LockError
 from .grader import Options, SubmissionResult, grade_notebook
 from .merge import merge_manual
@@ -36,7 +37,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("submissions", nargs="+", type=Path,
                     help="notebooks, or folders of them (one folder per learner, or files named after learners)")
     ap.add_argument("--out", type=Path, default=Path("gradebook.csv"), help="gradebook CSV (default gradebook.csv)")
-    ap.add_argument("--feedback", type=Path, default=None, help="feedback folder (default: feedback/ next to --out)")
+    ap.add_argument("--feedback", type=Path, default=None,
+                    help="feedback folder (default: next to --out, named after it: grades/ch02.feedback/)")
     ap.add_argument("--roster", type=Path, default=None,
                     help="CSV of learners (column `learner`); learners without a submission are listed as missing")
     ap.add_argument("--chapter", default=None,
@@ -152,7 +154,7 @@ def open_gradebook(args, opts: Options, chapters) -> tuple[Gradebook, list[Submi
         subs = [s for s in subs if not other_assignment(s, opts.expected_chapter, chapters)]
         skipped_other = other_chapter_notebooks(subs, opts.expected_chapter, chapters)
         subs = [s for s in subs if s.name not in skipped_other]
-    book = Gradebook(args.out, args.feedback or args.out.parent / "feedback", chapters, roster, args.chapter,
+    book = Gradebook(args.out, args.feedback or default_feedback(args.out), chapters, roster, args.chapter,
                      args.unsafe_no_sandbox, fingerprint(args, opts, chapters), refused,
                      no_cgroup=getattr(args, "unsafe_no_cgroup", False), names=names, skipped=skipped_other)
     threshold = args.pass_threshold if args.pass_threshold is not None else course_setting(

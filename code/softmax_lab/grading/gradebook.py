@@ -2,7 +2,9 @@
 
     gradebook.csv             one row per (submission, exercise)
     gradebook.csv.state.json  the hash of each file graded, the options and the judge's seeds: a rerun resumes
-    feedback/LEARNER.md/.html each learner's results;  gradebook.manual.csv/.md  free-text answers to grade by hand
+    gradebook.feedback/LEARNER.md/.html  each learner's results (a folder per gradebook: grading chapters into
+                              grades/ch02.csv and grades/ch04.csv keeps both chapters' pages)
+    gradebook.manual.csv/.md  free-text answers to grade by hand
     gradebook.learners.csv    per learner and chapter: points that count, pass/fail (results.py)
     gradebook.lms.csv         one row per learner, one column per chapter: for a learning management system
     gradebook.copies.txt      the copy check's report: each flagged pair and its matching lines (copies.py)
@@ -147,6 +149,13 @@ def fingerprint(args, opts: Options, chapters: dict[str, Chapter]) -> dict[str, 
             "sandbox": str(not args.unsafe_no_sandbox), "answer_hint_cap": f"{opts.answer_hint_cap:g}",
             **({"cgroup": "False"} if getattr(args, "unsafe_no_cgroup", False) else {})}
 
+
+
+def default_feedback(out: Path) -> Path:
+    """The feedback folder of the gradebook ``out`` when ``--feedback`` is not given: ``<its stem>.feedback`` beside
+    it, as its other files (``grades/ch02.csv`` -> ``grades/ch02.feedback/``), so that gradebooks in one folder do
+    not overwrite each other's pages."""
+    return out.with_name(f"{out.stem}.feedback")
 
 @dataclass
 class Gradebook:
