@@ -152,6 +152,18 @@ def test_the_doctor_runs_check_on_a_tiny_notebook():
     assert finding.level == "ok" and "graded a tiny notebook: 1/1 points" in finding.what, finding.line()
 
 
+def test_the_doctor_checks_as_a_learners_own_notebook_where_no_cgroup_can_be_made(monkeypatch):
+    """A learner's account on the class hub can make no cgroup: `check` runs their own workspace notebooks without
+    one, but refused the doctor's tiny notebook (a temporary folder), so every learner saw a FAIL (helper-74)."""
+    from softmax_lab.grading import cgroup
+
+    monkeypatch.setattr(cgroup, "why_unavailable", lambda: "cgroup v1 cpu hierarchy is not writable (run as root)")
+    tiny = doctor.TinyCheck()
+    assert "--unsafe-no-cgroup" in tiny.command
+    (finding,) = tiny.finish()
+    assert finding.level == "ok" and "without a cgroup, as your own notebooks run here" in finding.what, finding.line()
+
+
 def test_the_doctor_names_the_install_when_check_cannot_run(monkeypatch, tmp_path):
     fake = tmp_path / "softmax-lab"
     fake.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'nbval'\"\nexit 1\n")
