@@ -504,3 +504,20 @@ def test_start_learner_refuses_the_source_edition(tmp_path):
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "source edition" in r.stderr and "softmax-lab release" in r.stderr, r.stderr
     assert not (tmp_path / "softmax-lab").exists()
+
+
+def test_start_learner_says_when_the_venvs_python_cannot_run_as_the_learner(tmp_path):
+    """A class edition's venv made from a pyenv Python in root's home: its bin/python exists but no learner can run
+    it; start-learner said "is missing" and the hub waited 120 s (helper-74). It names the link and the fix."""
+    course, venv, home = tmp_path / "course", tmp_path / "venv", tmp_path / "home"
+    for d in (course / "notebooks", course / "check-notebooks", venv / "bin", home):
+        d.mkdir(parents=True)
+    target = tmp_path / "root-only" / "python3"
+    target.parent.mkdir()
+    target.write_text("not a program\n")  # (no execute bit: as unrunnable for root as a mode-700 home for a learner)
+    (venv / "bin" / "python").symlink_to(target)
+    env = dict(os.environ, HOME=str(home), SOFTMAX_LAB_COURSE=str(course), SOFTMAX_LAB_VENV=str(venv))
+    r = subprocess.run([str(DEPLOY / "start-learner")], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "cannot run as" in r.stderr and str(target) in r.stderr and "PYTHON=/usr/bin/python3" in r.stderr, r.stderr
+    assert "missing" not in r.stderr
