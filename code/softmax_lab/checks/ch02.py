@@ -121,7 +121,7 @@ PADDINGS = [("a correct kernel (padding -inf) passes every one of your cases", -
             ("your cases catch a kernel that pads with 1", 1.0),
             ("your cases catch a kernel that pads with -1000 (very negative, but not -inf)", -1000.0),
             ("your cases catch a kernel that pads with -2000 (below every row of this chapter)", -2000.0)]
-NO_PADDING_LANE = ("none of your rows leaves a padding lane: a row whose length is a power of two (like the seed's "
+NO_PADDING_LANE = ("none of your rows leaves a padding lane: a row whose length is a power of two (like "
                    "[0, 0, 0, 0] in a block of 4) fills its block, so the padding is never read")
 
 

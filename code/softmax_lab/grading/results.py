@@ -47,7 +47,7 @@ def pass_rule(chapter: Chapter, default: float = DEFAULT_THRESHOLD, configured: 
             stated = (int(m.group(1)), int(m.group(2)))
     if stated and not configured:
         return PassRule(stated[0] / stated[1], f"the chapter's rubric: at least {stated[0]}/{stated[1]}", vetoes)
-    return PassRule(default, ("the course's setting" if configured else "seed 002's rule")
+    return PassRule(default, ("the course's setting" if configured else "the course's default rule")
                     + f": at least {default:.0%} of the points", vetoes)
 
 

@@ -109,7 +109,7 @@ def partial_credit(jv, ck_rec: dict | None, ident: str) -> tuple[float, str]:
 
 # ------------------------------------------------------------------------------ seed 002's parts
 
-PARTS_LINE = "parts (seed 002's rubric): "  # how the row's message says which parts were earned
+PARTS_LINE = "parts (the course's rubric): "  # how the row's message says which parts were earned
 
 
 def _failed(cases: list[str]) -> str:
