@@ -389,3 +389,21 @@ def test_kept_scratch_folders_outlive_other_graders_clean_up(tmp_path, monkeypat
         os.utime(folder, (old, old))
     assert sandbox.clean_stale_scratch() == 1
     assert [p.name.startswith(f"{sandbox.SCRATCH_PREFIX}kept-{dead}-") for p in tmp_path.iterdir()] == [True]
+
+
+def test_answers_and_model_answers_without_the_templates_lead_line():
+    """Every answer cell starts with "**Your answer:**" (the template): the manual-grading sheets showed it before
+    every learner's answer and every model answer (helper-74)."""
+    import nbformat
+
+    from softmax_lab.course import registry
+    from softmax_lab.grading.chapters import answers, load_chapters
+    from softmax_lab.grading.report import _strip_markers
+
+    chapter = load_chapters(T.SOLUTIONS, registry.load())["01"]
+    q = chapter.questions[0]
+    assert q.model_answer.lstrip().startswith("**Your answer:**")
+    cell = nbformat.v4.new_markdown_cell("**Your answer:**\n\nThe max is subtracted first.")
+    cell.metadata["tags"] = [f"answer:{q.id}"]
+    assert answers(chapter, nbformat.v4.new_notebook(cells=[cell]))[q.id] == "The max is subtracted first."
+    assert not _strip_markers(q.model_answer).startswith("**Your answer:**") and _strip_markers(q.model_answer)

@@ -319,6 +319,9 @@ def graft(chapter: Chapter, submission, blank: set[str] = frozenset()) -> Graft:
     return Graft(nb, found, missing)
 
 
+ANSWER_LEAD = "**Your answer:**"  # the line every answer cell of the course starts with (its template)
+
+
 def answers(chapter: Chapter, submission) -> dict[str, str]:
     """The learner's free-text answers, by question id ('' when absent or unchanged from the template)."""
     theirs = _tagged(submission, "answer:") if submission is not None else {}
@@ -335,6 +338,8 @@ def answers(chapter: Chapter, submission) -> dict[str, str]:
             template = ""
         if text in ("", "YOUR ANSWER HERE", template):
             text = ""
+        elif text.startswith(ANSWER_LEAD):  # the template's lead line, then theirs
+            text = text[len(ANSWER_LEAD):].strip()
         # kept as written, but no control or bidi characters: the answer goes into CSV and Markdown sheets
         out[q.id] = "\n".join("".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in ln)
                                for ln in text.splitlines())
