@@ -516,8 +516,10 @@ def test_start_learner_says_when_the_venvs_python_cannot_run_as_the_learner(tmp_
     target.parent.mkdir()
     target.write_text("not a program\n")  # (no execute bit: as unrunnable for root as a mode-700 home for a learner)
     (venv / "bin" / "python").symlink_to(target)
+    (venv / "pyvenv.cfg").write_text(f"home = {target.parent}\ninclude-system-site-packages = false\n")
     env = dict(os.environ, HOME=str(home), SOFTMAX_LAB_COURSE=str(course), SOFTMAX_LAB_VENV=str(venv))
     r = subprocess.run([str(DEPLOY / "start-learner")], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
-    assert "cannot run as" in r.stderr and str(target) in r.stderr and "PYTHON=/usr/bin/python3" in r.stderr, r.stderr
+    assert "cannot run as" in r.stderr and f"made from {target.parent})" in r.stderr, r.stderr
+    assert "PYTHON=/usr/bin/python3" in r.stderr, r.stderr
     assert "missing" not in r.stderr

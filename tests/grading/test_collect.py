@@ -263,3 +263,19 @@ def test_temporaries_of_a_killed_run_are_swept_by_the_next(hub_homes, tmp_path):
     stray.write_bytes(b"half a notebook")
     rc, stdout, stderr = collect("--out", str(out), "--workspaces", pattern, "--update")
     assert rc == 0 and not stray.exists(), stdout + stderr
+
+
+def test_grading_the_folder_above_the_chapter_collections_is_refused(hub_homes, tmp_path):
+    """hub.md collects each chapter into submissions/chNN/; `grade submissions/` took ch00 and ch02 for learners, with
+    every learner's results on one page (helper-76): it is refused, naming the folder to grade."""
+    home, pattern = hub_homes
+    out = tmp_path / "submissions"
+    for chapter in ("00", "01"):
+        rc, stdout, stderr = collect("--out", str(out / f"ch{chapter}"), "--workspaces", pattern, "--chapter", chapter)
+        assert rc == 0, stderr
+        assert f"--out grades/ch{chapter}.csv --chapter {chapter}" in stdout  # the gradebook collect suggests
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "code"))
+    r = subprocess.run([sys.executable, "-m", "softmax_lab.cli", "grade", str(out), "--out", str(tmp_path / "g.csv"),
+                        "--unsafe-no-sandbox"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "holds collections of `softmax-lab collect` (ch00, ch01)" in r.stderr, r.stderr
+    assert f"softmax-lab grade {out / 'ch00'} --out grades/ch00.csv" in r.stderr and not (tmp_path / "g.csv").exists()

@@ -138,6 +138,22 @@ def _run(args: argparse.Namespace, opts: Options, chapters) -> int:
     return closing_lines(book, policy) if rc == 0 else rc
 
 
+def refuse_collections_parent(paths) -> None:
+    """UsageError for a folder whose subfolders are `collect`'s collections (``submissions/ch02/<learner>/``, each
+    with its manifest): graded as one, each chapter folder would be taken for a learner (helper-76)."""
+    from .collect import MANIFEST
+
+    for p in paths:
+        if p.is_dir() and not (p / MANIFEST).exists():
+            collections = sorted(d.name for d in p.iterdir() if d.is_dir() and (d / MANIFEST).is_file())
+            if collections:
+                first = p / collections[0]
+                raise UsageError(f"{p} holds collections of `softmax-lab collect` ({', '.join(collections)}), each "
+                                 f"one chapter's folder of learners: grade each on its own, e.g. softmax-lab grade "
+                                 f"{first} --out grades/{collections[0]}.csv --chapter NN (its learners' folders are "
+                                 "inside it; graded from here, each chapter folder would count as a learner)")
+
+
 def open_gradebook(args, opts: Options, chapters) -> tuple[Gradebook, list[Submission], list[Submission]]:
     """The gradebook as a rerun finds it (rows, state, hand-graded points), the class's notebooks, those to grade."""
     try:
@@ -145,6 +161,7 @@ def open_gradebook(args, opts: Options, chapters) -> tuple[Gradebook, list[Submi
         names = roster_names(args.roster) if args.roster else {}
     except (OSError, ValueError) as err:
         raise UsageError(f"--roster {args.roster}: {err}") from None
+    refuse_collections_parent(args.submissions)
     try:
         subs, refused = discover(args.submissions, roster)
     except FileNotFoundError as err:
