@@ -407,3 +407,20 @@ def test_answers_and_model_answers_without_the_templates_lead_line():
     cell.metadata["tags"] = [f"answer:{q.id}"]
     assert answers(chapter, nbformat.v4.new_notebook(cells=[cell]))[q.id] == "The max is subtracted first."
     assert not _strip_markers(q.model_answer).startswith("**Your answer:**") and _strip_markers(q.model_answer)
+
+
+def test_the_manual_sheet_follows_the_notebook_and_says_when_nothing_is_asked():
+    """helper-76: questions came in alphabetical order, each heading twice ("**Question**" above the prompt's own
+    "**Question.**"), and a chapter without questions gave a sheet with nothing to say."""
+    from softmax_lab.course import registry
+    from softmax_lab.grading.chapters import load_chapters
+    from softmax_lab.grading.report import manual_markdown
+
+    chapters = load_chapters(T.SOLUTIONS, registry.load())
+    ids = [q.id for q in chapters["02"].questions]
+    entries = [dict(chapter="02", question=qid, submission="ann/02_masks_and_padding.ipynb", max_points=1,
+                    answer="mine") for qid in sorted(ids, reverse=True)]
+    sheet = manual_markdown(entries, chapters)
+    assert [sheet.index(f"## {qid} ") for qid in ids] == sorted(sheet.index(f"## {qid} ") for qid in ids)
+    assert "**Question**\n\n**Question." not in sheet and "**Rubric**\n\n**Rubric" not in sheet
+    assert "Nothing to grade by hand" in manual_markdown([], chapters) and "Nothing to grade" not in sheet

@@ -94,8 +94,10 @@ def feedback_markdown(learner: str, rows: list[dict], chapters: dict[str, Chapte
                 f"Exercises: **{_g(got)} / {_g(total)} points**.", ""]
         res = result_of.get(sub)
         if res:
-            out += [f"Chapter result: **{RESULT_WORDS[res['result']]}**, {res['points']} / {res['max_points']} points "
-                    "with the hand-graded answers" + (f" ({_md(res['reasons'])})" if res["reasons"] else "") + ".", ""]
+            asked = bool(ch and ch.questions)  # (a chapter without free-text questions has nothing graded by hand)
+            out += [f"Chapter result: **{RESULT_WORDS[res['result']]}**, {res['points']} / {res['max_points']} points"
+                    + (" with the hand-graded answers" if asked else "")
+                    + (f" ({_md(res['reasons'])})" if res["reasons"] else "") + ".", ""]
         out += [
                 "| exercise | points | result | hints used |", "|---|---|---|---|"]
         for r in srows:
@@ -156,14 +158,26 @@ def manual_markdown(entries: list[dict], chapters: dict[str, Chapter], sheet: st
     groups: dict[tuple[str, str], list[dict]] = {}
     for e in entries:
         groups.setdefault((e["chapter"], e["question"]), []).append(e)
-    for (chap, qid), items in sorted(groups.items()):
+    if not groups:
+        out += ["Nothing to grade by hand: no free-text question in the chapters graded.", ""]
+
+    def in_notebook_order(key):  # (chapter, the question's place in its notebook)
+        ch = chapters.get(key[0])
+        ids = [q.id for q in ch.questions] if ch else []
+        return key[0], ids.index(key[1]) if key[1] in ids else len(ids), key[1]
+
+    def headed(heading: str, text: str) -> list[str]:  # (the prompt and rubric cells have bold leads of their own)
+        return ([] if text.startswith("**") else [heading, ""]) + [text, ""]
+
+    for (chap, qid) in sorted(groups, key=in_notebook_order):
+        items = groups[chap, qid]
         ch = chapters.get(chap)
         q = next((q for q in ch.questions if q.id == qid), None) if ch else None
         pts = items[0]["max_points"]
         out += [f"## {qid} — chapter {chap} ({pts} point{'' if str(pts) == '1' else 's'})", ""]
         if q:
-            out += ["**Question**", "", q.prompt.strip(), "", "**Rubric**", "", (q.rubric.strip() or "(none)"), "",
-                    "**Model answer**", "", _strip_markers(q.model_answer), ""]
+            out += (headed("**Question**", q.prompt.strip()) + headed("**Rubric**", q.rubric.strip() or "(none)")
+                    + ["**Model answer**", "", _strip_markers(q.model_answer), ""])
         for e in items:
             answer = e["answer"].strip()
             out += [f"### {_md(e['submission'])}", "", "\n".join("> " + _md(ln) for ln in answer.splitlines()) if answer
