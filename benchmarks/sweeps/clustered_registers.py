@@ -18,7 +18,7 @@ tail tiles. Every setting is checked against float64 first on hard rows (an all 
 -1000), then timed with ``bench.compare`` (buffers past the L2 cache, checked before and after).
 
 Written in round 10, run in round 11 (``h200-clustered-registers-round11.json``): it lost to the dispatcher in every
-setting, 4 to 26 points of copy (docs/performance.md, round 11, says why).
+setting, 8.3 to 34.0 points of copy (docs/performance.md, round 11, says why).
 """
 import sys
 

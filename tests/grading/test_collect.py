@@ -279,3 +279,7 @@ def test_grading_the_folder_above_the_chapter_collections_is_refused(hub_homes, 
                         "--unsafe-no-sandbox"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and "holds collections of `softmax-lab collect` (ch00, ch01)" in r.stderr, r.stderr
     assert f"softmax-lab grade {out / 'ch00'} --out grades/ch00.csv" in r.stderr and not (tmp_path / "g.csv").exists()
+    r = subprocess.run([sys.executable, "-m", "softmax_lab.cli", "grade", str(out / "ch00"), str(out / "ch01"), "--out",
+                        str(tmp_path / "g.csv"), "--unsafe-no-sandbox"], capture_output=True, text=True, env=env,
+                       timeout=120)  # (or submissions/*: each named relative to their parent, as learners)
+    assert r.returncode == 2 and "these are collections of `softmax-lab collect` (ch00, ch01)" in r.stderr, r.stderr

@@ -423,4 +423,25 @@ def test_the_manual_sheet_follows_the_notebook_and_says_when_nothing_is_asked():
     sheet = manual_markdown(entries, chapters)
     assert [sheet.index(f"## {qid} ") for qid in ids] == sorted(sheet.index(f"## {qid} ") for qid in ids)
     assert "**Question**\n\n**Question." not in sheet and "**Rubric**\n\n**Rubric" not in sheet
-    assert "Nothing to grade by hand" in manual_markdown([], chapters) and "Nothing to grade" not in sheet
+    assert "No free-text answers to grade" in manual_markdown([], chapters) and "No free-text" not in sheet
+    q = next(q for ch in chapters.values() for q in ch.questions if q.prompt.startswith("#"))  # chapters 05-10
+    late = manual_markdown([dict(chapter=q.id[2:4], question=q.id, submission="ann/x.ipynb", max_points=1,
+                                 answer="")], chapters)
+    assert "\n#" not in late.replace("\n## ", "").replace("\n### ann", "") and "**Question" in late
+
+
+def test_points_entered_before_the_lead_line_was_taken_out_still_count(tmp_path):
+    """Sheets written before answers lost their "**Your answer:**" line keep their hand-graded points (helper-77)."""
+    import csv as csv_module
+
+    from softmax_lab.grading.chapters import without_lead
+    from softmax_lab.grading.gradebook import read_manual_points
+
+    sheet = tmp_path / "g.manual.csv"
+    with open(sheet, "w", newline="", encoding="utf-8") as f:
+        w = csv_module.writer(f)
+        w.writerow(["submission", "chapter", "question", "points", "max_points", "answer", "veto"])
+        w.writerow(["ann/01.ipynb", "01", "ch01-q", "1", "1", "**Your answer:**\n\nThe max goes first.", ""])
+    points, _ = read_manual_points(sheet)
+    assert points == {("ann/01.ipynb", "ch01-q", "The max goes first."): "1"}
+    assert without_lead("**Your answer:**\nYOUR ANSWER HERE") == "YOUR ANSWER HERE" and without_lead(" x ") == "x"

@@ -881,7 +881,8 @@ def test_long_row_backward_more_than_2_31_elements(kernel, n_rows, n_cols, dtype
 # and are right. Found, not yet fixed: the fix (the max kept unscaled, exp2((x - m)·log2 e)) adds an instruction
 # per element to the exp passes and needs a measurement first (docs/performance.md, round 11).
 HUGE = 3e38
-OVERFLOWS = pytest.mark.xfail(strict=True, reason="the max times log2 e overflows (round 11): NaN rows")
+OVERFLOWS = pytest.mark.xfail(torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0), strict=True,
+                              reason="the max times log2 e overflows (round 11): NaN rows on the Hopper kernels")
 
 
 @pytest.mark.parametrize("n_cols, dtype", [

@@ -322,6 +322,13 @@ def graft(chapter: Chapter, submission, blank: set[str] = frozenset()) -> Graft:
 ANSWER_LEAD = "**Your answer:**"  # the line every answer cell of the course starts with (its template)
 
 
+def without_lead(answer: str) -> str:
+    """An answer without the template's lead line: the form answers are compared and kept in (sheets written
+    before the lead was taken out still match their answers)."""
+    answer = answer.strip()
+    return answer[len(ANSWER_LEAD):].strip() if answer.startswith(ANSWER_LEAD) else answer
+
+
 def answers(chapter: Chapter, submission) -> dict[str, str]:
     """The learner's free-text answers, by question id ('' when absent or unchanged from the template)."""
     theirs = _tagged(submission, "answer:") if submission is not None else {}
@@ -336,10 +343,11 @@ def answers(chapter: Chapter, submission) -> dict[str, str]:
             template = strip_solutions(q.model_answer, "markdown").strip()
         except Exception:
             template = ""
-        if text in ("", "YOUR ANSWER HERE", template):
+        if text == template:
             text = ""
-        elif text.startswith(ANSWER_LEAD):  # the template's lead line, then theirs
-            text = text[len(ANSWER_LEAD):].strip()
+        text = without_lead(text)  # the template's lead line, then theirs
+        if text in ("", "YOUR ANSWER HERE", without_lead(template)):
+            text = ""
         # kept as written, but no control or bidi characters: the answer goes into CSV and Markdown sheets
         out[q.id] = "\n".join("".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in ln)
                                for ln in text.splitlines())

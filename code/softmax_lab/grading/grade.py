@@ -143,15 +143,27 @@ def refuse_collections_parent(paths) -> None:
     with its manifest): graded as one, each chapter folder would be taken for a learner (helper-76)."""
     from .collect import MANIFEST
 
+    def is_collection(d: Path) -> bool:
+        try:
+            return d.is_dir() and (d / MANIFEST).is_file()
+        except OSError:  # (a folder this user cannot enter: discover skips it)
+            return False
+
+    given = [p for p in paths if is_collection(p)]
     for p in paths:
-        if p.is_dir() and not (p / MANIFEST).exists():
-            collections = sorted(d.name for d in p.iterdir() if d.is_dir() and (d / MANIFEST).is_file())
-            if collections:
-                first = p / collections[0]
-                raise UsageError(f"{p} holds collections of `softmax-lab collect` ({', '.join(collections)}), each "
-                                 f"one chapter's folder of learners: grade each on its own, e.g. softmax-lab grade "
-                                 f"{first} --out grades/{collections[0]}.csv --chapter NN (its learners' folders are "
-                                 "inside it; graded from here, each chapter folder would count as a learner)")
+        try:
+            inside = [] if is_collection(p) or not p.is_dir() else sorted(d for d in p.iterdir() if is_collection(d))
+        except OSError:
+            inside = []
+        if inside or len(given) > 1:
+            collections = inside or given
+            first = collections[0]
+            where = f"{p} holds" if inside else "these are"
+            names = ", ".join(c.name for c in collections)
+            raise UsageError(f"{where} collections of `softmax-lab collect` ({names}), each one chapter's folder of "
+                             f"learners: grade each on its own, e.g. softmax-lab grade {first} --out "
+                             f"grades/{first.name}.csv --chapter NN (graded together, each chapter folder would count "
+                             "as a learner)")
 
 
 def open_gradebook(args, opts: Options, chapters) -> tuple[Gradebook, list[Submission], list[Submission]]:

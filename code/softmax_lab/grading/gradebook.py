@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..usage import UsageError
-from .chapters import Chapter, InvalidNotebook, answers, match_chapter, read_submission
+from .chapters import Chapter, InvalidNotebook, answers, match_chapter, read_submission, without_lead
 from .grader import Options
 from . import similarity
 from .copies import Copies, decorate
@@ -150,12 +150,12 @@ def fingerprint(args, opts: Options, chapters: dict[str, Chapter]) -> dict[str, 
             **({"cgroup": "False"} if getattr(args, "unsafe_no_cgroup", False) else {})}
 
 
-
 def default_feedback(out: Path) -> Path:
     """The feedback folder of the gradebook ``out`` when ``--feedback`` is not given: ``<its stem>.feedback`` beside
     it, as its other files (``grades/ch02.csv`` -> ``grades/ch02.feedback/``), so that gradebooks in one folder do
     not overwrite each other's pages."""
     return out.with_name(f"{out.stem}.feedback")
+
 
 @dataclass
 class Gradebook:
@@ -230,7 +230,7 @@ def read_manual_points(path: Path) -> tuple[dict[tuple[str, str, str], str], dic
         with open(path, encoding="utf-8", newline="") as f:
             for r in csv.DictReader(f):
                 key = (unescape_cell(r.get("submission") or ""), r.get("question") or "",
-                       unescape_cell(r.get("answer") or ""))
+                       without_lead(unescape_cell(r.get("answer") or "")))
                 if (r.get("points") or "").strip():
                     points[key] = r["points"].strip()
                 if (r.get("veto") or "").strip():

@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 from ..usage import UsageError
+from .chapters import without_lead
 from .report import unescape_cell
 from .rows import safe_line
 
@@ -82,7 +83,7 @@ def _check_row(book, line: int, r: dict, has_answer: bool, seen: dict):
         return f"{where}: graded twice (also on line {seen[(sub, qid)]}); keep one row", None, None, ""
     seen[(sub, qid)] = line
     answer = book.answers_by.get(sub, {}).get(qid, "")
-    if has_answer and unescape_cell(r.get("answer") or "").strip() != answer.strip():
+    if has_answer and without_lead(unescape_cell(r.get("answer") or "")) != without_lead(answer):
         return (f"{where}: the learner's answer is not the one in this sheet (the notebook changed since the sheet "
                 "was written): grade the answer in the new sheet"), None, None, ""
     text = (r.get("points") or "").strip()

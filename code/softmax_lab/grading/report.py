@@ -159,14 +159,17 @@ def manual_markdown(entries: list[dict], chapters: dict[str, Chapter], sheet: st
     for e in entries:
         groups.setdefault((e["chapter"], e["question"]), []).append(e)
     if not groups:
-        out += ["Nothing to grade by hand: no free-text question in the chapters graded.", ""]
+        out += ["No free-text answers to grade by hand in this gradebook (yet).", ""]
 
     def in_notebook_order(key):  # (chapter, the question's place in its notebook)
         ch = chapters.get(key[0])
         ids = [q.id for q in ch.questions] if ch else []
         return key[0], ids.index(key[1]) if key[1] in ids else len(ids), key[1]
 
-    def headed(heading: str, text: str) -> list[str]:  # (the prompt and rubric cells have bold leads of their own)
+    def headed(heading: str, text: str) -> list[str]:  # (the prompt and rubric cells have leads of their own)
+        if text.startswith("#"):  # a "### Question `id`" heading: bold, under this sheet's own headings
+            first, _, rest = text.partition("\n")
+            return [f"**{first.lstrip('#').strip()}**", rest.strip(), ""]
         return ([] if text.startswith("**") else [heading, ""]) + [text, ""]
 
     for (chap, qid) in sorted(groups, key=in_notebook_order):

@@ -30,7 +30,7 @@ def element_size(dtype: torch.dtype) -> int:
 # cooperating programs (cooperative); the longest fp32 rows read their chunk again from L2 (l2_reread).
 # ``online=True``: the shared-memory kernels take each row's sum with its max as the chunks land (chunk_state.py),
 # measured faster in every range it is set for (+0.3 to +5.3 points of copy; round 10). 16-bit rows past 16,384 on
-# 16 warps: +0.6 to +1.7 points from 20,000 to 32,768, 8 warps ahead at 16,384 and below (round 11).
+# 16 warps: 0 to +1.7 points from 20,000 to 32,768 (equal at 24,576), 8 warps ahead at 16,384 and below (round 11).
 FORWARD = {
     4: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=4))),
         (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
