@@ -360,6 +360,19 @@ def check_learner_tools() -> list[Finding]:
     return found
 
 
+def check_cgroups() -> list[Finding]:
+    """`softmax-lab grade` caps each run with a cgroup of its own; a learner's own `check` runs without one where
+    none can be made (a learner's account on the class hub)."""
+    from .grading import cgroup
+
+    why = cgroup.why_unavailable()
+    if why:
+        return [Finding("info", f"no per-run cgroups here ({why}): `softmax-lab check` runs your own notebooks "
+                                "without one; `softmax-lab grade` (instructors) refuses without --unsafe-no-cgroup",
+                        "instructors: grade as root on a machine with cgroups (docs/grading.md)")]
+    return [Finding("ok", "per-run cgroups can be made here (memory, tasks and CPU of each graded notebook)")]
+
+
 def check_sandbox() -> list[Finding]:
     """`softmax-lab check` runs notebooks in bubblewrap when it works here, else without it (one line says so)."""
     from .grading import sandbox
@@ -390,8 +403,8 @@ def findings() -> list[Finding]:
     tiny = TinyCheck()  # runs while the checks below do
     try:
         found = (check_versions() + check_device() + check_kernel_registered() + check_course_command()
-                 + check_learner_tools() + check_sandbox() + check_hints() + check_workspace() + check_cuda_layer()
-                 + check_tiny_kernel())
+                 + check_learner_tools() + check_cgroups() + check_sandbox() + check_hints() + check_workspace()
+                 + check_cuda_layer() + check_tiny_kernel())
     except BaseException:
         tiny.proc.kill()
         tiny.finish()

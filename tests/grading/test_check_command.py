@@ -165,6 +165,16 @@ def test_the_doctor_checks_as_a_learners_own_notebook_where_no_cgroup_can_be_mad
         finding.what, finding.line()
 
 
+def test_the_doctor_says_whether_cgroups_can_be_made(monkeypatch):
+    from softmax_lab.grading import cgroup
+
+    (finding,) = doctor.check_cgroups()
+    assert finding.level == ("info" if cgroup.why_unavailable() else "ok"), finding.line()
+    monkeypatch.setattr(cgroup, "why_unavailable", lambda: "cgroup v1 cpu hierarchy is not writable (run as root)")
+    (finding,) = doctor.check_cgroups()
+    assert finding.level == "info" and "not writable" in finding.what and "--unsafe-no-cgroup" in finding.what
+
+
 def test_the_doctor_names_the_install_when_check_cannot_run(monkeypatch, tmp_path):
     fake = tmp_path / "softmax-lab"
     fake.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'nbval'\"\nexit 1\n")
