@@ -310,15 +310,16 @@ class TinyCheck:
         tiny notebook is in a temporary folder, not a workspace, so `check` would otherwise refuse it there."""
         from .grading import cgroup, sandbox
 
-        self.without = []
+        self.without, options = [], []
         if cgroup.why_unavailable():
             self.without.append("a cgroup")
+            options.append("--unsafe-no-cgroup")
         try:
             sandbox.check_works()
         except sandbox.SandboxMissing:
             self.without.append("a sandbox")
-        return (["--unsafe-no-cgroup"] if "a cgroup" in self.without else []) + (
-            ["--unsafe-no-sandbox"] if "a sandbox" in self.without else [])
+            options.append("--unsafe-no-sandbox")
+        return options
 
     def finish(self) -> list[Finding]:
         try:

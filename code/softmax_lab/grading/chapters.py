@@ -343,8 +343,6 @@ def answers(chapter: Chapter, submission) -> dict[str, str]:
             template = strip_solutions(q.model_answer, "markdown").strip()
         except Exception:
             template = ""
-        if text == template:
-            text = ""
         text = without_lead(text)  # the template's lead line, then theirs
         if text in ("", "YOUR ANSWER HERE", without_lead(template)):
             text = ""

@@ -8,7 +8,7 @@ import html
 import io
 import re
 
-from .chapters import ANSWER_LEAD, Chapter
+from .chapters import Chapter, without_lead
 from .rows import COLUMNS
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
@@ -196,5 +196,5 @@ def _md(text: str) -> str:
 
 def _strip_markers(text: str) -> str:
     """A model answer as a grader reads it: no solution markers, no template line (``**Your answer:**``)."""
-    lines = [ln for ln in text.strip().splitlines() if ln.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")]
-    return "\n".join(lines[1:] if lines and lines[0].strip() == ANSWER_LEAD else lines).strip()
+    return without_lead("\n".join(ln for ln in text.strip().splitlines()
+                                   if ln.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")))
