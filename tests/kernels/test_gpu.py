@@ -875,25 +875,44 @@ def test_long_row_backward_more_than_2_31_elements(kernel, n_rows, n_cols, dtype
 
 
 
-# Rows whose values are finite but beyond 2**127 / log2 e (~2.36e38, reachable in bf16 and fp32): the kernels that
-# keep their max times log2 e (the shared-memory kernels, chunk_state.py) overflow it to inf, and such rows come out
-# NaN where torch gives a one-hot or uniform row (helper-75, round 11). The register kernels subtract the max first
-# and are right. Found, not yet fixed: the fix (the max kept unscaled, exp2((x - m)·log2 e)) adds an instruction
-# per element to the exp passes and needs a measurement first (docs/performance.md, round 11).
+# Rows far from zero. A kernel that took exp(x - max) as exp2(x·log2 e - max·log2 e) (one fused multiply-add)
+# overflowed max·log2 e to inf past 2.36e38, and past ~1.5e9 its rounding alone (half an ulp of max·log2 e, up to
+# 2**103) made exp2 overflow or vanish: NaN rows where torch gives a one-hot or uniform row (helper-75, round 11;
+# the shared-memory kernels until round 12). Every kernel now subtracts the max first (chunk_state.exp_minus).
 HUGE = 3e38
-OVERFLOWS = pytest.mark.xfail(torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0), strict=True,
-                              reason="the max times log2 e overflows (round 11): NaN rows on the Hopper kernels")
 
 
-@pytest.mark.parametrize("n_cols, dtype", [
-    (8192, BF16), (4096, torch.float32), (1000, BF16), (150000, torch.float32),
-    pytest.param(28672, BF16, marks=OVERFLOWS), pytest.param(20000, torch.float32, marks=OVERFLOWS),
-    pytest.param(65536, BF16, marks=OVERFLOWS), pytest.param(50257, BF16, marks=OVERFLOWS)], ids=str)
-def test_rows_of_huge_finite_values(n_cols, dtype):
-    x = torch.full((4, n_cols), -HUGE, device="cuda")
+def _huge_rows(n_cols, dtype):
+    x = torch.full((8, n_cols), -HUGE, device="cuda")
     x[0, 10] = HUGE  # one-hot
     x[1] = HUGE  # uniform
     x[2, ::7] = HUGE  # uniform over the ones at +3e38
-    x = x.to(dtype)
+    x[3, -1] = -HUGE / 2  # one-hot at the row's last element (row 4: all -3e38, uniform)
+    x[5] = 1e10  # uniform (max·log2 e rounded: 440 off, so exp2 of it was 0)
+    x[6] = 1e5 + torch.randn(n_cols, device="cuda") * 3  # a spread row, far from 0
+    x[7] = -1e10 + torch.randn(n_cols, device="cuda") * 3e9
+    return x.to(dtype)  # (odd widths: rows 1-7 start off 16 bytes)
+
+
+@pytest.mark.parametrize("n_cols, dtype", [
+    (8192, BF16), (4096, torch.float32), (1000, BF16), (150000, torch.float32), (28672, BF16),
+    (20000, torch.float32), (65536, BF16), (50257, BF16), (30001, BF16), (131072, BF16)], ids=str)
+def test_rows_of_huge_finite_values(n_cols, dtype):
+    x = _huge_rows(n_cols, dtype)
     y = softmax(x)
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), atol=1e-6, rtol=tolerance(dtype)[1])
+
+
+@HOPPER
+@pytest.mark.parametrize("name, n_cols, dtype, knobs", [
+    ("resident", 28672, BF16, {}), ("resident", 12000, torch.float32, dict(overlap=True)),
+    ("resident", 16384, BF16, dict(online=True)), ("staged", 4000, torch.float32, {}),
+    ("clustered", 65536, BF16, {}), ("clustered", 65536, torch.float32, dict(online=True)),
+    ("clustered", 100000, BF16, dict(dsmem=True)), ("clustered", 100000, BF16, dict(dsmem=True, online=True)),
+    ("unaligned_resident", 50257, BF16, {}), ("unaligned_resident", 20001, torch.float32, dict(online=True))],
+    ids=str)
+def test_shared_memory_kernels_on_huge_finite_values(name, n_cols, dtype, knobs):
+    x = _huge_rows(n_cols, dtype)
+    fn = kernels.UNALIGNED[name] if name == "unaligned_resident" else kernels.GPU_ONLY[name]
+    y = fn(x, **knobs)
     torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), atol=1e-6, rtol=tolerance(dtype)[1])

@@ -3,10 +3,9 @@
 ``clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v, SLICE,
 CHUNK, PARTS, OUT_VEC, DSMEM, ONLINE)``
   one cluster of PARTS programs (CTAs) per row; program p of the cluster holds columns [p·SLICE, (p+1)·SLICE)
-  of the row in its shared memory; partial_ptr: 2·PARTS floats a row, where the programs leave their (max, sum)
-  (the max times log2 e, rounded once, as the store pass uses it); DSMEM: the partials go through the partners'
-  shared memory instead; ONLINE: each program's sum taken with its max as the chunks land (``chunk_state.py``);
-  the other arguments as in ``resident.py``
+  of the row in its shared memory; partial_ptr: 2·PARTS floats a row, where the programs leave their (max, sum);
+  DSMEM: the partials go through the partners' shared memory instead; ONLINE: each program's sum taken with its
+  max as the chunks land (``chunk_state.py``); the other arguments as in ``resident.py``
 
 A Hopper GPU launches programs in *clusters* that are guaranteed to run at the same time, on neighbouring
 multiprocessors, and can wait for each other at a cluster barrier (``barrier.cluster``). So a row of 65,536
@@ -76,7 +75,6 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
                              SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr = 1,
                              DSMEM: gl.constexpr = False, ONLINE: gl.constexpr = False):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
-    LOG2E: gl.constexpr = 1.4426950408889634
     N: gl.constexpr = SLICE // CHUNK
     layout: gl.constexpr = split_layout(VEC, gl.num_warps(), PARTS)
     row_smem = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [N, PARTS, CHUNK], shared_layout(PARTS))
@@ -100,19 +98,17 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
             m_t, l_t = chunk_state.fold_parts(m_t, l_t, x, VEC)
         else:
             m = gl.maximum(m, x)
-    # Maxes are kept times log2 e (exp2's shift), rounded once in the program that found them: the partials then
-    # combine by exp2(s - s_row) in the very rounding the store pass uses (chunk_state.py says why).
     if ONLINE:
         m_part, l_part = chunk_state.finish_parts(m_t, l_t, gl.SliceLayout(1, layout))
     else:
-        m_part = gl.max(m, axis=1) * LOG2E
+        m_part = gl.max(m, axis=1)
         shift = gl.where(m_part == float("-inf"), 0.0, m_part)  # (a slice of -inf only: its sum is 0)
         total = gl.zeros([PARTS, CHUNK], gl.float32, layout)
         for c in range(N):  # 3. the slice's sum of exp(x - its max)
             x = row_smem.index(c).load(layout).to(gl.float32)
-            total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - shift[:, None]), 0.0)
+            total += gl.where(c * CHUNK + cols < n_cols, chunk_state.exp_minus(x, shift[:, None]), 0.0)
     if DSMEM:  # 4. the partials into the partners' shared memory, combined (cluster_exchange.py)
-        m_all, r_all = exchange_max_sum(m_part, l_part if ONLINE else gl.sum(total, axis=1), PARTS, True)
+        m_all, r_all = exchange_max_sum(m_part, l_part if ONLINE else gl.sum(total, axis=1), PARTS)
         m_row = m_all[:, None]
         scale = r_all[:, None]
     else:  # 4. the partials out, the barrier, everyone's partials in, combined
@@ -125,7 +121,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         m_all = gl.load(theirs, volatile=True)  # (volatile: from L2, never a stale L1 line)
         l_all = gl.load(theirs + 1, volatile=True)
         m_row = gl.max(m_all, axis=0)
-        scale = 1.0 / gl.sum(l_all * gl.exp2(m_all - m_row), axis=0)
+        scale = 1.0 / gl.sum(l_all * chunk_state.exp_minus(m_all, m_row), axis=0)
     dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (this order, not (row * stride) * VEC: it measured
     # faster; its product is 32-bit, so the launcher refuses rows 2**31 or more elements apart)
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
@@ -134,7 +130,7 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         end = n_cols
     for c in range(N):  # 5. exp again, scaled, stored
         x = row_smem.index(c).load(layout).to(gl.float32)
-        y = gl.exp2(x * LOG2E - m_row) * scale
+        y = chunk_state.exp_minus(x, m_row) * scale
         gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < end)
 
 

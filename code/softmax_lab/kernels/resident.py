@@ -6,8 +6,8 @@ OUT_VEC, ONLINE)``
   (so the compiler knows every copy is a whole vector); CHUNK: one 16-byte vector per thread; OVERLAP: a
   commit group per chunk, so the max pass starts while the row still arrives; out_stride_v: the output's row
   stride in pieces of OUT_VEC elements (a 16-byte vector when the rows are whole vectors, else 1: see
-  ``_launch.row_vector``); ONLINE (with OVERLAP): the sum taken with the max as each chunk lands, each thread's
-  max kept times log2 e (``chunk_state.py``), so no pass of its own
+  ``_launch.row_vector``); ONLINE (with OVERLAP): the sum taken with the max as each chunk lands
+  (``chunk_state.py``), so no pass of its own
 
 The fused kernel holds its row in registers: a 16-bit row of 32,768 elements fills half a multiprocessor's
 registers, so one program runs there at a time and its steps (load, reduce, store) never overlap. Here the
@@ -39,7 +39,6 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
                             OUT_VEC: gl.constexpr = 1, ONLINE: gl.constexpr = False):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])  # one vector a thread
-    LOG2E: gl.constexpr = 1.4426950408889634
     N: gl.constexpr = BLOCK // CHUNK
     row_smem = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [N, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     row = gl.program_id(0).to(gl.int64)
@@ -72,13 +71,13 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
             x = row_smem.index(c).load(layout).to(gl.float32)
             m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
     if ONLINE:
-        m_row, scale = chunk_state.finish(m_t, l_t)  # (m_row: already times log2 e)
+        m_row, scale = chunk_state.finish(m_t, l_t)
     else:
-        m_row = gl.max(m, axis=0) * LOG2E
+        m_row = gl.max(m, axis=0)
         total = gl.zeros([CHUNK], gl.float32, layout)
-        for c in range(N):  # 3. the sum of exp(x - max), as exp2(x·log2 e - max·log2 e)
+        for c in range(N):  # 3. the sum of exp(x - max)
             x = row_smem.index(c).load(layout).to(gl.float32)
-            total += gl.where(c * CHUNK + cols < n_cols, gl.exp2(x * LOG2E - m_row), 0.0)
+            total += gl.where(c * CHUNK + cols < n_cols, chunk_state.exp_minus(x, m_row), 0.0)
         scale = 1.0 / gl.sum(total, axis=0)
     dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (the order clustered.py measured faster)
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
@@ -87,7 +86,7 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
         end = n_cols
     for c in range(N):  # 4. exp again, scaled, stored
         x = row_smem.index(c).load(layout).to(gl.float32)
-        y = gl.exp2(x * LOG2E - m_row) * scale
+        y = chunk_state.exp_minus(x, m_row) * scale
         gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < end)
 
 

@@ -23,6 +23,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 
+from . import chunk_state
 from ._launch import cdiv, device_limits, gluon_refusal, next_power_of_2, num_sms, prepare_gluon
 
 
@@ -40,7 +41,6 @@ def staged_softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, n_cols_v, in_stride_v
                           BLOCK: gl.constexpr, STAGES: gl.constexpr):
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])  # 16 bytes a thread, in a row
-    LOG2E: gl.constexpr = 1.4426950408889634
     rows = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [STAGES, BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     pid, P = gl.program_id(0), gl.num_programs(0)
     cols = gl.arange(0, BLOCK, layout=layout)
@@ -61,8 +61,7 @@ def staged_softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, n_cols_v, in_stride_v
             gl.thread_barrier()
             _copy_row(rows.index(0), in_ptr, row + P, n_rows, in_stride_v, n_cols_v, cols, VEC)
         x = gl.where(cols < n_cols, x, float("-inf")).to(gl.float32)  # -inf past the end, as in fused
-        z = x * LOG2E - gl.max(x, axis=0) * LOG2E
-        num = gl.exp2(z)  # exp(x - max)
+        num = chunk_state.exp_minus(x, gl.max(x, axis=0))  # exp(x - max)
         y = num * (1.0 / gl.sum(num, axis=0))
         gl.store(out_ptr + row.to(gl.int64) * out_row_stride + cols, y.to(out_ptr.dtype.element_ty),
                  mask=cols < n_cols)

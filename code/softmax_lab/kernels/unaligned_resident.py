@@ -42,7 +42,6 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
     VEC: gl.constexpr = 128 // in_ptr.dtype.element_ty.primitive_bitwidth  # elements per 16 bytes
     layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])  # one vector a thread
     one: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])  # the head and tail pieces
-    LOG2E: gl.constexpr = 1.4426950408889634
     N: gl.constexpr = BLOCK // CHUNK
     window = gl.allocate_shared_memory(in_ptr.dtype.element_ty, [N, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     A: gl.constexpr = LINE // (16 // VEC)  # the window starts on a LINE-byte boundary: A elements
@@ -79,14 +78,14 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
         else:
             m = gl.maximum(m, x)
     if ONLINE:
-        m_row, scale = chunk_state.finish(m_t, l_t)  # (m_row: already times log2 e)
+        m_row, scale = chunk_state.finish(m_t, l_t)
     else:
-        m_row = gl.max(m, axis=0) * LOG2E
+        m_row = gl.max(m, axis=0)
         total = gl.zeros([CHUNK], gl.float32, layout)
-        for c in range(N):  # 3. the sum of exp(x - max), as exp2(x·log2 e - max·log2 e)
+        for c in range(N):  # 3. the sum of exp(x - max)
             x = window.index(c).load(layout).to(gl.float32)
             inside = (c * CHUNK + cols - head).to(gl.uint32) < n_cols
-            total += gl.where(inside, gl.exp2(x * LOG2E - m_row), 0.0)
+            total += gl.where(inside, chunk_state.exp_minus(x, m_row), 0.0)
         scale = 1.0 / gl.sum(total, axis=0)
     out_start = out_first + row * out_row_stride
     dst = out_ptr + ((out_start - head) // VEC) * VEC  # window position 0 (the output's rows lie like the input's
@@ -94,9 +93,9 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
     for c in range(N):  # 4. the whole vectors inside the row, 16 bytes at a time
         x = window.index(c).load(layout).to(gl.float32)
         p = c * CHUNK + cols
-        y = gl.exp2(x * LOG2E - m_row) * scale
+        y = chunk_state.exp_minus(x, m_row) * scale
         gl.store(dst + p, y.to(out_ptr.dtype.element_ty), mask=(p >= lo) & (p < hi))
-    y_q = gl.exp2(x_q * LOG2E - m_row) * scale  # 5. the pieces, one element at a time
+    y_q = chunk_state.exp_minus(x_q, m_row) * scale  # 5. the pieces, one element at a time
     gl.store(dst + q, y_q.to(out_ptr.dtype.element_ty), mask=ok)
 
 
