@@ -128,9 +128,10 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         end = n_cols_v * VEC
     else:
         end = n_cols
+    log2_scale = gl.log2(scale)
     for c in range(N):  # 5. exp again, scaled, stored
         x = row_smem.index(c).load(layout).to(gl.float32)
-        y = chunk_state.exp_minus(x, m_row) * scale
+        y = chunk_state.exp_minus_times(x, m_row, log2_scale)
         gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < end)
 
 

@@ -34,6 +34,19 @@ from ._launch import cdiv, gluon_refusal, prepare_gluon, row_vector, whole_chunk
 
 
 @gluon.jit
+def row_sum(row_smem, m_row, n_cols, layout: gl.constexpr):
+    """The sum of exp(x - m_row) over the row in shared memory (``[chunks, CHUNK]``), a chunk at a time."""
+    N: gl.constexpr = row_smem.shape[0]
+    CHUNK: gl.constexpr = row_smem.shape[1]
+    cols = gl.arange(0, CHUNK, layout=layout)
+    total = gl.zeros([CHUNK], gl.float32, layout)
+    for c in range(N):
+        x = row_smem.index(c).load(layout).to(gl.float32)
+        total += gl.where(c * CHUNK + cols < n_cols, chunk_state.exp_minus(x, m_row), 0.0)
+    return gl.sum(total, axis=0)
+
+
+@gluon.jit
 def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v,
                             BLOCK: gl.constexpr, CHUNK: gl.constexpr, OVERLAP: gl.constexpr = False,
                             OUT_VEC: gl.constexpr = 1, ONLINE: gl.constexpr = False):
@@ -71,22 +84,21 @@ def resident_softmax_kernel(out_ptr, in_ptr, n_cols, n_cols_v, in_stride_v, out_
             x = row_smem.index(c).load(layout).to(gl.float32)
             m = gl.maximum(m, gl.where(c * CHUNK + cols < n_cols, x, float("-inf")))
     if ONLINE:
-        m_row, scale = chunk_state.finish(m_t, l_t)
+        m_row, total, far = chunk_state.finish(m_t, l_t)
+        if far:  # a row far from 0: the sum again, from x - max (chunk_state.py)
+            total = row_sum(row_smem, m_row, n_cols, layout)
     else:
         m_row = gl.max(m, axis=0)
-        total = gl.zeros([CHUNK], gl.float32, layout)
-        for c in range(N):  # 3. the sum of exp(x - max)
-            x = row_smem.index(c).load(layout).to(gl.float32)
-            total += gl.where(c * CHUNK + cols < n_cols, chunk_state.exp_minus(x, m_row), 0.0)
-        scale = 1.0 / gl.sum(total, axis=0)
+        total = row_sum(row_smem, m_row, n_cols, layout)  # 3. the sum of exp(x - max)
     dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (the order clustered.py measured faster)
     if OUT_VEC == VEC:  # whole vectors: the compiler sees it, and stores 16 bytes at a time
         end = n_cols_v * VEC
     else:
         end = n_cols
+    log2_scale = -gl.log2(total)  # (y = exp(x - max) / total)
     for c in range(N):  # 4. exp again, scaled, stored
         x = row_smem.index(c).load(layout).to(gl.float32)
-        y = chunk_state.exp_minus(x, m_row) * scale
+        y = chunk_state.exp_minus_times(x, m_row, log2_scale)
         gl.store(dst + c * CHUNK + cols, y.to(out_ptr.dtype.element_ty), mask=c * CHUNK + cols < end)
 
 

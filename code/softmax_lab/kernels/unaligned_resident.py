@@ -36,6 +36,20 @@ LINES = (16, 32, 64, 128)  # where a row's window may start: on 16 bytes (its ve
 
 
 @gluon.jit
+def window_sum(window, m_row, head, n_cols, layout: gl.constexpr):
+    """The sum of exp(x - m_row) over the row's elements in its window (``[chunks, CHUNK]``; the row from ``head``)."""
+    N: gl.constexpr = window.shape[0]
+    CHUNK: gl.constexpr = window.shape[1]
+    cols = gl.arange(0, CHUNK, layout=layout)
+    total = gl.zeros([CHUNK], gl.float32, layout)
+    for c in range(N):
+        x = window.index(c).load(layout).to(gl.float32)
+        inside = (c * CHUNK + cols - head).to(gl.uint32) < n_cols
+        total += gl.where(inside, chunk_state.exp_minus(x, m_row), 0.0)
+    return gl.sum(total, axis=0)
+
+
+@gluon.jit
 def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_first, out_row_stride, n_cols,
                               BLOCK: gl.constexpr, CHUNK: gl.constexpr, LINE: gl.constexpr = 16,
                               ONLINE: gl.constexpr = False):
@@ -78,24 +92,22 @@ def unaligned_resident_kernel(out_ptr, in_ptr, in_first, in_row_stride, out_firs
         else:
             m = gl.maximum(m, x)
     if ONLINE:
-        m_row, scale = chunk_state.finish(m_t, l_t)
+        m_row, total, far = chunk_state.finish(m_t, l_t)
+        if far:  # a row far from 0: the sum again, from x - max (chunk_state.py)
+            total = window_sum(window, m_row, head, n_cols, layout)
     else:
         m_row = gl.max(m, axis=0)
-        total = gl.zeros([CHUNK], gl.float32, layout)
-        for c in range(N):  # 3. the sum of exp(x - max)
-            x = window.index(c).load(layout).to(gl.float32)
-            inside = (c * CHUNK + cols - head).to(gl.uint32) < n_cols
-            total += gl.where(inside, chunk_state.exp_minus(x, m_row), 0.0)
-        scale = 1.0 / gl.sum(total, axis=0)
+        total = window_sum(window, m_row, head, n_cols, layout)  # 3. the sum of exp(x - max)
+    log2_scale = -gl.log2(total)  # (y = exp(x - max) / total)
     out_start = out_first + row * out_row_stride
     dst = out_ptr + ((out_start - head) // VEC) * VEC  # window position 0 (the output's rows lie like the input's
     # around vectors: out_start - head is a whole number of vectors)
     for c in range(N):  # 4. the whole vectors inside the row, 16 bytes at a time
         x = window.index(c).load(layout).to(gl.float32)
         p = c * CHUNK + cols
-        y = chunk_state.exp_minus(x, m_row) * scale
+        y = chunk_state.exp_minus_times(x, m_row, log2_scale)
         gl.store(dst + p, y.to(out_ptr.dtype.element_ty), mask=(p >= lo) & (p < hi))
-    y_q = chunk_state.exp_minus(x_q, m_row) * scale  # 5. the pieces, one element at a time
+    y_q = chunk_state.exp_minus_times(x_q, m_row, log2_scale)  # 5. the pieces, one element at a time
     gl.store(dst + q, y_q.to(out_ptr.dtype.element_ty), mask=ok)
 
 

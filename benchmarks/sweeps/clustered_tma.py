@@ -1,0 +1,498 @@
+"""The clustered forward in QuACK's form, TMA copies and mbarriers, beside the library's kernel
+(``kernels/clustered.py``: cp.async, a barrier.cluster; ``bench.compare`` times the dispatcher beside it) and QuACK,
+on the widths where the library stops 8-10 points under QuACK (docs/performance.md, rounds 8-11). GPU machine
+(sm_90), repository root, QuACK importable for its lines (``benchmarks/bench_with_peers.sh`` shows how):
+
+    PYTHONPATH=code python3 benchmarks/sweeps/clustered_tma.py OUT.json
+
+and, on any machine (no GPU: ptxas and cuobjdump come with Triton's wheel), each setting compiled for sm_90 with its
+registers, shared memory and the SASS of its copies and barriers:
+
+    PYTHONPATH=code python3 benchmarks/sweeps/clustered_tma.py --compile
+
+``tma_kernel``: one cluster of PARTS programs a row, as ``clustered.py``, program p taking columns [p·SLICE,
+(p+1)·SLICE). Step by step, in each program:
+
+1. thread 0 initialises the exchange's mbarrier (static shared memory, beside PARTS (max, sum) slots) and arms it for
+   the PARTS·8 bytes its partners will send; ``fence.mbarrier_init.release.cluster``; every thread arrives (relaxed,
+   not waiting) at the cluster barrier: the partners may signal this barrier once they have waited on that arrive;
+2. the slice is copied global → shared by TMA (``cp.async.bulk.tensor``, 256-element boxes; one op of BIG =
+   256·num_warps elements puts one box on each warp), every box counted on one mbarrier armed (``expect``) with
+   exactly the bytes of the boxes issued: TMA counts a whole box, out-of-bounds part included, so no box is issued
+   that lies wholly past the row (the programs whose slice reaches past the row take a copy plan of their own,
+   known when compiling: the width N_COLS is a constexpr, as QuACK compiles per width);
+3. wait on that mbarrier (phase 0); the slice read from shared memory once into registers, -inf past the row or
+   the slice (TMA pads with zeros: the mask goes by column index); its max m (unscaled), then
+   e = exp2((x - m)·log2 e) once an element, kept in registers, and their sum l;
+4. the exchange (inline PTX, as ``kernels/cluster_exchange.py`` but mbarrier-signalled): wait at the cluster barrier
+   (the arrive of 1. is long past: it costs no idle time), then thread t < PARTS stores (m, l) into program t's slot
+   for this program with ``st.async ... mbarrier::complete_tx`` on program t's barrier; wait on this program's
+   barrier for the PARTS pairs; M = max m_i, L = sum l_i·exp2((m_i - M)·log2 e); no barrier.cluster after it;
+5. y = e · exp2((m - M)·log2 e) / L, stored from registers (16-byte stores).
+
+One read, one write, one exp an element; shared memory written by the TMA unit and read once. A slice is a
+power-of-two tile and, where it is longer, a second, narrower one (``plan``), as ``clustered_registers.py``. All
+-inf rows give NaN (as torch), slices of -inf only give 0 (m_i = -inf, l_i = 0), finite inputs near the float max
+stay finite (max unscaled: exp2((x - m)·log2 e), never x·log2 e - m·log2 e).
+
+Rows must start on 16 bytes and be whole 16-byte vectors (TMA's descriptor rules). Each setting is first checked in
+a subprocess (``--check``), with a time limit: a wrong byte count or phase would hang the GPU, and the subprocess is
+killed instead of the sweep; there, against float64, on hard rows (an all -inf row, -inf over half the row, rows near
+-1000, values near the float max) of the timed width and, once per (dtype, parts, warps), of a few odd widths. Only
+then is it timed with ``bench.compare`` (buffers past the L2 cache, checked before and after). A setting that fails
+to compile or launch, hangs, or is wrong is recorded as such in OUT.json (``failed``), not timed.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+from triton.runtime.jit import constexpr_function
+
+LOG2E_HEX = "0f3FB8AA3B"  # 1.4426950408889634 as a PTX float
+BOX = 256  # elements in one TMA box (the most a box may have in a dimension)
+CHECK_SECONDS = 150  # one setting's check in its subprocess: compiles and all, or it is taken for a hang
+CHECK_PROCESSES = 8  # checks at once (each its own process and CUDA context)
+
+
+# ---------------------------------------------------------------------------------------------- layouts and plans
+
+@constexpr_function
+def split_layout(vec, num_warps, parts):
+    """``[parts, TILE]`` in registers, row p in program p of the cluster, 16-byte vectors a thread."""
+    return gl.BlockedLayout([1, vec], [1, 32], [1, num_warps], [1, 0],
+                            [[1 << i, 0] for i in range(parts.bit_length() - 1)])
+
+
+@constexpr_function
+def split_shared(bits, parts):
+    """``[parts, TILE]`` in shared memory, unswizzled (as TMA writes it), row p in program p."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2,
+                                cga_layout=[[1 << i, 0] for i in range(parts.bit_length() - 1)])
+
+
+def own_shared(bits, parts):
+    """A TMA box's layout: each program its own copy (all-zero CTA bases: a unicast copy into this program)."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2,
+                                cga_layout=[[0, 0] for i in range(parts.bit_length() - 1)])
+
+
+@constexpr_function
+def own_barrier(parts):
+    """An mbarrier of each program's own (all-zero CTA bases: initialised, armed and waited on in each program)."""
+    return mbarrier.MBarrierLayout(cga_layout=[[0] for i in range(parts.bit_length() - 1)])
+
+
+@constexpr_function
+def copy_plan(main, tail, valid, big, box):
+    """The TMA copies of a slice whose first ``valid`` columns lie in the row: ``((buffer, big, index), ...)``,
+    buffer 0 the MAIN tile, 1 the TAIL tile, ``big``: one op of ``big`` elements (else one box), at element
+    index·size of its buffer. Whole BIG ops first, then single boxes; none starts at or past ``valid``."""
+    ops = []
+    for buffer, base, size in ((0, 0, main), (1, main, tail)):
+        p = 0
+        while p < size and base + p < valid:
+            if big <= size and p + big <= size and base + p + big <= valid:
+                ops.append((buffer, True, p // big))
+                p += big
+            else:
+                ops.append((buffer, False, p // box))
+                p += box
+    return tuple(ops)
+
+
+@constexpr_function
+def plan_op(plan, i, field):
+    """Field ``field`` of op ``i`` of a copy plan (buffer, big, index)."""
+    return plan[i][field]
+
+
+@constexpr_function
+def plan_bytes(plan, big, box, element_bytes):
+    """The bytes TMA will count for ``plan``: whole boxes, their out-of-bounds part included."""
+    return sum(big if op[1] else box for op in plan) * element_bytes
+
+
+@constexpr_function
+def full_parts(n_cols, slice_, parts):
+    """How many programs of the cluster have their whole slice in the row."""
+    return min(n_cols // slice_, parts)
+
+
+# ---------------------------------------------------------------------------------------------- the exchange (PTX)
+
+@constexpr_function
+def init_asm(parts):
+    """Thread 0 sets up the exchange's barrier (one arrival: its own, with the PARTS·8 bytes it expects); the fence
+    makes the init visible to the cluster; every thread arrives at the cluster barrier (relaxed) and gets the
+    barrier's shared address (the PARTS slots follow it, 8 bytes each)."""
+    return gl.constexpr(f"""{{
+    .reg .pred %p;
+    .reg .b32 %t;
+    .shared .align 16 .b64 xchg[{1 + parts}];
+    mov.u32 %t, %tid.x;
+    setp.eq.u32 %p, %t, 0;
+    @%p mbarrier.init.shared::cta.b64 [xchg], 1;
+    @%p mbarrier.arrive.expect_tx.shared::cta.b64 _, [xchg], {8 * parts};
+    fence.mbarrier_init.release.cluster;
+    barrier.cluster.arrive.relaxed.aligned;
+    mov.u32 $0, xchg;
+}}""")
+
+
+@constexpr_function
+def exchange_asm(parts):
+    """$0 = exp2(($2 - M)·log2 e) / L (this program's scale), $1 = M, from each program's ($2, $3) = (max, sum of
+    exp(x - max)) of its slice; $4 the barrier's address (``init_asm``)."""
+    loads = "\n".join(f"    ld.shared.v2.f32 {{%m{i}, %l{i}}}, [%bar+{8 + 8 * i}];" for i in range(parts))
+    maxes = "\n".join(f"    max.f32 %mx, %mx, %m{i};" for i in range(1, parts))
+    sums = "\n".join(f"    sub.f32 %t, %m{i}, %mx;\n    mul.f32 %t, %t, {LOG2E_HEX};\n    ex2.approx.f32 %t, %t;\n"
+                     f"    fma.rn.f32 %s, %l{i}, %t, %s;" for i in range(parts))
+    return gl.constexpr(f"""{{
+    .reg .pred %p, %done;
+    .reg .b32 %bar, %tx, %rank, %a, %ra, %rb;
+    .reg .f32 %m<{parts}>, %l<{parts}>, %mx, %t, %s;
+    mov.u32 %bar, $4;
+    barrier.cluster.wait.acquire.aligned;
+    mov.u32 %tx, %tid.x;
+    mov.u32 %rank, %cluster_ctarank;
+    setp.lt.u32 %p, %tx, {parts};
+    mad.lo.u32 %a, %rank, 8, %bar;
+    add.u32 %a, %a, 8;
+    @%p mapa.shared::cluster.u32 %ra, %a, %tx;
+    @%p mapa.shared::cluster.u32 %rb, %bar, %tx;
+    @%p st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%ra], {{$2, $3}}, [%rb];
+xchgWait:
+    mbarrier.try_wait.parity.shared::cta.b64 %done, [%bar], 0;
+    @!%done bra.uni xchgWait;
+{loads}
+    mov.f32 %mx, %m0;
+{maxes}
+    mov.f32 %s, 0f00000000;
+{sums}
+    sub.f32 %t, $2, %mx;
+    mul.f32 %t, %t, {LOG2E_HEX};
+    ex2.approx.f32 %t, %t;
+    div.rn.f32 $0, %t, %s;
+    mov.f32 $1, %mx;
+}}""")
+
+
+@gluon.jit
+def cluster_rank():
+    return gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r", [], dtype=gl.int32, is_pure=True, pack=1)
+
+
+# ---------------------------------------------------------------------------------------------- the kernel
+
+@gluon.jit
+def _copy(desc, bar, smem, row, start, INDEX: gl.constexpr, BASE: gl.constexpr):
+    """One op of a copy plan: ``desc``'s block (a box, or a box a warp) into its place in ``smem``."""
+    SIZE: gl.constexpr = desc.block_shape[1]
+    view = smem._reinterpret(desc.dtype, [smem.shape[1] // SIZE, 1, SIZE], desc.layout).index(INDEX)
+    tma.async_copy_global_to_shared(desc, [row, start + BASE + INDEX * SIZE], bar, view)
+
+
+@gluon.jit
+def _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, start, PLAN: gl.constexpr, MAIN: gl.constexpr,
+            BIG: gl.constexpr):
+    """The TMA copies of ``PLAN`` (``copy_plan``), columns from ``start`` of the row, after arming ``bar``."""
+    BYTES: gl.constexpr = plan_bytes(PLAN, BIG, box_desc.block_shape[1], box_desc.dtype.primitive_bitwidth // 8)
+    mbarrier.expect(bar, BYTES)
+    for i in gl.static_range(len(PLAN)):
+        if plan_op(PLAN, i, 0) == 0:
+            if plan_op(PLAN, i, 1):
+                _copy(big_desc, bar, main_smem, row, start, plan_op(PLAN, i, 2), 0)
+            else:
+                _copy(box_desc, bar, main_smem, row, start, plan_op(PLAN, i, 2), 0)
+        else:
+            if plan_op(PLAN, i, 1):
+                _copy(big_desc, bar, tail_smem, row, start, plan_op(PLAN, i, 2), MAIN)
+            else:
+                _copy(box_desc, bar, tail_smem, row, start, plan_op(PLAN, i, 2), MAIN)
+
+
+@gluon.jit
+def _tile(smem, part, START: gl.constexpr, SLICE: gl.constexpr, N_COLS: gl.constexpr, layout: gl.constexpr):
+    """A tile of each program's slice from shared memory, as floats, -inf past the slice and the row."""
+    TILE: gl.constexpr = smem.shape[1]
+    offs = START + gl.arange(0, TILE, layout=gl.SliceLayout(0, layout))
+    cols = part[:, None] * SLICE + offs[None, :]
+    ok = offs[None, :] < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]  # (one compare a vector)
+    return gl.where(ok, smem.load(layout).to(gl.float32), float("-inf")), cols, ok
+
+
+@gluon.jit
+def tma_kernel(out_ptr, big_desc, box_desc, out_stride, N_COLS: gl.constexpr, SLICE: gl.constexpr,
+               MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr):
+    LOG2E: gl.constexpr = 1.4426950408889634
+    dtype: gl.constexpr = box_desc.dtype
+    BITS: gl.constexpr = dtype.primitive_bitwidth
+    VEC: gl.constexpr = 128 // BITS  # elements per 16 bytes
+    BIG: gl.constexpr = big_desc.block_shape[1]
+    layout: gl.constexpr = split_layout(VEC, gl.num_warps(), PARTS)
+    part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
+    bar_xchg = gl.inline_asm_elementwise(init_asm(PARTS), "=r", [], dtype=gl.int32, is_pure=False, pack=1)  # 1.
+    main_smem = gl.allocate_shared_memory(dtype, [PARTS, MAIN], split_shared(BITS, PARTS))
+    if TAIL > 0:
+        tail_smem = gl.allocate_shared_memory(dtype, [PARTS, TAIL], split_shared(BITS, PARTS))
+    else:
+        tail_smem = main_smem
+    bar = gl.allocate_shared_memory(gl.int64, [1], own_barrier(PARTS))
+    mbarrier.init(bar, count=1)
+    row = gl.program_id(0)  # (the cluster's number)
+    rank = cluster_rank()
+    FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
+    if rank < FULL:  # 2. a slice wholly in the row
+        _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, rank * SLICE,
+                copy_plan(MAIN, TAIL, SLICE, BIG, box_desc.block_shape[1]), MAIN, BIG)
+    for r in gl.static_range(FULL, PARTS):  # 2. a slice reaching past the row: its own plan
+        if rank == r:
+            _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, r * SLICE,
+                    copy_plan(MAIN, TAIL, N_COLS - r * SLICE, BIG, box_desc.block_shape[1]), MAIN, BIG)
+    mbarrier.wait(bar, 0)  # 3.
+    x, cols, ok = _tile(main_smem, part, 0, SLICE, N_COLS, layout)
+    if TAIL > 0:
+        x_t, cols_t, ok_t = _tile(tail_smem, part, MAIN, SLICE, N_COLS, layout)
+        m = gl.maximum(gl.max(x, axis=1), gl.max(x_t, axis=1))
+    else:
+        m = gl.max(x, axis=1)
+    shift = gl.where(m == float("-inf"), 0.0, m)[:, None]  # (a slice of -inf only: exps and sum 0)
+    e = gl.exp2((x - shift) * LOG2E)
+    total = gl.sum(e, axis=1)
+    if TAIL > 0:
+        e_t = gl.exp2((x_t - shift) * LOG2E)
+        total += gl.sum(e_t, axis=1)
+    bar_x = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + bar_xchg
+    scale, m_row = gl.inline_asm_elementwise(exchange_asm(PARTS), "=f,=f,f,f,r", [m, total, bar_x],  # 4.
+                                             dtype=(gl.float32, gl.float32), is_pure=False, pack=1)
+    dst = out_ptr + row.to(gl.int64) * out_stride
+    gl.store(dst + cols, (e * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok)  # 5.
+    if TAIL > 0:
+        gl.store(dst + cols_t, (e_t * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok_t)
+
+
+# ---------------------------------------------------------------------------------------------- host side
+
+def _next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def plan(n_cols: int, parts: int, num_warps: int) -> dict:
+    """The launch's constexprs: SLICE (a program's columns, whole boxes), MAIN, the largest power of two it holds,
+    and TAIL, a power of two for the rest (0: none), as ``clustered_registers.tiles``; BIG, the elements of one
+    big TMA op (a box a warp)."""
+    slice_ = -(-n_cols // (parts * BOX)) * BOX
+    main = 1 << (slice_.bit_length() - 1)
+    tail = _next_power_of_2(slice_ - main) if slice_ > main else 0
+    if main + tail >= _next_power_of_2(slice_):  # (one tile holds it as well)
+        main, tail = _next_power_of_2(slice_), 0
+    return dict(N_COLS=n_cols, SLICE=slice_, MAIN=main, TAIL=tail, PARTS=parts, BIG=BOX * num_warps)
+
+
+def refusal(x: torch.Tensor) -> str:
+    """Why the kernel cannot take ``x`` ('' when it can)."""
+    if not (x.is_cuda and x.dim() == 2 and x.stride(1) == 1):
+        return "a contiguous-row 2-D CUDA tensor only"
+    if x.data_ptr() % 16 or (x.stride(0) * x.element_size()) % 16 or (x.shape[1] * x.element_size()) % 16:
+        return "rows must start on 16 bytes and be whole 16-byte vectors (TMA)"
+    if x.shape[0] >= 2**31:
+        return "fewer than 2**31 rows"
+    return ""
+
+
+def descriptors(x: torch.Tensor, options: dict):
+    """The TMA descriptors of ``x``: boxes of BOX elements, and ops of BIG elements (a box a warp)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    layout = own_shared(x.element_size() * 8, options["PARTS"])
+    shape, strides = list(x.shape), list(x.stride())
+    return (TensorDescriptor(x, shape, strides, [1, options["BIG"]], layout),
+            TensorDescriptor(x, shape, strides, [1, BOX], layout))
+
+
+def tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int = 8, num_warps: int = 8):
+    """Softmax over the last dim of ``x`` (2-D, CUDA, rows on 16 bytes and whole 16-byte vectors; Hopper)."""
+    why = refusal(x)
+    if why:
+        raise ValueError(f"tma_softmax: {why}")
+    y = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
+    options = plan(x.shape[1], parts, num_warps)
+    big, box = descriptors(x, options)
+    options = {k: v for k, v in options.items() if k != "BIG"}
+    tma_kernel[(x.shape[0],)](y, big, box, y.stride(0), **options, num_warps=num_warps, num_ctas=parts)
+    return y
+
+
+# ---------------------------------------------------------------------------------------------- checking
+
+def hard_rows(n_rows, n_cols, dtype):
+    """Rows to check first: random, all -inf, -inf over the first half (whole slices), near -1000 with the mass
+    on a few, near the dtype's largest finite value (an x·log2 e - m·log2 e would overflow there)."""
+    x = 3 * torch.randn((n_rows, n_cols), device="cuda")
+    x[1] = float("-inf")
+    x[2, : n_cols // 2] = float("-inf")
+    x[3] = -1000.0 - 3 * torch.rand(n_cols, device="cuda")
+    x[3, :: max(1, n_cols // 5)] = -990.0
+    big = torch.finfo(dtype).max
+    x[4] = big * (1 - 0.01 * torch.rand(n_cols, device="cuda"))
+    x[5, -1] = 50.0  # (the mass on the row's last column, in the last program's slice)
+    return x.to(dtype)
+
+
+def wrong(y, x) -> str:
+    """'' when ``y`` is float64's softmax of ``x`` (NaN where torch gives NaN), else what is wrong."""
+    tol = 1e-5 if x.dtype == torch.float32 else 1e-2
+    ref = torch.softmax(x.double(), -1)
+    if y.shape != x.shape or y.dtype != x.dtype:
+        return f"shape/dtype {tuple(y.shape)} {y.dtype}"
+    close = torch.isclose(y.double(), ref, atol=tol * 0.1, rtol=tol, equal_nan=True)
+    if bool(close.all()):
+        return ""
+    bad = (~close).nonzero()
+    r, c = bad[0].tolist()
+    return f"{len(bad)} wrong, first [{r}, {c}]: {y[r, c].item()} (float64 {ref[r, c].item()})"
+
+
+def check(parts, warps, dtype_name, widths) -> dict:
+    """{width: '' or what is wrong} (the body of ``--check``, in its own process)."""
+    dtype = getattr(torch, dtype_name)
+    out = {}
+    for n_cols in widths:
+        x = hard_rows(8, n_cols, dtype)
+        try:
+            y = tma_softmax(x, torch.full_like(x, float("nan")), parts, warps)
+            torch.cuda.synchronize()
+            out[n_cols] = wrong(y, x)
+        except Exception as error:
+            out[n_cols] = f"{type(error).__name__}: {error}"[:400]
+            break
+    return out
+
+
+def checked_in_subprocess(parts, warps, dtype, widths) -> str:
+    """'' when the setting is right on every width, checked in a subprocess killed after ``CHECK_SECONDS``
+    (a hang costs that, not the sweep), else what went wrong."""
+    name = str(dtype).removeprefix("torch.")
+    command = [sys.executable, os.path.abspath(__file__), "--check", str(parts), str(warps), name,
+               *map(str, widths)]
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=CHECK_SECONDS)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {CHECK_SECONDS} s (a hang?)"
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    if run.returncode != 0 or not lines:
+        return f"check process exited {run.returncode}: {run.stderr.strip()[-400:]}"
+    return "; ".join(f"width {w}: {why}" for w, why in json.loads(lines[-1]).items() if why)
+
+
+# ---------------------------------------------------------------------------------------------- the sweep
+
+# (rows, columns, dtype): the settings (parts, num_warps) to try; the library's dispatcher and QuACK beside them.
+SETTINGS = {(1024, 65536, torch.bfloat16): [(4, 8), (8, 4), (8, 8)],
+            (1024, 128256, torch.bfloat16): [(8, 8), (16, 4), (16, 8)],
+            (1024, 100000, torch.bfloat16): [(8, 8), (16, 4), (16, 8)],
+            (1024, 65536, torch.float32): [(8, 8), (16, 4), (16, 8)],
+            (512, 151936, torch.float32): [(8, 8), (16, 4), (16, 8)]}
+# Odd widths (whole 16-byte vectors, not multiples of a slice), checked once per (dtype, parts, warps): a slice
+# past the row's end, a program wholly past it (8,200 bf16 over 16), a row shorter than one box per program.
+ODD_WIDTHS = {torch.bfloat16: [8200, 50264, 1000], torch.float32: [4100, 30004, 1000]}
+
+
+def main(path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from softmax_lab import bench
+
+    quack = bench.peer_candidates()
+    checks, odd_done = [], set()
+    for (_, n_cols, dtype), settings in SETTINGS.items():
+        for parts, warps in settings:
+            widths = [n_cols] + ([] if (dtype, parts, warps) in odd_done else ODD_WIDTHS[dtype])
+            odd_done.add((dtype, parts, warps))
+            checks.append((parts, warps, dtype, widths))
+    started = time.time()
+    with ThreadPoolExecutor(CHECK_PROCESSES) as pool:  # (the compiles dominate; a hang costs CHECK_SECONDS)
+        verdicts = list(pool.map(lambda c: checked_in_subprocess(*c), checks))
+    print(f"{len(checks)} settings checked in {time.time() - started:.0f} s", flush=True)
+    cases, failed, verdicts = [], [], iter(verdicts)
+    for (n_rows, n_cols, dtype), settings in SETTINGS.items():
+        candidates = list(quack)
+        for parts, warps in settings:
+            why = next(verdicts)
+            line = f"{n_rows}x{n_cols} {str(dtype)[6:]} parts={parts} warps={warps}"
+            if why:
+                print(f"{line}: NOT TIMED: {why}"[:400], flush=True)
+                failed.append(dict(rows=n_rows, cols=n_cols, dtype=str(dtype)[6:], parts=parts, num_warps=warps,
+                                   why=why))
+                continue
+            print(f"{line}: right on the hard rows", flush=True)
+
+            def launch(x, out, parts=parts, warps=warps):
+                return tma_softmax(x, out, parts, warps)
+
+            candidates.append((f"tma {parts}x{warps}", launch, dict(num_warps=warps, **plan(n_cols, parts, warps))))
+        cases.append((n_rows, n_cols, dtype, candidates))
+    bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/clustered_tma.py OUT.json", failed=failed)
+
+
+# ---------------------------------------------------------------------------------------------- compiling, no GPU
+
+def compiled_for_h200(n_cols, dtype, parts, warps):
+    """The kernel compiled as for an H200 (sm_90) for rows of ``n_cols`` (rows 16-byte aligned, as the descriptors
+    need), without a GPU."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    x = torch.empty((2, n_cols), dtype=dtype)  # (on the CPU: only its dtype, shape and strides are used)
+    options = plan(n_cols, parts, warps)
+    big, box = descriptors(x, options)
+    del options["BIG"]
+    ty = {torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.float32: "*fp32"}[dtype]
+    signature = {"out_ptr": ty, "big_desc": mangle_type(big), "box_desc": mangle_type(box), "out_stride": "i32",
+                 **{k: "constexpr" for k in options}}
+    source = GluonASTSource(fn=tma_kernel, signature=signature, constexprs=options,
+                            attrs={(0,): [["tt.divisibility", 16]], (3,): [["tt.divisibility", 16]]})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 64), options=dict(num_warps=warps, num_ctas=parts))
+
+
+def compile_report():
+    """Each setting of the sweep (and the odd widths) compiled for sm_90: registers, shared memory, SASS ops."""
+    torch.cuda.is_available = lambda: True  # (compile as for a GPU; nothing is launched)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "code"))
+    from softmax_lab.machine_code import sass_ops
+
+    rows = []
+    for (_, n_cols, dtype), settings in SETTINGS.items():
+        for parts, warps in settings:
+            for width in [n_cols] + ODD_WIDTHS[dtype]:
+                c = compiled_for_h200(width, dtype, parts, warps)
+                ops, registers = sass_ops(c)
+                ptx = c.asm["ptx"]
+                count = lambda prefix: sum(n for op, n in ops.items() if op.startswith(prefix))
+                row = dict(width=width, dtype=str(dtype)[6:], parts=parts, warps=warps, registers=registers,
+                           shared=c.metadata.shared, UTMALDG=count("UTMALDG"), SYNCS=count("SYNCS"),
+                           BAR=count("BAR."), UCGABAR=count("UCGABAR"), STG128=count("STG.E.128"),
+                           LDS128=count("LDS.128"), MUFU=count("MUFU.EX2"),
+                           ptx_cluster_barriers=ptx.count("barrier.cluster"), st_async=ptx.count("st.async"),
+                           **{k: v for k, v in plan(width, parts, warps).items() if k != "PARTS"})
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--check":  # --check PARTS WARPS DTYPE WIDTH...
+        result = check(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], [int(w) for w in sys.argv[5:]])
+        print(json.dumps(result))
+    elif sys.argv[1] == "--compile":
+        compile_report()
+    else:
+        main(sys.argv[1])
