@@ -878,12 +878,13 @@ def test_long_row_backward_more_than_2_31_elements(kernel, n_rows, n_cols, dtype
 # Rows far from zero. A kernel that took exp(x - max) as exp2(x·log2 e - max·log2 e) (one fused multiply-add)
 # overflowed max·log2 e to inf past 2.36e38, and past ~1.5e9 its rounding alone (half an ulp of max·log2 e, up to
 # 2**103) made exp2 overflow or vanish: NaN rows where torch gives a one-hot or uniform row (helper-75, round 11;
-# the shared-memory kernels until round 12). Every kernel now subtracts the max first (chunk_state.exp_minus).
+# the shared-memory kernels until round 12). Every kernel now takes its exps from x - max, or corrects the rounding
+# exactly and takes rows far from 0 from x - max (chunk_state.py).
 HUGE = 3e38
 
 
 def _huge_rows(n_cols, dtype):
-    x = torch.full((8, n_cols), -HUGE, device="cuda")
+    x = torch.full((10, n_cols), -HUGE, device="cuda")
     x[0, 10] = HUGE  # one-hot
     x[1] = HUGE  # uniform
     x[2, ::7] = HUGE  # uniform over the ones at +3e38
@@ -891,7 +892,9 @@ def _huge_rows(n_cols, dtype):
     x[5] = 1e10  # uniform (max·log2 e rounded: 440 off, so exp2 of it was 0)
     x[6] = 1e5 + torch.randn(n_cols, device="cuda") * 3  # a spread row, far from 0
     x[7] = -1e10 + torch.randn(n_cols, device="cuda") * 3e9
-    return x.to(dtype)  # (odd widths: rows 1-7 start off 16 bytes)
+    x[8] = 1.6e7 + torch.randn(n_cols, device="cuda") * 3  # just inside chunk_state.FAR (2**24): the fold's exps
+    x[9] = -1.7e7 + torch.randn(n_cols, device="cuda") * 3  # just past it: the sum again, from x - max
+    return x.to(dtype)  # (odd widths: rows 1-9 start off 16 bytes)
 
 
 @pytest.mark.parametrize("n_cols, dtype", [
