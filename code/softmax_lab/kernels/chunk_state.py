@@ -102,11 +102,9 @@ def finish(m, l):
 
 
 # The same for clustered.py's ``[PARTS, CHUNK]`` tensors (row p of them in program p of the cluster): the
-# states are ``[PARTS, vectors]``, and ``finish_parts`` gives each program's ``[PARTS]``. With ``FAST`` the fold
-# keeps its multiply-add, as ``fold``; a program holds only its own slice of those tensors, and Triton 3.6 cannot
-# reduce across a cluster, so no program can branch on its far test alone: clustered.py passes it on with the
-# partials, and the whole cluster takes the sum again when any program is far. Without ``FAST`` each exp is
-# ``exp_minus`` (the exchange through the partners' shared memory, cluster_exchange.py, has no second round).
+# states are ``[PARTS, vectors]``, and ``finish_parts`` gives each program's ``[PARTS]``. Their fold takes each exp
+# from x - max (``exp_minus``): a program holds its own slice of those tensors only, and Triton 3.6 cannot reduce
+# across a cluster, so no program could take a far test's branch.
 @constexpr_function
 def parts_vector_layout(vec, num_warps, parts):
     cluster = [[1 << i, 0, 0] for i in range(parts.bit_length() - 1)]
@@ -121,29 +119,19 @@ def start_parts(PARTS: gl.constexpr, CHUNK: gl.constexpr, VEC: gl.constexpr):
 
 
 @gluon.jit
-def fold_parts(m, l, x, VEC: gl.constexpr, FAST: gl.constexpr):
+def fold_parts(m, l, x, VEC: gl.constexpr):
     PARTS: gl.constexpr = x.shape[0]
     xv = gl.convert_layout(gl.reshape(x, [PARTS, x.shape[1] // VEC, VEC]),
                            parts_vector_layout(VEC, gl.num_warps(), PARTS))
     m_new = gl.maximum(m, gl.max(xv, axis=2))
-    if FAST:
-        shift = shift_of(scaled(m_new))
-        return m_new, l * _ex2(scaled(m) - shift) + gl.sum(_ex2(gl.fma(xv, LOG2E, -shift[:, :, None])), axis=2)
-    shift = shift_of(m_new)
+    shift = gl.where(m_new == float("-inf"), 0.0, m_new)
     return m_new, l * exp_minus(m, shift) + gl.sum(exp_minus(xv, shift[:, :, None]), axis=2)
 
 
 @gluon.jit
-def finish_parts(m, l, layout: gl.constexpr, FAST: gl.constexpr):
-    """Each program's (max, sum of exp(x - max), far) of its slice, ``[PARTS]`` in ``layout`` (far: False
-    without ``FAST``)."""
+def finish_parts(m, l, layout: gl.constexpr):
+    """Each program's (max, sum) of its slice, ``[PARTS]`` in ``layout``."""
     m_all = gl.max(m, axis=1)
-    if FAST:
-        shift = shift_of(scaled(m_all))
-        l_all = gl.sum(l * _ex2(scaled(m) - shift[:, None]), axis=1)
-        l_all = l_all * _ex2(-gl.fma(shift_of(m_all), LOG2E, -shift))  # (as ``finish``)
-        far = gl.max(gl.abs(shift_of(m)), axis=1) > FAR
-    else:
-        l_all = gl.sum(l * exp_minus(m, shift_of(m_all)[:, None]), axis=1)
-        far = m_all != m_all  # (a NaN max only: the sum is NaN too)
-    return gl.convert_layout(m_all, layout), gl.convert_layout(l_all, layout), gl.convert_layout(far, layout)
+    l_all = gl.sum(l * exp_minus(m, gl.where(m_all == float("-inf"), 0.0, m_all)[:, None]), axis=1)
+    return gl.convert_layout(m_all, layout), gl.convert_layout(l_all, layout)
+

@@ -3,10 +3,9 @@
 ``clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v, SLICE,
 CHUNK, PARTS, OUT_VEC, DSMEM, ONLINE)``
   one cluster of PARTS programs (CTAs) per row; program p of the cluster holds columns [p·SLICE, (p+1)·SLICE)
-  of the row in its shared memory; partial_ptr: 3·PARTS floats a row, where the programs leave their (max, sum)
-  (and, for a row far from 0, the sum again: ``chunk_state.py``); DSMEM: the partials go through the partners'
-  shared memory instead; ONLINE: each program's sum taken with its max as the chunks land (``chunk_state.py``);
-  the other arguments as in ``resident.py``
+  of the row in its shared memory; partial_ptr: 2·PARTS floats a row, where the programs leave their (max, sum);
+  DSMEM: the partials go through the partners' shared memory instead; ONLINE: each program's sum taken with its
+  max as the chunks land (``chunk_state.py``); the other arguments as in ``resident.py``
 
 A Hopper GPU launches programs in *clusters* that are guaranteed to run at the same time, on neighbouring
 multiprocessors, and can wait for each other at a cluster barrier (``barrier.cluster``). So a row of 65,536
@@ -72,22 +71,6 @@ def cluster_barrier():
 
 
 @gluon.jit
-def slice_sum(row_smem, m_part, n_cols, SLICE: gl.constexpr, layout: gl.constexpr):
-    """Each program's sum of exp(x - its max) over its slice in shared memory (``[chunks, PARTS, CHUNK]``)."""
-    N: gl.constexpr = row_smem.shape[0]
-    PARTS: gl.constexpr = row_smem.shape[1]
-    CHUNK: gl.constexpr = row_smem.shape[2]
-    part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
-    cols = part[:, None] * SLICE + gl.arange(0, CHUNK, layout=gl.SliceLayout(0, layout))[None, :]
-    shift = gl.convert_layout(chunk_state.shift_of(m_part), gl.SliceLayout(1, layout))[:, None]
-    total = gl.zeros([PARTS, CHUNK], gl.float32, layout)
-    for c in range(N):
-        x = row_smem.index(c).load(layout).to(gl.float32)
-        total += gl.where(c * CHUNK + cols < n_cols, chunk_state.exp_minus(x, shift), 0.0)
-    return gl.sum(total, axis=1)
-
-
-@gluon.jit
 def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_stride_v, out_stride_v,
                              SLICE: gl.constexpr, CHUNK: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr = 1,
                              DSMEM: gl.constexpr = False, ONLINE: gl.constexpr = False):
@@ -112,11 +95,11 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         x = row_smem.index(c).load(layout).to(gl.float32)
         x = gl.where(c * CHUNK + cols < n_cols, x, float("-inf"))
         if ONLINE:  # the sum too (chunk_state.py)
-            m_t, l_t = chunk_state.fold_parts(m_t, l_t, x, VEC, not DSMEM)
+            m_t, l_t = chunk_state.fold_parts(m_t, l_t, x, VEC)
         else:
             m = gl.maximum(m, x)
     if ONLINE:
-        m_part, l_part, far = chunk_state.finish_parts(m_t, l_t, gl.SliceLayout(1, layout), not DSMEM)
+        m_part, l_part = chunk_state.finish_parts(m_t, l_t, gl.SliceLayout(1, layout))
     else:
         m_part = gl.max(m, axis=1)
         shift = gl.where(m_part == float("-inf"), 0.0, m_part)  # (a slice of -inf only: its sum is 0)
@@ -129,23 +112,14 @@ def clustered_softmax_kernel(out_ptr, in_ptr, partial_ptr, n_cols, n_cols_v, in_
         m_row = m_all[:, None]
         scale = r_all[:, None]
     else:  # 4. the partials out, the barrier, everyone's partials in, combined
-        mine = partial_ptr + row * (3 * PARTS) + part * 3
+        mine = partial_ptr + row * (2 * PARTS) + part * 2
         gl.store(mine, m_part)
-        if ONLINE:  # a far slice's sum goes out as NaN (chunk_state.py)
-            gl.store(mine + 1, gl.where(far, float("nan"), l_part))
-        else:
-            gl.store(mine + 1, gl.sum(total, axis=1))  # (summed here, as the measured kernel did)
+        gl.store(mine + 1, l_part if ONLINE else gl.sum(total, axis=1))  # (summed here, as the measured kernel did)
         cluster_barrier()
         every = gl.arange(0, PARTS, layout=whole_cluster_layout(gl.num_warps(), PARTS))
-        theirs = partial_ptr + row * (3 * PARTS) + every * 3
+        theirs = partial_ptr + row * (2 * PARTS) + every * 2
         m_all = gl.load(theirs, volatile=True)  # (volatile: from L2, never a stale L1 line)
         l_all = gl.load(theirs + 1, volatile=True)
-        if ONLINE:
-            if gl.max(gl.where(l_all != l_all, 1, 0), axis=0) > 0:  # a slice far from 0 (or NaN): every program
-                # takes its slice's sum again, from x - its max, into a third slot, and meets the others once more
-                gl.store(mine + 2, slice_sum(row_smem, m_part, n_cols, SLICE, layout))
-                cluster_barrier()
-                l_all = gl.load(theirs + 2, volatile=True)
         m_row = gl.max(m_all, axis=0)
         scale = 1.0 / gl.sum(l_all * chunk_state.exp_minus(m_all, m_row), axis=0)
     dst = out_ptr + row * (out_stride_v * OUT_VEC)  # (this order, not (row * stride) * VEC: it measured
@@ -187,14 +161,14 @@ def refusal(x: torch.Tensor, parts=None, num_warps=None, vectors=None, dsmem=Fal
 
 def launch_setup(y, x, parts=None, num_warps=None, vectors=None, dsmem=False, online=False):
     """(kernel, grid, args, options) of one launch (the dispatcher's fast path reuses it); args[2] is the
-    partials' buffer, 3·PARTS floats a row (with ``dsmem``, one float, unused)."""
+    partials' buffer, 2·PARTS floats a row (with ``dsmem``, one float, unused)."""
     n_rows, n_cols = x.shape
     vec = 16 // x.element_size()
     options = slices(n_cols, x.element_size(), parts, num_warps, vectors)
     options["OUT_VEC"] = out_vec = row_vector(n_cols, y)
     options["DSMEM"] = bool(dsmem)
     options["ONLINE"] = bool(online)
-    size = 1 if dsmem else n_rows * 3 * options["PARTS"]
+    size = 1 if dsmem else n_rows * 2 * options["PARTS"]
     partials = torch.empty(size, dtype=torch.float32, device=x.device)
     args = (y, x, partials, n_cols, cdiv(n_cols, vec), x.stride(0) // vec, y.stride(0) // out_vec)
     return clustered_softmax_kernel, (n_rows,), args, options
