@@ -1,6 +1,8 @@
-"""The clustered forward in QuACK's form, TMA copies and mbarriers, beside the library's kernel
+"""The clustered forward with TMA copies and QuACK's exchange (partials into the partners' shared memory, signalled
+on their mbarriers; QuACK itself copies with cp.async, quack/softmax.py at c8ec317), beside the library's kernel
 (``kernels/clustered.py``: cp.async, a barrier.cluster; ``bench.compare`` times the dispatcher beside it) and QuACK,
-on the widths where the library stops 8-10 points under QuACK (docs/performance.md, rounds 8-11). GPU machine
+on the widths where the library stops 8-10 points under QuACK (docs/performance.md, rounds 8-12). Written in
+round 12; its first run faulted in every setting, and the fix (below, 4.) has not run yet. GPU machine
 (sm_90), repository root, QuACK importable for its lines (``benchmarks/bench_with_peers.sh`` shows how):
 
     PYTHONPATH=code python3 benchmarks/sweeps/clustered_tma.py OUT.json
@@ -9,6 +11,16 @@ and, on any machine (no GPU: ptxas and cuobjdump come with Triton's wheel), each
 registers, shared memory and the SASS of its copies and barriers:
 
     PYTHONPATH=code python3 benchmarks/sweeps/clustered_tma.py --compile
+
+and, on the GPU machine, each part of the kernel alone, each in its own subprocess (CUDA_LAUNCH_BLOCKING=1, the same
+time limit), OK or the error, on four settings and the odd widths (``PART_SETTINGS``; the sweep runs the first two
+on up to four failing settings by itself and records them in OUT.json, ``failed[i].parts_check``):
+
+    PYTHONPATH=code python3 benchmarks/sweeps/clustered_tma.py --check-parts [PARTS.json]
+
+'copy' (TMA into shared memory + the mbarrier wait, the slice stored back unchanged, no exchange; it also prints
+where global_smem and the exchange's array lie, which must be multiples of 128), 'exchange' (the slice by plain
+loads, the st.async/mbarrier exchange, no TMA), 'full' (the kernel as timed).
 
 ``tma_kernel``: one cluster of PARTS programs a row, as ``clustered.py``, program p taking columns [p·SLICE,
 (p+1)·SLICE). Step by step, in each program:
@@ -24,7 +36,10 @@ registers, shared memory and the SASS of its copies and barriers:
 3. wait on that mbarrier (phase 0); the slice read from shared memory once into registers, -inf past the row or
    the slice (TMA pads with zeros: the mask goes by column index); its max m (unscaled), then
    e = exp2((x - m)·log2 e) once an element, kept in registers, and their sum l;
-4. the exchange (inline PTX, as ``kernels/cluster_exchange.py`` but mbarrier-signalled): wait at the cluster barrier
+4. the exchange (inline PTX, as ``kernels/cluster_exchange.py`` but mbarrier-signalled; its barrier and slots are
+   static shared memory, padded to a multiple of 128 bytes: ptxas puts Triton's dynamic shared memory right after
+   it, and TMA's shared destinations must lie on 128 bytes; the first H200 run, unpadded (72 bytes: global_smem at
+   0x450) failed every setting with "misaligned address", this the likely cause): wait at the cluster barrier
    (the arrive of 1. is long past: it costs no idle time), then thread t < PARTS stores (m, l) into program t's slot
    for this program with ``st.async ... mbarrier::complete_tx`` on program t's barrier; wait on this program's
    barrier for the PARTS pairs; M = max m_i, L = sum l_i·exp2((m_i - M)·log2 e); no barrier.cluster after it;
@@ -58,6 +73,12 @@ LOG2E_HEX = "0f3FB8AA3B"  # 1.4426950408889634 as a PTX float
 BOX = 256  # elements in one TMA box (the most a box may have in a dimension)
 CHECK_SECONDS = 150  # one setting's check in its subprocess: compiles and all, or it is taken for a hang
 CHECK_PROCESSES = 8  # checks at once (each its own process and CUDA context)
+# The exchange's static shared memory lies before Triton's dynamic shared memory (global_smem: at the end of the
+# static section, 0x400 reserved bytes + the static variables, rounded to 16), and TMA's shared destinations must be
+# on 128 bytes: the static array is a whole number of XCHG_ALIGN bytes. (Unpadded, 9 ·.b64 = 72 bytes put
+# global_smem at 0x450: every TMA destination off 128 bytes, the likely cause of the H200's "misaligned address".)
+XCHG_ALIGN = 128
+MODES = {"full": 0, "copy": 1, "exchange": 2}  # tma_kernel's MODE (--check-parts): the whole kernel, or a part
 
 
 # ---------------------------------------------------------------------------------------------- layouts and plans
@@ -127,14 +148,22 @@ def full_parts(n_cols, slice_, parts):
 # ---------------------------------------------------------------------------------------------- the exchange (PTX)
 
 @constexpr_function
+def xchg_bytes(parts):
+    """The exchange's static shared memory: the barrier and PARTS slots (8 bytes each), padded to 128 bytes."""
+    return -(-8 * (1 + parts) // XCHG_ALIGN) * XCHG_ALIGN
+
+
+@constexpr_function
 def init_asm(parts):
     """Thread 0 sets up the exchange's barrier (one arrival: its own, with the PARTS·8 bytes it expects); the fence
     makes the init visible to the cluster; every thread arrives at the cluster barrier (relaxed) and gets the
-    barrier's shared address (the PARTS slots follow it, 8 bytes each)."""
+    barrier's shared address (the PARTS slots follow it, 8 bytes each). The array is static shared memory, which
+    ptxas places before Triton's dynamic ``global_smem``: its size is a multiple of 128 bytes so that
+    ``global_smem``, and with it every TMA destination, stays on 128 bytes (``XCHG_ALIGN``)."""
     return gl.constexpr(f"""{{
     .reg .pred %p;
     .reg .b32 %t;
-    .shared .align 16 .b64 xchg[{1 + parts}];
+    .shared .align {XCHG_ALIGN} .b8 xchg[{xchg_bytes(parts)}];
     mov.u32 %t, %tid.x;
     setp.eq.u32 %p, %t, 0;
     @%p mbarrier.init.shared::cta.b64 [xchg], 1;
@@ -218,23 +247,43 @@ def _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, start, PLAN: gl.
 
 
 @gluon.jit
-def _tile(smem, part, START: gl.constexpr, SLICE: gl.constexpr, N_COLS: gl.constexpr, layout: gl.constexpr):
-    """A tile of each program's slice from shared memory, as floats, -inf past the slice and the row."""
+def _tile(smem, part, START: gl.constexpr, SLICE: gl.constexpr, N_COLS: gl.constexpr, layout: gl.constexpr, src,
+          FROM_GLOBAL: gl.constexpr):
+    """A tile of each program's slice from shared memory (``FROM_GLOBAL``: plain loads from ``src``, the row, for
+    the exchange-only check), as floats, -inf past the slice and the row."""
     TILE: gl.constexpr = smem.shape[1]
     offs = START + gl.arange(0, TILE, layout=gl.SliceLayout(0, layout))
     cols = part[:, None] * SLICE + offs[None, :]
     ok = offs[None, :] < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]  # (one compare a vector)
-    return gl.where(ok, smem.load(layout).to(gl.float32), float("-inf")), cols, ok
+    if FROM_GLOBAL:
+        x = gl.load(src + cols, mask=ok, other=float("-inf")).to(gl.float32)
+    else:
+        x = gl.where(ok, smem.load(layout).to(gl.float32), float("-inf"))
+    return x, cols, ok
 
 
 @gluon.jit
-def tma_kernel(out_ptr, big_desc, box_desc, out_stride, N_COLS: gl.constexpr, SLICE: gl.constexpr,
-               MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr):
+def _probe(probe_ptr, rank, xchg):
+    """(copy check) Where this program's dynamic shared memory (global_smem, TMA's destinations) and the exchange's
+    static array (``xchg``, from ``init_asm``) lie: probe[2·rank], probe[2·rank + 1] (shared addresses; both must be
+    multiples of 128)."""
+    base = gl.inline_asm_elementwise("mov.u32 $0, global_smem;", "=r", [], dtype=gl.int32, is_pure=True, pack=1)
+    gl.store(probe_ptr + 2 * rank, base)
+    gl.store(probe_ptr + 2 * rank + 1, xchg)
+
+
+@gluon.jit
+def tma_kernel(out_ptr, big_desc, box_desc, out_stride, x_ptr, probe_ptr, N_COLS: gl.constexpr, SLICE: gl.constexpr,
+               MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr, MODE: gl.constexpr = 0):
+    """MODE 0: the softmax (``x_ptr``, ``probe_ptr`` unused). For ``--check-parts`` only: MODE 1, the copy alone
+    (TMA, its mbarrier, the slice read from shared memory and stored unchanged; no exchange; the shared addresses
+    into ``probe_ptr``); MODE 2, the exchange alone (the slice read by plain loads from ``x_ptr``, no TMA)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     dtype: gl.constexpr = box_desc.dtype
     BITS: gl.constexpr = dtype.primitive_bitwidth
     VEC: gl.constexpr = 128 // BITS  # elements per 16 bytes
     BIG: gl.constexpr = big_desc.block_shape[1]
+    TMA: gl.constexpr = MODE != 2
     layout: gl.constexpr = split_layout(VEC, gl.num_warps(), PARTS)
     part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
     bar_xchg = gl.inline_asm_elementwise(init_asm(PARTS), "=r", [], dtype=gl.int32, is_pure=False, pack=1)  # 1.
@@ -243,38 +292,49 @@ def tma_kernel(out_ptr, big_desc, box_desc, out_stride, N_COLS: gl.constexpr, SL
         tail_smem = gl.allocate_shared_memory(dtype, [PARTS, TAIL], split_shared(BITS, PARTS))
     else:
         tail_smem = main_smem
-    bar = gl.allocate_shared_memory(gl.int64, [1], own_barrier(PARTS))
-    mbarrier.init(bar, count=1)
     row = gl.program_id(0)  # (the cluster's number)
     rank = cluster_rank()
-    FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
-    if rank < FULL:  # 2. a slice wholly in the row
-        _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, rank * SLICE,
-                copy_plan(MAIN, TAIL, SLICE, BIG, box_desc.block_shape[1]), MAIN, BIG)
-    for r in gl.static_range(FULL, PARTS):  # 2. a slice reaching past the row: its own plan
-        if rank == r:
-            _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, r * SLICE,
-                    copy_plan(MAIN, TAIL, N_COLS - r * SLICE, BIG, box_desc.block_shape[1]), MAIN, BIG)
-    mbarrier.wait(bar, 0)  # 3.
-    x, cols, ok = _tile(main_smem, part, 0, SLICE, N_COLS, layout)
+    src = x_ptr + row.to(gl.int64) * out_stride
+    if TMA:
+        bar = gl.allocate_shared_memory(gl.int64, [1], own_barrier(PARTS))
+        mbarrier.init(bar, count=1)
+        FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
+        if rank < FULL:  # 2. a slice wholly in the row
+            _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, rank * SLICE,
+                    copy_plan(MAIN, TAIL, SLICE, BIG, box_desc.block_shape[1]), MAIN, BIG)
+        for r in gl.static_range(FULL, PARTS):  # 2. a slice reaching past the row: its own plan
+            if rank == r:
+                _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, r * SLICE,
+                        copy_plan(MAIN, TAIL, N_COLS - r * SLICE, BIG, box_desc.block_shape[1]), MAIN, BIG)
+        mbarrier.wait(bar, 0)  # 3.
+    x, cols, ok = _tile(main_smem, part, 0, SLICE, N_COLS, layout, src, not TMA)
     if TAIL > 0:
-        x_t, cols_t, ok_t = _tile(tail_smem, part, MAIN, SLICE, N_COLS, layout)
-        m = gl.maximum(gl.max(x, axis=1), gl.max(x_t, axis=1))
-    else:
-        m = gl.max(x, axis=1)
-    shift = gl.where(m == float("-inf"), 0.0, m)[:, None]  # (a slice of -inf only: exps and sum 0)
-    e = gl.exp2((x - shift) * LOG2E)
-    total = gl.sum(e, axis=1)
-    if TAIL > 0:
-        e_t = gl.exp2((x_t - shift) * LOG2E)
-        total += gl.sum(e_t, axis=1)
-    bar_x = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + bar_xchg
-    scale, m_row = gl.inline_asm_elementwise(exchange_asm(PARTS), "=f,=f,f,f,r", [m, total, bar_x],  # 4.
-                                             dtype=(gl.float32, gl.float32), is_pure=False, pack=1)
+        x_t, cols_t, ok_t = _tile(tail_smem, part, MAIN, SLICE, N_COLS, layout, src, not TMA)
     dst = out_ptr + row.to(gl.int64) * out_stride
-    gl.store(dst + cols, (e * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok)  # 5.
-    if TAIL > 0:
-        gl.store(dst + cols_t, (e_t * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok_t)
+    if MODE == 1:  # (copy check: the slice back out unchanged; the cluster barrier's wait for the arrive of 1.)
+        gl.inline_asm_elementwise("barrier.cluster.wait.acquire.aligned;\nmov.u32 $0, 0;", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+        _probe(probe_ptr, rank, bar_xchg)
+        gl.store(dst + cols, x.to(out_ptr.dtype.element_ty), mask=ok)
+        if TAIL > 0:
+            gl.store(dst + cols_t, x_t.to(out_ptr.dtype.element_ty), mask=ok_t)
+    else:
+        if TAIL > 0:
+            m = gl.maximum(gl.max(x, axis=1), gl.max(x_t, axis=1))
+        else:
+            m = gl.max(x, axis=1)
+        shift = gl.where(m == float("-inf"), 0.0, m)[:, None]  # (a slice of -inf only: exps and sum 0)
+        e = gl.exp2((x - shift) * LOG2E)
+        total = gl.sum(e, axis=1)
+        if TAIL > 0:
+            e_t = gl.exp2((x_t - shift) * LOG2E)
+            total += gl.sum(e_t, axis=1)
+        bar_x = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + bar_xchg
+        scale, m_row = gl.inline_asm_elementwise(exchange_asm(PARTS), "=f,=f,f,f,r", [m, total, bar_x],  # 4.
+                                                 dtype=(gl.float32, gl.float32), is_pure=False, pack=1)
+        gl.store(dst + cols, (e * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok)  # 5.
+        if TAIL > 0:
+            gl.store(dst + cols_t, (e_t * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok_t)
 
 
 # ---------------------------------------------------------------------------------------------- host side
@@ -316,16 +376,24 @@ def descriptors(x: torch.Tensor, options: dict):
             TensorDescriptor(x, shape, strides, [1, BOX], layout))
 
 
-def tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int = 8, num_warps: int = 8):
-    """Softmax over the last dim of ``x`` (2-D, CUDA, rows on 16 bytes and whole 16-byte vectors; Hopper)."""
+def tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int = 8, num_warps: int = 8,
+                mode: str = "full", probe: torch.Tensor | None = None):
+    """Softmax over the last dim of ``x`` (2-D, CUDA, rows on 16 bytes and whole 16-byte vectors; Hopper).
+    ``mode`` 'copy' or 'exchange' (``--check-parts``): a part of the kernel alone (``tma_kernel``'s MODE); 'copy'
+    writes the shared addresses into ``probe`` (int32, 2·parts)."""
     why = refusal(x)
     if why:
         raise ValueError(f"tma_softmax: {why}")
     y = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
+    if mode == "exchange" and x.stride(0) != y.stride(0):
+        raise ValueError("tma_softmax: the exchange check reads x with y's row stride")
     options = plan(x.shape[1], parts, num_warps)
     big, box = descriptors(x, options)
     options = {k: v for k, v in options.items() if k != "BIG"}
-    tma_kernel[(x.shape[0],)](y, big, box, y.stride(0), **options, num_warps=num_warps, num_ctas=parts)
+    if mode != "full":
+        options["MODE"] = MODES[mode]
+    tma_kernel[(x.shape[0],)](y, big, box, y.stride(0), x, y if probe is None else probe, **options,
+                              num_warps=num_warps, num_ctas=parts)
     return y
 
 
@@ -359,32 +427,57 @@ def wrong(y, x) -> str:
     return f"{len(bad)} wrong, first [{r}, {c}]: {y[r, c].item()} (float64 {ref[r, c].item()})"
 
 
-def check(parts, warps, dtype_name, widths) -> dict:
-    """{width: '' or what is wrong} (the body of ``--check``, in its own process)."""
+def copied_wrong(y, x) -> str:
+    """'' when ``y`` is ``x`` exactly (the copy check), else what is wrong."""
+    same = (y == x) | (y.isnan() & x.isnan())
+    if bool(same.all()):
+        return ""
+    bad = (~same).nonzero()
+    r, c = bad[0].tolist()
+    return f"{len(bad)} not copied, first [{r}, {c}]: {y[r, c].item()} (x {x[r, c].item()})"
+
+
+def check(parts, warps, dtype_name, widths, mode="full") -> dict:
+    """{width: '' or what is wrong} (the body of ``--check``, in its own process); ``mode``: tma_softmax's."""
     dtype = getattr(torch, dtype_name)
     out = {}
     for n_cols in widths:
         x = hard_rows(8, n_cols, dtype)
+        probe = torch.full((2 * parts,), -1, dtype=torch.int32, device="cuda")
         try:
-            y = tma_softmax(x, torch.full_like(x, float("nan")), parts, warps)
+            y = tma_softmax(x, torch.full_like(x, float("nan")), parts, warps, mode, probe)
             torch.cuda.synchronize()
-            out[n_cols] = wrong(y, x)
+            out[n_cols] = copied_wrong(y, x) if mode == "copy" else wrong(y, x)
         except Exception as error:
             out[n_cols] = f"{type(error).__name__}: {error}"[:400]
             break
+        if mode == "copy":  # (where global_smem and the exchange's array lie: multiples of 128 wanted)
+            addresses = probe.view(parts, 2).tolist()
+            odd = sorted({a % 128 for pair in addresses for a in pair} - {0})
+            print(f"# width {n_cols}: (global_smem, xchg) of rank 0: {[hex(a) for a in addresses[0]]}"
+                  f"{'' if not odd else f'; NOT ON 128 BYTES (mod 128: {odd})'}", flush=True)
+            if odd:
+                out[n_cols] = (out[n_cols] + "; " if out[n_cols] else "") + f"shared addresses mod 128: {odd}"
     return out
 
 
-def checked_in_subprocess(parts, warps, dtype, widths) -> str:
+def checked_in_subprocess(parts, warps, dtype, widths, mode="full", notes=None) -> str:
     """'' when the setting is right on every width, checked in a subprocess killed after ``CHECK_SECONDS``
-    (a hang costs that, not the sweep), else what went wrong."""
+    (a hang costs that, not the sweep), else what went wrong; ``notes``, a list: the process's '#' lines go there.
+    ``mode`` other than 'full': run with CUDA_LAUNCH_BLOCKING=1 (a fault is reported at its launch)."""
     name = str(dtype).removeprefix("torch.")
     command = [sys.executable, os.path.abspath(__file__), "--check", str(parts), str(warps), name,
                *map(str, widths)]
+    env = dict(os.environ)
+    if mode != "full":
+        command[3:3] = ["--mode", mode]  # (after "--check")
+        env["CUDA_LAUNCH_BLOCKING"] = "1"
     try:
-        run = subprocess.run(command, capture_output=True, text=True, timeout=CHECK_SECONDS)
+        run = subprocess.run(command, capture_output=True, text=True, timeout=CHECK_SECONDS, env=env)
     except subprocess.TimeoutExpired:
         return f"timed out after {CHECK_SECONDS} s (a hang?)"
+    if notes is not None:
+        notes.extend(line for line in run.stdout.splitlines() if line.startswith("#"))
     lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
     if run.returncode != 0 or not lines:
         return f"check process exited {run.returncode}: {run.stderr.strip()[-400:]}"
@@ -402,6 +495,40 @@ SETTINGS = {(1024, 65536, torch.bfloat16): [(4, 8), (8, 4), (8, 8)],
 # Odd widths (whole 16-byte vectors, not multiples of a slice), checked once per (dtype, parts, warps): a slice
 # past the row's end, a program wholly past it (8,200 bf16 over 16), a row shorter than one box per program.
 ODD_WIDTHS = {torch.bfloat16: [8200, 50264, 1000], torch.float32: [4100, 30004, 1000]}
+
+
+# --check-parts: (dtype, timed width, parts, warps), each run three ways (MODES), the odd widths after the timed one.
+PART_SETTINGS = [(torch.bfloat16, 65536, 8, 8), (torch.bfloat16, 128256, 16, 4), (torch.float32, 65536, 8, 8),
+                 (torch.float32, 151936, 16, 8)]
+
+
+def check_parts(settings, modes=("copy", "exchange", "full")) -> list:
+    """Each setting (dtype, width, parts, warps) checked once per mode, each in its own subprocess
+    (CUDA_LAUNCH_BLOCKING=1, killed after CHECK_SECONDS): 'copy' (TMA into shared memory + mbarrier wait, the
+    slice stored back unchanged, no exchange; prints where global_smem and the exchange's array lie), 'exchange'
+    (plain loads, the st.async/mbarrier exchange, no TMA), 'full' (the kernel as timed). One dict a run, with
+    'why' ('' when right) and the process's notes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runs = [(dtype, width, parts, warps, mode) for dtype, width, parts, warps in settings for mode in modes]
+
+    def one(run):
+        dtype, width, parts, warps, mode = run
+        notes = []
+        why = checked_in_subprocess(parts, warps, dtype, [width] + ODD_WIDTHS[dtype], mode, notes)
+        return dict(dtype=str(dtype)[6:], width=width, parts=parts, num_warps=warps, mode=mode, why=why,
+                    notes=notes)
+
+    started = time.time()
+    with ThreadPoolExecutor(CHECK_PROCESSES) as pool:
+        results = list(pool.map(one, runs))
+    for r in results:
+        print(f"{r['mode']:8s} {r['dtype']} {r['width']} parts={r['parts']} warps={r['num_warps']}: "
+              f"{'OK' if not r['why'] else 'ERROR: ' + r['why'][:300]}", flush=True)
+        for note in r["notes"][:1]:
+            print(f"         {note}", flush=True)
+    print(f"{len(runs)} part checks in {time.time() - started:.0f} s", flush=True)
+    return results
 
 
 def main(path):
@@ -438,12 +565,22 @@ def main(path):
 
             candidates.append((f"tma {parts}x{warps}", launch, dict(num_warps=warps, **plan(n_cols, parts, warps))))
         cases.append((n_rows, n_cols, dtype, candidates))
+    if failed:  # (which part fails: copy and exchange alone, on up to 4 of the failed settings)
+        chosen = {}
+        for f in failed:
+            chosen.setdefault((f["dtype"], f["parts"]), f)
+        chosen = list(chosen.values())[:4]
+        results = check_parts([(getattr(torch, f["dtype"]), f["cols"], f["parts"], f["num_warps"]) for f in chosen],
+                              ("copy", "exchange"))
+        for f, (copy, exchange) in zip(chosen, zip(results[::2], results[1::2])):
+            f["parts_check"] = dict(copy=copy["why"] or "OK", exchange=exchange["why"] or "OK",
+                                    notes=copy["notes"] + exchange["notes"])
     bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/clustered_tma.py OUT.json", failed=failed)
 
 
 # ---------------------------------------------------------------------------------------------- compiling, no GPU
 
-def compiled_for_h200(n_cols, dtype, parts, warps):
+def compiled_for_h200(n_cols, dtype, parts, warps, mode="full"):
     """The kernel compiled as for an H200 (sm_90) for rows of ``n_cols`` (rows 16-byte aligned, as the descriptors
     need), without a GPU."""
     import triton
@@ -455,12 +592,36 @@ def compiled_for_h200(n_cols, dtype, parts, warps):
     options = plan(n_cols, parts, warps)
     big, box = descriptors(x, options)
     del options["BIG"]
+    options["MODE"] = MODES[mode]
     ty = {torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.float32: "*fp32"}[dtype]
     signature = {"out_ptr": ty, "big_desc": mangle_type(big), "box_desc": mangle_type(box), "out_stride": "i32",
-                 **{k: "constexpr" for k in options}}
+                 "x_ptr": ty, "probe_ptr": "*i32", **{k: "constexpr" for k in options}}
     source = GluonASTSource(fn=tma_kernel, signature=signature, constexprs=options,
-                            attrs={(0,): [["tt.divisibility", 16]], (3,): [["tt.divisibility", 16]]})
+                            attrs={(0,): [["tt.divisibility", 16]], (3,): [["tt.divisibility", 16]],
+                                   (4,): [["tt.divisibility", 16]], (5,): [["tt.divisibility", 16]]})
     return triton.compile(source, target=GPUTarget("cuda", 90, 64), options=dict(num_warps=warps, num_ctas=parts))
+
+
+def static_shared(compiled) -> int:
+    """The bytes of the kernel's static shared section (``.nv.shared.<kernel>``: 0x400 reserved bytes and the
+    exchange's array): Triton's dynamic shared memory, global_smem, begins there (as the SASS shows: on the H200 run
+    before the fix, global_smem = 0x400 + 0x50)."""
+    import re
+    import tempfile
+    from pathlib import Path
+
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "kernel.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        elf = subprocess.run([str(tool), "-elf", str(cubin)], capture_output=True, text=True, check=True).stdout
+    sizes = [int(m.group(1), 16) for m in re.finditer(r"^\s*\d+\s+[0-9a-f]+\s+([0-9a-f]+)\s.*NOBITS.*"
+                                                         r"\.nv\.shared\.(?!reserved)\S+\s*$", elf, re.M)]
+    if len(sizes) != 1:
+        raise RuntimeError(f"no single .nv.shared section in the cubin: {sizes}")
+    return sizes[0]
 
 
 def compile_report():
@@ -476,23 +637,42 @@ def compile_report():
                 c = compiled_for_h200(width, dtype, parts, warps)
                 ops, registers = sass_ops(c)
                 ptx = c.asm["ptx"]
+                static = static_shared(c)
+                if static % 128:
+                    raise RuntimeError(f"global_smem at {static:#x}: TMA's destinations off 128 bytes")
                 count = lambda prefix: sum(n for op, n in ops.items() if op.startswith(prefix))
                 row = dict(width=width, dtype=str(dtype)[6:], parts=parts, warps=warps, registers=registers,
-                           shared=c.metadata.shared, UTMALDG=count("UTMALDG"), SYNCS=count("SYNCS"),
-                           BAR=count("BAR."), UCGABAR=count("UCGABAR"), STG128=count("STG.E.128"),
+                           shared=c.metadata.shared, global_smem=hex(static), UTMALDG=count("UTMALDG"),
+                           SYNCS=count("SYNCS"), BAR=count("BAR."), UCGABAR=count("UCGABAR"), STG128=count("STG.E.128"),
                            LDS128=count("LDS.128"), MUFU=count("MUFU.EX2"),
                            ptx_cluster_barriers=ptx.count("barrier.cluster"), st_async=ptx.count("st.async"),
                            **{k: v for k, v in plan(width, parts, warps).items() if k != "PARTS"})
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    for dtype, width, parts, warps in PART_SETTINGS:  # (the --check-parts kernels compile too)
+        for mode in ("copy", "exchange"):
+            c = compiled_for_h200(width, dtype, parts, warps, mode)
+            print(json.dumps(dict(mode=mode, width=width, dtype=str(dtype)[6:], parts=parts, warps=warps,
+                                  global_smem=hex(static_shared(c)), tma_ops=c.asm["ptx"].count("cp.async.bulk"),
+                                  st_async=c.asm["ptx"].count("st.async"))), flush=True)
     return rows
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--check":  # --check PARTS WARPS DTYPE WIDTH...
-        result = check(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], [int(w) for w in sys.argv[5:]])
+    if sys.argv[1] == "--check":  # --check [--mode MODE] PARTS WARPS DTYPE WIDTH...
+        args, mode = sys.argv[2:], "full"
+        if args[0] == "--mode":
+            mode, args = args[1], args[2:]
+        result = check(int(args[0]), int(args[1]), args[2], [int(w) for w in args[3:]], mode)
         print(json.dumps(result))
+    elif sys.argv[1] == "--check-parts":  # --check-parts [OUT.json]
+        found = check_parts(PART_SETTINGS)
+        if len(sys.argv) > 2:
+            with open(sys.argv[2], "w") as f:
+                json.dump(found, f, indent=1)
     elif sys.argv[1] == "--compile":
         compile_report()
+    elif sys.argv[1].startswith("-"):
+        raise SystemExit(f"unknown option {sys.argv[1]} (--check, --check-parts, --compile or OUT.json)")
     else:
         main(sys.argv[1])
