@@ -8,7 +8,8 @@ repository root, QuACK importable for its line (``benchmarks/bench_with_peers.sh
 missing work cost (their records say the check failed, which is expected):
 
 * ``full``: the library kernel's steps as of round 8 (copy in, max pass, sum pass, partials through global memory
-  and the cluster barrier, store pass; its maxes unscaled, where the library's are now times log2 e, round 10);
+  and the cluster barrier, store pass; its maxes unscaled, as the library's are again since round 12;
+  rounds 10-11 kept them times log2 e);
 * ``local``: no exchange: each program scales its slice by its own max and sum (no global partials, no barrier);
 * ``barrier``: copy in, the exchange (partials, barrier, partials back), the store pass: no max or sum passes;
 * ``copy``: copy in, wait, store each chunk from shared memory as it is (no passes, no exchange);

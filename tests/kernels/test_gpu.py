@@ -884,7 +884,7 @@ HUGE = 3e38
 
 
 def _huge_rows(n_cols, dtype):
-    x = torch.full((10, n_cols), -HUGE, device="cuda")
+    x = torch.full((12, n_cols), -HUGE, device="cuda")
     x[0, 10] = HUGE  # one-hot
     x[1] = HUGE  # uniform
     x[2, ::7] = HUGE  # uniform over the ones at +3e38
@@ -894,7 +894,10 @@ def _huge_rows(n_cols, dtype):
     x[7] = -1e10 + torch.randn(n_cols, device="cuda") * 3e9
     x[8] = 1.6e7 + torch.randn(n_cols, device="cuda") * 3  # just inside chunk_state.FAR (2**24): the fold's exps
     x[9] = -1.7e7 + torch.randn(n_cols, device="cuda") * 3  # just past it: the sum again, from x - max
-    return x.to(dtype)  # (odd widths: rows 1-9 start off 16 bytes)
+    x[10:] = torch.randn(2, n_cols, device="cuda") * 3  # left padding, a thread's max far and then ordinary (its
+    x[10, :8] = -1e10  # exps had overflowed: inf·0; helper-80's review)
+    x[11, :100] = -1e30
+    return x.to(dtype)  # (odd widths: rows 1-11 start off 16 bytes)
 
 
 @pytest.mark.parametrize("n_cols, dtype", [

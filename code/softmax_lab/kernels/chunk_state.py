@@ -20,10 +20,13 @@ The fold takes one fused multiply-add an element, 2**(x·log2 e - s) with s = m�
 first would cost an instruction more an element: 0.5-1.7 points of copy on 16-bit rows, docs/performance.md,
 round 12). Each product x·log2 e is exact inside the multiply-add, so each exponent is off from (x - m)·log2 e by
 the same m·log2 e - s, and ``finish`` takes it out of the sum (``fma`` gives it exactly). That is right while s is
-within a few units of m·log2 e: each thread's max within 2**24 of 0. ``finish`` says whether the row is *far*
-(a thread's max beyond that); there the kernel takes the sum again in a pass of its own with ``exp_minus``.
-Every exp is the bare ``MUFU.EX2`` (its ``.ftz`` form, as ``fast_exp.py``): results below 2**-126 flush to 0,
-which no softmax output can tell.
+within a few units of m·log2 e: while each thread's max stays within 2**24 of 0, all along the row. ``finish``
+says whether the row is *far*: a thread's last max beyond that, or a sum that is not a finite number (a thread
+whose max was far, -1e10 say, and rose later: its exps overflowed to inf, then inf·0). There the kernel takes the
+sum again in a pass of its own with ``exp_minus``. Every exp is the bare ``MUFU.EX2`` (its ``.ftz`` form, as
+``fast_exp.py``): results below 2**-126 (1.2e-38) come out 0 where torch gives a subnormal, an absolute error under
+1.2e-38. (The store pass rounds (x - m)·log2 e + log2(1/sum) once, at the ulp of log2 of the sum: on fp32 rows of
+tens of thousands of nearly equal values, up to ~6e-7 relative, where the product form was under 1e-7.)
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -32,7 +35,7 @@ from triton.runtime.jit import constexpr_function
 LOG2E = gl.constexpr(1.4426950408889634)
 
 
-FAR = gl.constexpr(16777216.0)  # 2**24: past it, m·log2 e rounded is more than a unit off
+FAR = gl.constexpr(16777216.0)  # 2**24: up to here m·log2 e rounded is within a unit of it
 
 
 @gluon.jit
@@ -62,7 +65,7 @@ def scaled(m):
 
 @gluon.jit
 def shift_of(s):
-    """What the exps subtract: s, or 0 where s is -inf (a state of -inf only: l is 0, and stays 0)."""
+    """What the exps subtract: s, or 0 where s is -inf (a state of -inf only, or below -2.36e38: l is 0)."""
     return gl.where(s == float("-inf"), 0.0, s)
 
 
@@ -97,8 +100,9 @@ def finish(m, l):
     shift = shift_of(scaled(m_row))
     total = gl.sum(l * _ex2(scaled(m) - shift), axis=0)
     off = gl.fma(shift_of(m_row), LOG2E, -shift)  # m_row·log2 e - shift, exactly
-    far = gl.max(gl.abs(shift_of(m)), axis=0) > FAR
-    return m_row, total * _ex2(-off), far
+    total = total * _ex2(-off)
+    far = (gl.max(gl.abs(shift_of(m)), axis=0) > FAR) | (total != total) | (total == float("inf"))
+    return m_row, total, far
 
 
 # The same for clustered.py's ``[PARTS, CHUNK]`` tensors (row p of them in program p of the cluster): the

@@ -7,7 +7,7 @@ OUT_VEC, ONLINE)``
   commit group per chunk, so the max pass starts while the row still arrives; out_stride_v: the output's row
   stride in pieces of OUT_VEC elements (a 16-byte vector when the rows are whole vectors, else 1: see
   ``_launch.row_vector``); ONLINE (with OVERLAP): the sum taken with the max as each chunk lands
-  (``chunk_state.py``), so no pass of its own
+  (``chunk_state.py``), so no pass of its own (but for rows far from 0)
 
 The fused kernel holds its row in registers: a 16-bit row of 32,768 elements fills half a multiprocessor's
 registers, so one program runs there at a time and its steps (load, reduce, store) never overlap. Here the
