@@ -290,7 +290,7 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
     float64 softmax before and after it is timed (``checked``: "ok" or what was wrong)."""
     from softmax_lab.op import softmax
     from softmax_lab.op import softmax_backward as softmax_lab_backward
-    from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, cooperative_backward
+    from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, clustered_tma, cooperative_backward
 
     others, _ = peers(with_compile, with_peers) if (with_peers or with_compile) else ({}, {})
     records = []
@@ -334,7 +334,11 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
                     if name in LONG_ROWS or _kernel_fits(name, n_rows, n_cols):
                         add(name, lambda i, f=f: f(xs[i], out=outs[i]))
                 for name, f in GPU_ONLY.items():  # the Gluon kernels: a row's copy fits shared memory (or 16)
-                    if n_cols <= shared_memory_cols(dtype) * (MAX_PARTS if name == "clustered" else 1):
+                    if name == "clustered_tma":  # (rows of whole 16-byte vectors, at most 128 elements a thread)
+                        fits = not clustered_tma.refusal(xs[0])
+                    else:
+                        fits = n_cols <= shared_memory_cols(dtype) * (MAX_PARTS if name == "clustered" else 1)
+                    if fits:
                         add(name, lambda i, f=f: f(xs[i], out=outs[i]))
             if sweep:
                 for name, knobs in _forward_candidates(n_rows, n_cols, dtype):

@@ -417,3 +417,72 @@ def test_the_resident_backward_copies_whole_vectors_and_stores_the_row_body_16_b
         assert int(copies) == int(wide_copies) == 4 * int(block) // int(chunk), line  # (y and dy, twice a chunk)
         assert int(wide_stores) == int(block) // int(chunk) and narrow_stores == "1" and loads == "2", line
         assert spills == "0", line
+
+
+TMA_SCRIPT = textwrap.dedent("""
+    import os
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    torch.cuda.is_available = lambda: True
+    from triton.runtime.jit import mangle_type
+    from softmax_lab.kernels.clustered_tma import clustered_tma_kernel, descriptors, tiles
+    from softmax_lab.machine_code import compile_for_h200, sass_ops
+
+    DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    for dtype, n_cols, parts, warps in (("bf16", 65536, 8, 4), ("fp16", 81920, 8, 4), ("fp32", 65536, 8, 8),
+                                        ("fp32", 100000, 16, 4), ("fp32", 151936, 8, 8),  # (the dispatcher's)
+                                        ("bf16", 8200, 16, 4)):  # (slices past the row's end, one wholly past it)
+        x = torch.empty((2, n_cols), dtype=DTYPES[dtype])  # (on the CPU: only its dtype, shape and strides count)
+        big, box = descriptors(x, parts, warps)
+        o = tiles(n_cols, parts, warps)
+        constexprs = dict(N_COLS=n_cols, SLICE=o["SLICE"], MAIN=o["MAIN"], TAIL=o["TAIL"], PARTS=parts,
+                          OUT_VEC=4 if dtype == "fp32" else 8)
+        sig = {"out_ptr": f"*{dtype}", "big_desc": mangle_type(big), "box_desc": mangle_type(box),
+               "out_stride_v": "i32", **{k: "constexpr" for k in constexprs}}
+        compiled = compile_for_h200(clustered_tma_kernel, sig, constexprs, warps, parts,
+                                    unaligned=("big_desc", "box_desc"))
+        ops, regs = sass_ops(compiled)
+        count = lambda *names: sum(n for op, n in ops.items() if op.split(".")[0] in names)
+        narrow = sum(n for op, n in ops.items() if op.startswith("STG") and not op.endswith(".128"))
+        ptx = compiled.asm["ptx"]
+        print(dtype, n_cols, parts, compiled.metadata.num_ctas, compiled.metadata.shared, count("UTMALDG"),
+              count("LDG", "LDGSTS"), count("STL", "LDL"), narrow, count("STG"), regs, ptx.count("st.async"),
+              ptx.count("barrier.cluster.arrive"), ptx.count("barrier.cluster.wait"),
+              ptx.count(".shared .align 128 .b8 xchg[128]") + ptx.count(".shared .align 128 .b8 xchg[256]"))
+    """)
+
+
+def test_the_tma_clustered_kernel_copies_by_tma_and_holds_its_slice_in_registers():
+    # kernels/clustered_tma.py, compiled for an H200 at the dispatcher's settings: the slice copied by TMA (no
+    # loads of x by the threads, no cp.async), held in registers without a spill, stored 16 bytes at a time; the
+    # partials sent by st.async into the partners' shared memory, one cluster barrier (an arrive at the top, its
+    # wait before the sends); the exchange's static array a whole number of 128 bytes (TMA's shared destinations
+    # follow it and must lie on 128 bytes: round 12's first run faulted without it).
+    for line in compiled_lines(TMA_SCRIPT, 6):
+        (dtype, n_cols, parts, ctas, shared, tma_copies, loads, spills, narrow, stores, regs, st_async, arrive,
+         wait, padded) = line.split()
+        assert ctas == parts, line
+        assert int(tma_copies) > 0 and loads == "0" and spills == "0", line
+        assert narrow == "0" and int(stores) > 0, line
+        assert int(regs) <= 168, line
+        assert st_async == arrive == wait == padded == "1", line
+        size = 4 if dtype == "fp32" else 2
+        assert int(shared) >= -(-int(n_cols) // int(parts)) * size, line  # the slice, in shared memory
+
+
+def test_the_tma_clustered_kernel_says_what_it_cannot_take():
+    from softmax_lab.kernels import clustered_tma_softmax
+    from softmax_lab.kernels.clustered_tma import tiles
+
+    with pytest.raises(ValueError, match="clustered_tma_softmax needs a GPU"):
+        clustered_tma_softmax(torch.randn(2, 65536))
+    with pytest.raises(ValueError, match="power of two"):
+        clustered_tma_softmax(torch.randn(2, 65536), parts=3)
+    with pytest.raises(ValueError, match="supports rows of up to"):
+        clustered_tma_softmax(torch.randn(1, 16 * 65536 + 8, dtype=torch.bfloat16))
+    assert softmax.choose(2, 65536, torch.float32)[0] == "cooperative"  # ("clustered_tma" on an H100/H200)
+    # slices of whole 256-element boxes, as a power-of-two tile and a narrower one where that holds them in less
+    assert tiles(151936, 8, 8) == dict(N_COLS=151936, SLICE=19200, MAIN=16384, TAIL=4096, PARTS=8, num_warps=8,
+                                      num_ctas=8)
+    assert (tiles(100000, 16, 4)["MAIN"], tiles(100000, 16, 4)["TAIL"]) == (8192, 0)
+    assert [tiles(8200, 16, 4)[k] for k in ("SLICE", "MAIN", "TAIL")] == [768, 512, 256]

@@ -1,5 +1,7 @@
 """GPU-only tests: sizes the interpreter cannot run. On the GPU machine: make test-gpu
 (python3 -m pytest tests -m "gpu or not gpu"). Skipped without CUDA."""
+import re
+
 import pytest
 import torch
 import triton
@@ -440,7 +442,11 @@ ONLINE_CASES = [("resident", (64, 20000), dict(overlap=True, online=True)),
                 ("clustered", (64, 65536), dict(online=True, dsmem=True)),
                 ("clustered", (16, 151936), dict(online=True, parts=16, num_warps=4)),
                 ("clustered", (16, 128256), dict(online=True, parts=8, num_warps=2, dsmem=True)),
-                ("resident", (64, 20000), dict(overlap=True)), ("unaligned_resident", (64, 20001), dict())]
+                ("resident", (64, 20000), dict(overlap=True)), ("unaligned_resident", (64, 20001), dict()),
+                ("clustered_tma", (64, 65536), dict(parts=8, num_warps=8)),
+                ("clustered_tma", (64, 81920), dict(parts=8, num_warps=4)),
+                ("clustered_tma", (16, 100000), dict(parts=16, num_warps=4)),
+                ("clustered_tma", (16, 151936), dict(parts=8, num_warps=8))]
 
 
 @HOPPER
@@ -450,10 +456,11 @@ def test_online_sum_rounding_and_nan_rows(kernel, shape, knobs, dtype):
     # The sum taken with the max (chunk_state.py), and the passes beside it: as close to a float64 softmax as
     # the dtype allows on rows whose first form came out 1.4e-5 off in fp32 (each thread rounded its own shift);
     # a row with +inf or NaN gives NaN, like torch.
-    from softmax_lab.kernels import clustered_softmax, resident_softmax, unaligned_resident_softmax
+    from softmax_lab.kernels import (clustered_softmax, clustered_tma_softmax, resident_softmax,
+                                     unaligned_resident_softmax)
 
     launch = {"resident": resident_softmax, "unaligned_resident": unaligned_resident_softmax,
-              "clustered": clustered_softmax}[kernel]
+              "clustered": clustered_softmax, "clustered_tma": clustered_tma_softmax}[kernel]
     x = _spread_rows(*shape, dtype)
     y = launch(x, out=torch.full_like(x, float("nan")), **knobs)
     atol, rtol = tolerance(dtype)
@@ -476,20 +483,18 @@ def test_clustered_passes_on_spread_rows_near_minus_1000(dsmem):
 
 @HOPPER
 def test_clustered_dispatch_plans_and_fallback(monkeypatch):
-    # fp32 rows of 49152-65536 and 16-bit rows of 32769-131072 take the clustered kernel, through softmax() and
-    # through its relaunch plan (the second call of a kind); the resident kernel's plan too; misaligned rows
-    # fall back to cooperative.
+    # 16-bit rows of 81921-131072 take the clustered kernel (fp32 rows of 49152-65536 and 16-bit rows of 57345-81920
+    # did until round 13: clustered_tma now), through softmax() and through its relaunch plan (the second call of a
+    # kind); the resident kernel's plan too; misaligned rows fall back to cooperative.
     from softmax_lab import dispatch, op
     from softmax_lab.kernels import clustered_softmax
 
-    assert softmax.choose(1024, 65536, torch.float32)[0] == "clustered"
-    assert softmax.choose(1024, 65536, BF16)[0] == "clustered"
+    assert softmax.choose(1024, 81921, BF16)[0] == "clustered"
     assert softmax.choose(1024, 131072, torch.float16)[0] == "clustered"
     assert softmax.choose(1024, 131073, BF16)[0] == "cooperative"
-    assert softmax.choose(1024, 65537, torch.float32)[0] == "cooperative"
     calls = []
     monkeypatch.setitem(dispatch.LAUNCHERS, "clustered", lambda x, **k: calls.append(1) or clustered_softmax(x, **k))
-    for shape, dtype, name in (((64, 65536), torch.float32, "clustered"), ((33, 100000), BF16, "clustered"),
+    for shape, dtype, name in (((64, 131072), torch.float16, "clustered"), ((33, 100000), BF16, "clustered"),
                                ((8, 32768), BF16, "resident")):
         x, x2 = _randn(shape, dtype), _randn(shape, dtype)
         before = len(calls)
@@ -516,7 +521,90 @@ def test_clustered_more_than_2_31_elements():
     x = torch.empty((n_rows, 65536), dtype=BF16, device="cuda")
     x.normal_(0, 3)
     rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
-    _check_rows(softmax(x), x, rows)  # clustered
+    _check_rows(softmax(x), x, rows)  # clustered_tma (since round 13)
+    from softmax_lab.kernels import clustered_softmax
+
+    _check_rows(clustered_softmax(x, online=True), x, rows)
+
+
+TMA_KNOBS = (dict(), dict(parts=8, num_warps=8), dict(parts=16, num_warps=4), dict(parts=4, num_warps=8),
+             dict(parts=2, num_warps=16), dict(parts=16, num_warps=8), dict(parts=1))
+
+
+@HOPPER
+@pytest.mark.parametrize("shape", [(1024, 65536), (3, 131072), (17, 100000), (300, 65544), (5, 40000), (9, 1000),
+                                   (2, 151936), (7, 49152), (5, 81920), (4, 163840), (3, 8), (2, 262144)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_clustered_tma_kernel_at_gpu_sizes(shape, dtype):
+    # kernels/clustered_tma.py: each slice copied by TMA, held in registers; slices past the row's end and
+    # programs wholly past it (1000 and 8 over 8 or 16 programs), slices of -inf only, a fully -inf row (NaN,
+    # like torch), all-negative rows, every knob that fits (those that do not are refused, saying why), in place,
+    # on poisoned outputs.
+    from softmax_lab.kernels import clustered_tma_softmax
+    from softmax_lab.kernels.clustered_tma import refusal
+
+    n_rows, n = shape
+    padded, x, rows = _hard_rows(n_rows, n, dtype, 32)
+    ran = 0
+    for knobs in TMA_KNOBS:
+        why = refusal(x, **knobs)
+        if why:
+            with pytest.raises(ValueError, match=re.escape(why[:40])):
+                clustered_tma_softmax(x, **knobs)
+            continue
+        _check_poisoned(clustered_tma_softmax, x, rows, padded_out=ran % 2, **knobs)
+        ran, fits = ran + 1, knobs
+    assert ran >= 2
+    z = padded.clone()[:, :n]
+    clustered_tma_softmax(z, out=z, **fits)  # in place
+    _check_rows(z, x, rows)
+
+
+@HOPPER
+def test_clustered_tma_dispatch_plans_and_fallback(monkeypatch):
+    # fp32 rows of 49152-163840 and 16-bit rows of 57345-81920 take clustered_tma (round 13), through softmax()
+    # and through its relaunch plan, which moves x's TMA descriptors to each call's x (new inputs, the same plan);
+    # rows off 16 bytes, or not whole vectors, are refused by the launcher and fall back.
+    from softmax_lab import dispatch, op
+    from softmax_lab.kernels import clustered_tma_softmax
+
+    for n, dtype in ((49152, torch.float32), (65536, torch.float32), (65537 + 3, torch.float32),
+                     (131072, torch.float32), (163840, torch.float32), (57345 + 7, BF16), (81920, torch.float16)):
+        assert softmax.choose(64, n, dtype)[0] == "clustered_tma", (n, dtype)
+    assert softmax.choose(64, 49151, torch.float32)[0] == "cooperative"
+    assert softmax.choose(64, 163841, torch.float32)[0] == "cooperative"
+    assert softmax.choose(64, 57344, BF16)[0] == "resident"
+    calls = []
+    monkeypatch.setitem(dispatch.LAUNCHERS, "clustered_tma",
+                        lambda x, **k: calls.append(1) or clustered_tma_softmax(x, **k))
+    for shape, dtype in (((64, 65536), torch.float32), ((33, 100000), torch.float32), ((20, 151936), torch.float32),
+                         ((40, 70000), BF16), ((3, 65536), torch.float16)):
+        xs = [_randn(shape, dtype) for _ in range(3)]
+        before = len(calls)
+        _check_rows(dispatch.softmax_2d(xs[0]), xs[0], slice(None))
+        assert len(calls) - before == 1, shape
+        assert dispatch.plan_2d(xs[0]) is not None, shape
+        op._PLANS.clear()
+        for x in xs:  # the plan, made, then again on new tensors (new addresses for its descriptors)
+            y = softmax(x)
+            _check_rows(y, x, slice(None))
+        assert len(op._PLANS) == 1
+        x = xs[1]
+        graph, out = torch.cuda.CUDAGraph(), None
+        with torch.cuda.graph(graph):  # (the descriptors are kernel parameters: a graph keeps them)
+            out = softmax(x)
+        x.copy_(xs[2])
+        graph.replay()
+        _check_rows(out, xs[2], slice(None))
+    big = _randn((4, 65536 + 8))
+    before = len(calls)
+    _check_rows(softmax(big[:, 1:65537]), big[:, 1:65537], slice(None))  # rows 4 bytes in: not TMA's
+    assert dispatch._runnable(big[:, 1:65537])[0] != "clustered_tma" and len(calls) == before
+    for bad in (big[:, 1:65537], _randn((3, 65538))[:, :65535]):
+        with pytest.raises(ValueError, match="TMA|16-byte"):
+            clustered_tma_softmax(bad)
+    with pytest.raises(ValueError, match="at most 128"):
+        clustered_tma_softmax(_randn((2, 65536)), parts=2, num_warps=4)
 
 
 # Rows that do not start on 16 bytes (kernels/unaligned.py): odd widths, odd strides, an odd first element.
@@ -915,7 +1003,9 @@ def test_rows_of_huge_finite_values(n_cols, dtype):
     ("resident", 16384, BF16, dict(online=True)), ("staged", 4000, torch.float32, {}),
     ("clustered", 65536, BF16, {}), ("clustered", 65536, torch.float32, dict(online=True)),
     ("clustered", 100000, BF16, dict(dsmem=True)), ("clustered", 100000, BF16, dict(dsmem=True, online=True)),
-    ("unaligned_resident", 50257, BF16, {}), ("unaligned_resident", 20001, torch.float32, dict(online=True))],
+    ("unaligned_resident", 50257, BF16, {}), ("unaligned_resident", 20001, torch.float32, dict(online=True)),
+    ("clustered_tma", 65536, BF16, {}), ("clustered_tma", 100000, torch.float32, dict(parts=16, num_warps=4)),
+    ("clustered_tma", 151936, torch.float32, dict(parts=8, num_warps=8))],
     ids=str)
 def test_shared_memory_kernels_on_huge_finite_values(name, n_cols, dtype, knobs):
     x = _huge_rows(n_cols, dtype)

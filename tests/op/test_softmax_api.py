@@ -160,7 +160,8 @@ def test_every_dispatch_path_is_correct():
         seen.add(name)
         x = randn(shape, device=DEV).to(dtype)
         _close(softmax(x), softmax_ref(x), x.dtype)
-    gluon = {"resident", "clustered"} if softmax_lab.ON_GPU and torch.cuda.get_device_capability() == (9, 0) else set()
+    hopper = softmax_lab.ON_GPU and torch.cuda.get_device_capability() == (9, 0)
+    gluon = {"resident", "clustered_tma"} if hopper else set()
     assert seen == {"multirow", "fused", "cooperative"} | gluon
 
 

@@ -11,6 +11,7 @@ with x is refused, as PyTorch refuses it. ``softmax_backward(y, dy, out=None)`` 
 """
 from .backward import softmax_backward
 from .clustered import clustered_softmax
+from .clustered_tma import clustered_tma_softmax
 from .cooperative import cooperative_backward, cooperative_softmax
 from .fused import fused_softmax, fused_softmax_kernel
 from .l2_reread import l2_reread_softmax
@@ -50,14 +51,17 @@ UNALIGNED = {"unaligned": unaligned_softmax, "unaligned_cooperative": unaligned_
 # GPU only (Gluon kernels, which the CPU interpreter cannot run): the next rows wait in shared memory while
 # one is reduced (staged), or the row stays in shared memory so several programs share a multiprocessor
 # (resident: what the dispatcher uses for 16-bit rows of 8193-32768), or a row too long for one program's
-# shared memory is split over a cluster of programs (clustered; Hopper).
-GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax, "clustered": clustered_softmax}
+# shared memory is split over a cluster of programs (clustered; Hopper), each slice copied by TMA and held in
+# registers (clustered_tma; Hopper).
+GPU_ONLY = {"staged": staged_softmax, "resident": resident_softmax, "clustered": clustered_softmax,
+            "clustered_tma": clustered_tma_softmax}
 
 # Longest row each kernel takes (None: any length); asking for more raises ValueError.
 MAX_COLS = {"naive": 16384, "row_serial": None, "three_pass": None, "fused": 65536, "multirow": 65536,
             "online": None, "split_row": None}
 
-__all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "clustered_softmax", "cooperative_backward",
+__all__ = ["ALL", "GPU_ONLY", "LONG_ROWS", "MAX_COLS", "clustered_softmax", "clustered_tma_softmax",
+           "cooperative_backward",
            "cooperative_softmax", "exp_buffer_bytes", "fused_softmax", "fused_softmax_kernel", "l2_reread_softmax",
            "masked_softmax", "multirow_softmax", "naive_softmax", "naive_softmax_kernel", "online_softmax",
            "pipelined_softmax", "resident_softmax", "row_serial_softmax", "softmax_backward",

@@ -31,6 +31,9 @@ def element_size(dtype: torch.dtype) -> int:
 # ``online=True``: the shared-memory kernels take each row's sum with its max as the chunks land (chunk_state.py),
 # measured faster in every range it is set for (+0.3 to +5.3 points of copy; round 10). 16-bit rows past 16,384 on
 # 16 warps: 0 to +1.7 points from 20,000 to 32,768 (equal at 24,576), 8 warps ahead at 16,384 and below (round 11).
+# ``clustered_tma``: the slice copied by TMA and held in registers (round 13): fp32 rows of 49,152-163,840 (93.3-98.0%
+# of copy against 88.8-91.9 on clustered or cooperative), 16-bit rows of 57,345-81,920 (89.8-92.0 against 85.5-86.1).
+# Past that its registers hold too few rows at a time: 16-bit 128,256 ran 60-74, fp32 262,144 87.2 (cooperative 86.3).
 FORWARD = {
     4: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=4))),
         (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
@@ -38,7 +41,9 @@ FORWARD = {
         (12288, ("fused", dict(num_warps=16))), (16384, ("fused", dict(num_warps=32))),
         (28672, ("resident", dict(num_warps=8, overlap=True, online=True))), (32768, ("fused", dict(num_warps=32))),
         (49151, ("cooperative", dict(BLOCK=8192, num_warps=4))),
-        (65536, ("clustered", dict(parts=8, num_warps=2, vectors=2, online=True))),
+        (65536, ("clustered_tma", dict(parts=8, num_warps=8))),
+        (131072, ("clustered_tma", dict(parts=16, num_warps=4))),
+        (163840, ("clustered_tma", dict(parts=8, num_warps=8))),
         (262144, ("cooperative", dict(BLOCK=8192, num_warps=4))),
         (1048576, ("cooperative", dict(BLOCK=8192, num_warps=8))),
         (None, ("l2_reread", dict(BLOCK=8192, num_warps=8)))],
@@ -49,8 +54,7 @@ FORWARD = {
         (8192, ("fused", dict(num_warps=16))),
         (16384, ("resident", dict(num_warps=8, overlap=True, online=True))),
         (57344, ("resident", dict(num_warps=16, overlap=True, online=True))),
-        (65536, ("clustered", dict(parts=4, num_warps=4, vectors=2, online=True))),
-        (81920, ("clustered", dict(parts=4, num_warps=4, vectors=1, online=True))),
+        (81920, ("clustered_tma", dict(parts=8, num_warps=4))),
         (131072, ("clustered", dict(parts=8, num_warps=2, vectors=1, online=True))),
         (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
@@ -70,7 +74,7 @@ TAIL_MAX = 128
 TAIL_PART = {4: 4, 2: 8}
 # Where a Gluon kernel cannot run (the CPU interpreter, GPUs before Hopper, where they were not measured, rows
 # that do not start on 16 bytes): the kernels they replaced, by element size and row length.
-GLUON_KERNELS = ("resident", "clustered")
+GLUON_KERNELS = ("resident", "clustered", "clustered_tma")
 GLUON_FALLBACK = {4: [(32768, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
                   2: [(16384, ("fused", dict(num_warps=32))), (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))]}
 GLUON_CAPABILITY = (9, 0)  # the Gluon kernels were tuned on an H200 (9.0); resident runs from 8.0 (cp.async)

@@ -1,0 +1,374 @@
+"""The clustered softmax with TMA copies: each program's slice copied by the Tensor Memory Accelerator, held in
+registers, the partials sent into the partners' shared memory.
+
+``clustered_tma_kernel(out_ptr, big_desc, box_desc, out_stride_v, N_COLS, SLICE, MAIN, TAIL, PARTS, OUT_VEC)``
+  one cluster of PARTS programs per row, as ``clustered.py``: program p takes columns [p·SLICE, (p+1)·SLICE).
+  big_desc, box_desc: TMA descriptors of the input (host side: base, shape, strides), copying BIG elements (a box
+  of 256 on each warp) or one box of 256; N_COLS: the row length, known when compiling (one kernel per width, as
+  QuACK compiles); MAIN, TAIL: the slice as a power-of-two tile and, where it is longer, a second, narrower one.
+
+In each program, step by step:
+
+1. thread 0 sets up the exchange's mbarrier, which counts the PARTS·8 bytes the partners will send; every thread
+   arrives at the cluster barrier without waiting (a partner may write here once it has seen that arrive);
+2. the slice is copied into shared memory by TMA (``cp.async.bulk.tensor``): a handful of instructions, not one
+   16-byte copy per thread per vector as ``cp.async`` needs; each copy counts its bytes on a second mbarrier, armed
+   with exactly the bytes of the copies issued (TMA counts a whole box, its part past the row included, so no box
+   is issued that lies wholly past the row);
+3. wait on that mbarrier; the slice read into registers once (-inf past the row: TMA fills zeros there); its max
+   m, then e = exp(x - m) once an element, kept in registers, and their sum l;
+4. the exchange (PTX below): thread t < PARTS stores (m, l) into program t's slot for this program
+   (``st.async``, which completes its bytes on program t's mbarrier); each program waits on its own mbarrier for
+   the PARTS pairs and combines them (the rule of ``combine.py``): no barrier for the whole cluster after it;
+5. y = e · exp(m - M) / L, stored from registers.
+
+One read and one write of the row, one exp an element, shared memory written by the TMA unit and read once. Where
+``clustered.py`` keeps the slice in shared memory and reads it again for the store, this keeps it in registers,
+as QuACK does: then registers decide how many programs share a multiprocessor, and so how many bytes are on their
+way, which is why the dispatcher takes it only where it measured faster (docs/performance.md, round 13).
+
+Written in Gluon with inline PTX; Hopper GPUs only (TMA, clusters). Rows must start on 16 bytes and be whole
+16-byte vectors (TMA's rules for the descriptor). Finite inputs near the float max stay finite: every exp is taken
+from x - max, never x·log2 e - max·log2 e (chunk_state.py has the trap).
+"""
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+from triton.runtime.jit import constexpr_function
+
+from .clustered import MAX_PARTS, PORTABLE_PARTS, cluster_refusal, split_layout
+from .cluster_exchange import LOG2E_HEX
+from ._launch import cdiv, device_limits, device_refusal, next_power_of_2, prepare_gluon, row_vector
+
+BOX = 256  # elements in one TMA box (the most a box may have in a dimension)
+MAX_PER_THREAD = 128  # a program's tiles, elements a thread: more would spill registers
+# The exchange's static shared memory lies before Triton's dynamic shared memory, and TMA's shared destinations
+# must lie on 128 bytes: the static array is a whole number of 128 bytes. (Unpadded, 72 bytes, every setting
+# faulted with "misaligned address" on the H200: round 12.)
+XCHG_ALIGN = 128
+
+
+@constexpr_function
+def split_shared(bits, parts):
+    """``[parts, TILE]`` in shared memory, unswizzled (as TMA writes it), row p in program p."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2,
+                                cga_layout=[[1 << i, 0] for i in range(parts.bit_length() - 1)])
+
+
+def own_shared(bits, parts):
+    """A TMA box's layout: each program its own copy (a unicast copy into this program)."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2,
+                                cga_layout=[[0, 0] for i in range(parts.bit_length() - 1)])
+
+
+@constexpr_function
+def own_barrier(parts):
+    """An mbarrier of each program's own (set up, armed and waited on in each program)."""
+    return mbarrier.MBarrierLayout(cga_layout=[[0] for i in range(parts.bit_length() - 1)])
+
+
+@constexpr_function
+def copy_plan(main, tail, valid, big, box):
+    """The TMA copies of a slice whose first ``valid`` columns lie in the row: ``((buffer, big, index), ...)``,
+    buffer 0 the MAIN tile, 1 the TAIL tile, ``big``: one copy of ``big`` elements (else one box), at element
+    index·size of its buffer. Whole big copies first, then single boxes; none starts at or past ``valid``."""
+    ops = []
+    for buffer, base, size in ((0, 0, main), (1, main, tail)):
+        p = 0
+        while p < size and base + p < valid:
+            if big <= size and p + big <= size and base + p + big <= valid:
+                ops.append((buffer, True, p // big))
+                p += big
+            else:
+                ops.append((buffer, False, p // box))
+                p += box
+    return tuple(ops)
+
+
+@constexpr_function
+def plan_op(plan, i, field):
+    return plan[i][field]
+
+
+@constexpr_function
+def plan_bytes(plan, big, box, element_bytes):
+    """The bytes TMA will count for ``plan``: whole boxes, their part past the row included."""
+    return sum(big if op[1] else box for op in plan) * element_bytes
+
+
+@constexpr_function
+def full_parts(n_cols, slice_, parts):
+    """How many programs of the cluster have their whole slice in the row."""
+    return min(n_cols // slice_, parts)
+
+
+@constexpr_function
+def xchg_bytes(parts):
+    """The exchange's static shared memory: its mbarrier and PARTS slots (8 bytes each), padded to 128 bytes."""
+    return -(-8 * (1 + parts) // XCHG_ALIGN) * XCHG_ALIGN
+
+
+@constexpr_function
+def init_asm(parts):
+    """Step 1: thread 0 sets up the exchange's mbarrier (one arrival, its own, expecting PARTS·8 bytes); the fence
+    makes it visible to the cluster; every thread arrives at the cluster barrier (relaxed) and gets the mbarrier's
+    shared address (the PARTS slots follow it)."""
+    return gl.constexpr(f"""{{
+    .reg .pred %p;
+    .reg .b32 %t;
+    .shared .align {XCHG_ALIGN} .b8 xchg[{xchg_bytes(parts)}];
+    mov.u32 %t, %tid.x;
+    setp.eq.u32 %p, %t, 0;
+    @%p mbarrier.init.shared::cta.b64 [xchg], 1;
+    @%p mbarrier.arrive.expect_tx.shared::cta.b64 _, [xchg], {8 * parts};
+    fence.mbarrier_init.release.cluster;
+    barrier.cluster.arrive.relaxed.aligned;
+    mov.u32 $0, xchg;
+}}""")
+
+
+@constexpr_function
+def exchange_asm(parts):
+    """Step 4: $0 = exp(($2 - M)) / L (this program's scale), from each program's ($2, $3) = (max, sum of
+    exp(x - max)) of its slice; $1 the exchange's mbarrier (``init_asm``). The wait at the cluster barrier finds
+    the arrive of step 1 long past."""
+    loads = "\n".join(f"    ld.shared.v2.f32 {{%m{i}, %l{i}}}, [%bar+{8 + 8 * i}];" for i in range(parts))
+    maxes = "\n".join(f"    max.f32 %mx, %mx, %m{i};" for i in range(1, parts))
+    sums = "\n".join(f"    sub.f32 %t, %m{i}, %mx;\n    mul.f32 %t, %t, {LOG2E_HEX};\n    ex2.approx.f32 %t, %t;\n"
+                     f"    fma.rn.f32 %s, %l{i}, %t, %s;" for i in range(parts))
+    return gl.constexpr(f"""{{
+    .reg .pred %p, %done;
+    .reg .b32 %bar, %tx, %rank, %a, %ra, %rb;
+    .reg .f32 %m<{parts}>, %l<{parts}>, %mx, %t, %s;
+    mov.u32 %bar, $1;
+    barrier.cluster.wait.acquire.aligned;
+    mov.u32 %tx, %tid.x;
+    mov.u32 %rank, %cluster_ctarank;
+    setp.lt.u32 %p, %tx, {parts};
+    mad.lo.u32 %a, %rank, 8, %bar;
+    add.u32 %a, %a, 8;
+    @%p mapa.shared::cluster.u32 %ra, %a, %tx;
+    @%p mapa.shared::cluster.u32 %rb, %bar, %tx;
+    @%p st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%ra], {{$2, $3}}, [%rb];
+xchgWait:
+    mbarrier.try_wait.parity.shared::cta.b64 %done, [%bar], 0;
+    @!%done bra.uni xchgWait;
+{loads}
+    mov.f32 %mx, %m0;
+{maxes}
+    mov.f32 %s, 0f00000000;
+{sums}
+    sub.f32 %t, $2, %mx;
+    mul.f32 %t, %t, {LOG2E_HEX};
+    ex2.approx.f32 %t, %t;
+    div.rn.f32 $0, %t, %s;
+}}""")
+
+
+@gluon.jit
+def _copy(desc, bar, smem, row, start, INDEX: gl.constexpr, BASE: gl.constexpr):
+    """One copy of a plan: ``desc``'s block (a box, or a box a warp) into its place in ``smem``."""
+    SIZE: gl.constexpr = desc.block_shape[1]
+    view = smem._reinterpret(desc.dtype, [smem.shape[1] // SIZE, 1, SIZE], desc.layout).index(INDEX)
+    tma.async_copy_global_to_shared(desc, [row, start + BASE + INDEX * SIZE], bar, view)
+
+
+@gluon.jit
+def _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, start, PLAN: gl.constexpr, MAIN: gl.constexpr):
+    """Step 2: arm ``bar`` with the plan's bytes, then its copies, columns from ``start`` of the row."""
+    BYTES: gl.constexpr = plan_bytes(PLAN, big_desc.block_shape[1], box_desc.block_shape[1],
+                                     box_desc.dtype.primitive_bitwidth // 8)
+    mbarrier.expect(bar, BYTES)
+    for i in gl.static_range(len(PLAN)):
+        if plan_op(PLAN, i, 0) == 0:
+            if plan_op(PLAN, i, 1):
+                _copy(big_desc, bar, main_smem, row, start, plan_op(PLAN, i, 2), 0)
+            else:
+                _copy(box_desc, bar, main_smem, row, start, plan_op(PLAN, i, 2), 0)
+        else:
+            if plan_op(PLAN, i, 1):
+                _copy(big_desc, bar, tail_smem, row, start, plan_op(PLAN, i, 2), MAIN)
+            else:
+                _copy(box_desc, bar, tail_smem, row, start, plan_op(PLAN, i, 2), MAIN)
+
+
+@gluon.jit
+def _tile(smem, part, START: gl.constexpr, SLICE: gl.constexpr, N_COLS: gl.constexpr, layout: gl.constexpr):
+    """A tile of each program's slice, as floats, -inf past the slice and the row; its columns and mask."""
+    offs = START + gl.arange(0, smem.shape[1], layout=gl.SliceLayout(0, layout))
+    cols = part[:, None] * SLICE + offs[None, :]
+    ok = offs[None, :] < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]
+    return gl.where(ok, smem.load(layout).to(gl.float32), float("-inf")), cols, ok
+
+
+@gluon.jit
+def clustered_tma_kernel(out_ptr, big_desc, box_desc, out_stride_v, N_COLS: gl.constexpr, SLICE: gl.constexpr,
+                         MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr):
+    LOG2E: gl.constexpr = 1.4426950408889634
+    dtype: gl.constexpr = box_desc.dtype
+    layout: gl.constexpr = split_layout(128 // dtype.primitive_bitwidth, gl.num_warps(), PARTS)
+    part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
+    xchg = gl.inline_asm_elementwise(init_asm(PARTS), "=r", [], dtype=gl.int32, is_pure=False, pack=1)  # 1.
+    main_smem = gl.allocate_shared_memory(dtype, [PARTS, MAIN], split_shared(dtype.primitive_bitwidth, PARTS))
+    if TAIL > 0:
+        tail_smem = gl.allocate_shared_memory(dtype, [PARTS, TAIL], split_shared(dtype.primitive_bitwidth, PARTS))
+    else:
+        tail_smem = main_smem
+    row = gl.program_id(0)  # (the cluster's number)
+    rank = gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r", [], dtype=gl.int32, is_pure=True,
+                                     pack=1)
+    bar = gl.allocate_shared_memory(gl.int64, [1], own_barrier(PARTS))
+    mbarrier.init(bar, count=1)
+    FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
+    BIG: gl.constexpr = big_desc.block_shape[1]
+    BOX_: gl.constexpr = box_desc.block_shape[1]
+    if rank < FULL:  # 2. a slice wholly in the row
+        _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, rank * SLICE,
+                copy_plan(MAIN, TAIL, SLICE, BIG, BOX_), MAIN)
+    for r in gl.static_range(FULL, PARTS):  # 2. a slice reaching past the row's end: a plan of its own
+        if rank == r:
+            _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, r * SLICE,
+                    copy_plan(MAIN, TAIL, N_COLS - r * SLICE, BIG, BOX_), MAIN)
+    mbarrier.wait(bar, 0)  # 3.
+    x, cols, ok = _tile(main_smem, part, 0, SLICE, N_COLS, layout)
+    m = gl.max(x, axis=1)
+    if TAIL > 0:
+        x_t, cols_t, ok_t = _tile(tail_smem, part, MAIN, SLICE, N_COLS, layout)
+        m = gl.maximum(m, gl.max(x_t, axis=1))
+    shift = gl.where(m == float("-inf"), 0.0, m)[:, None]  # (a slice of -inf only: its exps and sum are 0)
+    e = gl.exp2((x - shift) * LOG2E)
+    total = gl.sum(e, axis=1)
+    if TAIL > 0:
+        e_t = gl.exp2((x_t - shift) * LOG2E)
+        total += gl.sum(e_t, axis=1)
+    xchg_p = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + xchg
+    scale = gl.inline_asm_elementwise(exchange_asm(PARTS), "=f,r,f,f", [xchg_p, m, total],  # 4.
+                                      dtype=gl.float32, is_pure=False, pack=1)
+    dst = out_ptr + row.to(gl.int64) * (out_stride_v * OUT_VEC)
+    gl.store(dst + cols, (e * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok)  # 5.
+    if TAIL > 0:
+        gl.store(dst + cols_t, (e_t * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok_t)
+
+
+def tiles(n_cols: int, parts: int, num_warps: int) -> dict:
+    """The launch's constexprs: SLICE (a program's columns, whole boxes), MAIN, the largest power of two it holds,
+    and TAIL, a power of two for the rest (0: none; one tile where it holds the slice as well)."""
+    slice_ = cdiv(n_cols, parts * BOX) * BOX
+    main = 1 << (slice_.bit_length() - 1)
+    tail = next_power_of_2(slice_ - main) if slice_ > main else 0
+    if main + tail >= next_power_of_2(slice_):
+        main, tail = next_power_of_2(slice_), 0
+    return dict(N_COLS=n_cols, SLICE=slice_, MAIN=main, TAIL=tail, PARTS=parts, num_warps=num_warps, num_ctas=parts)
+
+
+def refusal(x: torch.Tensor, parts: int = 8, num_warps: int = 4) -> str:
+    """Why this GPU, ``x`` or the knobs cannot take the kernel, or ''."""
+    name = "clustered_tma_softmax"
+    if x.device.type != "cuda":
+        return (f"{name} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run; "
+                "use cooperative_softmax")
+    n_rows, n_cols = x.shape
+    if not 2 <= parts <= MAX_PARTS:
+        return (f"{name}: parts must be 2 to {MAX_PARTS} (programs in a cluster), got {parts}; a row in one "
+                "program's shared memory: resident_softmax")
+    options = tiles(n_cols, parts, num_warps)
+    per_thread = (options["MAIN"] + options["TAIL"]) // (32 * num_warps)
+    if per_thread > MAX_PER_THREAD:
+        return (f"{name}: each thread would hold {per_thread} elements of its slice in registers (at most "
+                f"{MAX_PER_THREAD}): use more parts or warps")
+    capability, shared = device_limits(x.device)
+    why = device_refusal(name, capability, shared, (options["MAIN"] + options["TAIL"]) * x.element_size(), True)
+    if why:
+        return why
+    vec = 16 // x.element_size()
+    if x.data_ptr() % 16 or n_cols % vec or (n_rows > 1 and (x.stride(0) % vec or x.stride(0) < n_cols)):
+        return (f"{name} copies rows with TMA, which needs every row of x to start on 16 bytes and be whole 16-byte "
+                f"vectors (a row length and row stride that are multiples of {vec}); use clustered_softmax or "
+                "cooperative_softmax")
+    if n_rows >= 2**31 or x.stride(0) * x.element_size() >= 2**40:
+        return f"{name}: TMA takes fewer than 2**31 rows less than 2**40 bytes apart; use cooperative_softmax"
+    if parts > PORTABLE_PARTS:
+        return clusters_fit(x, parts, num_warps)
+    return ""
+
+
+_CLUSTERS: dict = {}
+
+
+def clusters_fit(x: torch.Tensor, parts: int, num_warps: int) -> str:
+    """``clustered.cluster_refusal`` for a cluster of more than 8 programs (it must fit one group of
+    multiprocessors with its shared memory), asked of the driver once per GPU and kernel."""
+    key = (x.device.index, x.dtype, x.shape[1], parts, num_warps)
+    if key not in _CLUSTERS:
+        one = x[:1]
+        why = cluster_refusal(*launch_setup(torch.empty_like(one), one, parts, num_warps))
+        _CLUSTERS[key] = why.replace("clustered_softmax", "clustered_tma_softmax")
+    return _CLUSTERS[key]
+
+
+class _Descriptor:
+    """What Triton's launcher reads of a host-side TMA descriptor (``base.data_ptr()``, shape, strides, padding):
+    a plan's descriptor moved to another tensor's address without building a TensorDescriptor (and its checks)."""
+    __slots__ = ("base", "shape", "strides", "padding")
+
+    def __init__(self, address: int, like):
+        self.base, self.shape, self.strides, self.padding = _Address(address), like.shape, like.strides, like.padding
+
+
+class _Address:
+    __slots__ = ("address",)
+
+    def __init__(self, address: int):
+        self.address = address
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+def descriptors(x: torch.Tensor, parts: int, num_warps: int):
+    """The TMA descriptors of ``x``: copies of a box a warp (BOX·num_warps elements), and of one box."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    layout = own_shared(x.element_size() * 8, parts)
+    shape = list(x.shape)
+    strides = [x.stride(0) if x.shape[0] > 1 else x.shape[1], 1]  # (one row: any stride; the descriptor's whole)
+    return (TensorDescriptor(x, shape, strides, [1, BOX * num_warps], layout),
+            TensorDescriptor(x, shape, strides, [1, BOX], layout))
+
+
+def launch_setup(y, x, parts=8, num_warps=4):
+    """(kernel, grid, args, options) of one launch; args[1:3] are x's TMA descriptors (a plan moves them)."""
+    options = tiles(x.shape[1], parts, num_warps)
+    options["OUT_VEC"] = out_vec = row_vector(x.shape[1], y)
+    big, box = descriptors(x, parts, num_warps)
+    return clustered_tma_kernel, (x.shape[0],), (y, big, box, y.stride(0) // out_vec), options
+
+
+def plan(y, x, parts=8, num_warps=4):
+    """``run(out_ptr, in_ptr)`` for inputs like ``x`` (the dispatcher's fast path): the compiled kernel launched
+    again with x's descriptors moved to the new address (Triton's launcher encodes them at each launch). None on
+    the CPU."""
+    from ._launch import relauncher
+
+    kernel, grid, args, options = launch_setup(y, x, parts, num_warps)
+    run = relauncher(kernel, grid, args, per_call=3, **options)
+    if run is None:
+        return None
+    big, box = args[1], args[2]
+    return lambda out_ptr, in_ptr: run(out_ptr, _Descriptor(in_ptr, big), _Descriptor(in_ptr, box))
+
+
+def clustered_tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int = 8,
+                          num_warps: int = 4) -> torch.Tensor:
+    """Softmax over the last dim of 2-D ``x`` (Hopper GPU; rows on 16 bytes and whole 16-byte vectors). Knobs:
+    ``parts`` (programs per row, a power of two up to 16; 16 only where the GPU can launch such clusters),
+    ``num_warps``; together they must leave each thread at most 128 elements of its slice. One kernel is compiled
+    per row length."""
+    x, y = prepare_gluon(x, out, "clustered_tma_softmax", lambda x: refusal(x, parts, num_warps), MAX_PARTS,
+                         parts=parts, num_warps=num_warps)
+    if x.numel() == 0:
+        return y
+    kernel, grid, args, options = launch_setup(y, x, parts, num_warps)
+    kernel[grid](*args, **options)
+    return y
