@@ -337,6 +337,98 @@ def tma_kernel(out_ptr, big_desc, box_desc, out_stride, x_ptr, probe_ptr, N_COLS
             gl.store(dst + cols_t, (e_t * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok_t)
 
 
+@constexpr_function
+def sub_tiles_shared(parts):
+    """A tile ``[PARTS, TILE]`` seen as ``[TILE // SUB, PARTS, SUB]`` (as ``clustered.shared_layout``): ``.index(k)``
+    is sub-tile k, ``[PARTS, SUB]``, row p in program p. (A layout whose CTA bases are all zero, each program its
+    own, is taken by Triton as the same in every program: its stores are made by program 0 alone, which the first
+    stream form's run showed, every program but the first leaving its slice unwritten.)"""
+    return gl.SwizzledSharedLayout(1, 1, 1, [1, 0], [[1 << i, 0] for i in range(parts.bit_length() - 1)])
+
+
+@gluon.jit
+def _sub_tile(smem, k, SIZE: gl.constexpr, START: gl.constexpr, part, SLICE: gl.constexpr, N_COLS: gl.constexpr,
+              layout: gl.constexpr):
+    """(stream) Sub-tile ``k`` (SIZE columns) of each program's tile ``smem`` (``[PARTS, TILE]``), whose first column
+    is START of the slice, as floats, -inf past the slice and the row; its columns in the row, and its mask."""
+    PARTS: gl.constexpr = smem.shape[0]
+    view = smem._reinterpret(smem.dtype, [smem.shape[1] // SIZE, PARTS, SIZE], sub_tiles_shared(PARTS)).index(k)
+    offs = START + k * SIZE + gl.arange(0, SIZE, layout=gl.SliceLayout(0, layout))
+    ok = offs[None, :] < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]
+    return gl.where(ok, view.load(layout).to(gl.float32), float("-inf")), part[:, None] * SLICE + offs[None, :], ok
+
+
+@gluon.jit
+def stream_kernel(out_ptr, big_desc, box_desc, out_stride, N_COLS: gl.constexpr, SLICE: gl.constexpr,
+                  MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr, SUB: gl.constexpr):
+    """Round 13's 'stream' form: the same TMA copies and exchange as ``tma_kernel``, but the slice is not held in
+    registers: it is read from shared memory in sub-tiles of SUB columns three times (its max, its sum of exps,
+    the store), so a thread holds a few vectors, not its whole share of the slice, and shared memory alone decides
+    how many programs share a multiprocessor. Two exps an element, three reads of shared memory."""
+    LOG2E: gl.constexpr = 1.4426950408889634
+    dtype: gl.constexpr = box_desc.dtype
+    BITS: gl.constexpr = dtype.primitive_bitwidth
+    BIG: gl.constexpr = big_desc.block_shape[1]
+    layout: gl.constexpr = split_layout(128 // BITS, gl.num_warps(), PARTS)
+    part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
+    bar_xchg = gl.inline_asm_elementwise(init_asm(PARTS), "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    main_smem = gl.allocate_shared_memory(dtype, [PARTS, MAIN], split_shared(BITS, PARTS))
+    if TAIL > 0:
+        tail_smem = gl.allocate_shared_memory(dtype, [PARTS, TAIL], split_shared(BITS, PARTS))
+    else:
+        tail_smem = main_smem
+    row = gl.program_id(0)
+    rank = cluster_rank()
+    bar = gl.allocate_shared_memory(gl.int64, [1], own_barrier(PARTS))
+    mbarrier.init(bar, count=1)
+    FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
+    if rank < FULL:
+        _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, rank * SLICE,
+                copy_plan(MAIN, TAIL, SLICE, BIG, box_desc.block_shape[1]), MAIN, BIG)
+    for r in gl.static_range(FULL, PARTS):
+        if rank == r:
+            _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, r * SLICE,
+                    copy_plan(MAIN, TAIL, N_COLS - r * SLICE, BIG, box_desc.block_shape[1]), MAIN, BIG)
+    mbarrier.wait(bar, 0)
+    S_M: gl.constexpr = min(SUB, MAIN)
+    S_T: gl.constexpr = min(SUB, TAIL) if TAIL > 0 else 1
+    mx = gl.full([PARTS, S_M], float("-inf"), gl.float32, layout)
+    for k in range(MAIN // S_M):  # the max
+        x, cols, ok = _sub_tile(main_smem, k, S_M, 0, part, SLICE, N_COLS, layout)
+        mx = gl.maximum(mx, x)
+    m = gl.max(mx, axis=1)
+    if TAIL > 0:
+        mt = gl.full([PARTS, S_T], float("-inf"), gl.float32, layout)
+        for k in range(TAIL // S_T):
+            x, cols, ok = _sub_tile(tail_smem, k, S_T, MAIN, part, SLICE, N_COLS, layout)
+            mt = gl.maximum(mt, x)
+        m = gl.maximum(m, gl.max(mt, axis=1))
+    shift = gl.where(m == float("-inf"), 0.0, m)[:, None]
+    acc = gl.zeros([PARTS, S_M], gl.float32, layout)
+    for k in range(MAIN // S_M):  # the sum of exps
+        x, cols, ok = _sub_tile(main_smem, k, S_M, 0, part, SLICE, N_COLS, layout)
+        acc += gl.exp2((x - shift) * LOG2E)
+    total = gl.sum(acc, axis=1)
+    if TAIL > 0:
+        acc_t = gl.zeros([PARTS, S_T], gl.float32, layout)
+        for k in range(TAIL // S_T):
+            x, cols, ok = _sub_tile(tail_smem, k, S_T, MAIN, part, SLICE, N_COLS, layout)
+            acc_t += gl.exp2((x - shift) * LOG2E)
+        total += gl.sum(acc_t, axis=1)
+    bar_x = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + bar_xchg
+    scale, m_row = gl.inline_asm_elementwise(exchange_asm(PARTS), "=f,=f,f,f,r", [m, total, bar_x],
+                                             dtype=(gl.float32, gl.float32), is_pure=False, pack=1)
+    c = gl.log2(scale)[:, None]
+    dst = out_ptr + row.to(gl.int64) * out_stride
+    for k in range(MAIN // S_M):  # the store
+        x, cols, ok = _sub_tile(main_smem, k, S_M, 0, part, SLICE, N_COLS, layout)
+        gl.store(dst + cols, gl.exp2((x - shift) * LOG2E + c).to(out_ptr.dtype.element_ty), mask=ok)
+    if TAIL > 0:
+        for k in range(TAIL // S_T):
+            x, cols, ok = _sub_tile(tail_smem, k, S_T, MAIN, part, SLICE, N_COLS, layout)
+            gl.store(dst + cols, gl.exp2((x - shift) * LOG2E + c).to(out_ptr.dtype.element_ty), mask=ok)
+
+
 # ---------------------------------------------------------------------------------------------- host side
 
 def _next_power_of_2(n: int) -> int:
@@ -390,6 +482,10 @@ def tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int = 8
     options = plan(x.shape[1], parts, num_warps)
     big, box = descriptors(x, options)
     options = {k: v for k, v in options.items() if k != "BIG"}
+    if mode == "stream":  # (round 13: the slice read from shared memory in sub-tiles of 2 vectors a thread)
+        stream_kernel[(x.shape[0],)](y, big, box, y.stride(0), **options, SUB=2 * 32 * num_warps * 16 // x.element_size(),
+                                     num_warps=num_warps, num_ctas=parts)
+        return y
     if mode != "full":
         options["MODE"] = MODES[mode]
     tma_kernel[(x.shape[0],)](y, big, box, y.stride(0), x, y if probe is None else probe, **options,
@@ -489,19 +585,13 @@ def checked_in_subprocess(parts, warps, dtype, widths, mode="full", notes=None) 
 # (rows, columns, dtype): the settings (parts, num_warps) to try; the library's dispatcher and QuACK beside them.
 # Round 12's first run (h200-clustered-tma-round12.json) faulted; round 13's first (h200-clustered-tma-round13.json)
 # ran it on 1024x65536 / 128256 / 100000 bf16 at (4,8) (8,4) (8,8) (16,4) (16,8), 1024x65536 and 512x151936 fp32 at
-# (8,8) (16,4) (16,8). These are round 13's second: the winners again, and the widths around them (the ranges a
-# dispatcher rule would take), and more threads for 128256 bf16.
-SETTINGS = {(1024, 49152, torch.bfloat16): [(8, 4), (4, 8)],
-            (1024, 57344, torch.bfloat16): [(8, 4)],
-            (1024, 65536, torch.bfloat16): [(8, 4), (16, 2)],
-            (1024, 81920, torch.bfloat16): [(8, 4), (16, 4)],
-            (1024, 128256, torch.bfloat16): [(8, 16), (16, 4)],
-            (1024, 50000, torch.float32): [(8, 8), (8, 4)],
-            (1024, 65536, torch.float32): [(8, 8), (8, 4)],
-            (1024, 100000, torch.float32): [(8, 8), (16, 4)],
-            (1024, 128256, torch.float32): [(8, 8), (16, 4)],
-            (512, 151936, torch.float32): [(8, 8), (8, 16)],
-            (256, 262144, torch.float32): [(16, 8), (16, 4)]}
+# (8,8) (16,4) (16,8); its second (h200-clustered-tma-2-round13.json) the widths around the winners (the ranges the
+# dispatcher now gives kernels/clustered_tma.py). These are its third: the 'stream' form (``stream_kernel``) where
+# registers held too few rows at a time (16-bit rows past 81,920), a third element "stream" in a setting.
+SETTINGS = {(1024, 128256, torch.bfloat16): [(8, 8), (8, 2, "stream"), (8, 4, "stream"), (8, 8, "stream")],
+            (1024, 100000, torch.bfloat16): [(8, 2, "stream"), (8, 4, "stream")],
+            (1024, 65536, torch.bfloat16): [(8, 4), (4, 4, "stream"), (8, 4, "stream")],
+            (512, 151936, torch.float32): [(8, 8), (8, 4, "stream"), (16, 4, "stream")]}
 # Odd widths (whole 16-byte vectors, not multiples of a slice), checked once per (dtype, parts, warps): a slice
 # past the row's end, a program wholly past it (8,200 bf16 over 16), a row shorter than one box per program.
 ODD_WIDTHS = {torch.bfloat16: [8200, 50264, 1000], torch.float32: [4100, 30004, 1000]}
@@ -549,10 +639,11 @@ def main(path):
     quack = bench.peer_candidates()
     checks, odd_done = [], set()
     for (_, n_cols, dtype), settings in SETTINGS.items():
-        for parts, warps in settings:
-            widths = [n_cols] + ([] if (dtype, parts, warps) in odd_done else ODD_WIDTHS[dtype])
-            odd_done.add((dtype, parts, warps))
-            checks.append((parts, warps, dtype, widths))
+        for parts, warps, *form in settings:
+            mode = form[0] if form else "full"
+            widths = [n_cols] + ([] if (dtype, parts, warps, mode) in odd_done else ODD_WIDTHS[dtype])
+            odd_done.add((dtype, parts, warps, mode))
+            checks.append((parts, warps, dtype, widths, mode))
     started = time.time()
     with ThreadPoolExecutor(CHECK_PROCESSES) as pool:  # (the compiles dominate; a hang costs CHECK_SECONDS)
         verdicts = list(pool.map(lambda c: checked_in_subprocess(*c), checks))
@@ -560,25 +651,28 @@ def main(path):
     cases, failed, verdicts = [], [], iter(verdicts)
     for (n_rows, n_cols, dtype), settings in SETTINGS.items():
         candidates = list(quack)
-        for parts, warps in settings:
+        for parts, warps, *form in settings:
+            mode = form[0] if form else "full"
             why = next(verdicts)
-            line = f"{n_rows}x{n_cols} {str(dtype)[6:]} parts={parts} warps={warps}"
+            line = f"{n_rows}x{n_cols} {str(dtype)[6:]} parts={parts} warps={warps} {mode}"
             if why:
                 print(f"{line}: NOT TIMED: {why}"[:400], flush=True)
                 failed.append(dict(rows=n_rows, cols=n_cols, dtype=str(dtype)[6:], parts=parts, num_warps=warps,
-                                   why=why))
+                                   mode=mode, why=why))
                 continue
             print(f"{line}: right on the hard rows", flush=True)
 
-            def launch(x, out, parts=parts, warps=warps):
-                return tma_softmax(x, out, parts, warps)
+            def launch(x, out, parts=parts, warps=warps, mode=mode):
+                return tma_softmax(x, out, parts, warps, mode)
 
-            candidates.append((f"tma {parts}x{warps}", launch, dict(num_warps=warps, **plan(n_cols, parts, warps))))
+            candidates.append((f"tma {parts}x{warps}{' stream' if mode == 'stream' else ''}", launch,
+                               dict(num_warps=warps, **plan(n_cols, parts, warps))))
         cases.append((n_rows, n_cols, dtype, candidates))
     if failed:  # (which part fails: copy and exchange alone, on up to 4 of the failed settings)
         chosen = {}
         for f in failed:
-            chosen.setdefault((f["dtype"], f["parts"]), f)
+            if f["mode"] == "full":
+                chosen.setdefault((f["dtype"], f["parts"]), f)
         chosen = list(chosen.values())[:4]
         results = check_parts([(getattr(torch, f["dtype"]), f["cols"], f["parts"], f["num_warps"]) for f in chosen],
                               ("copy", "exchange"))
@@ -602,8 +696,15 @@ def compiled_for_h200(n_cols, dtype, parts, warps, mode="full"):
     options = plan(n_cols, parts, warps)
     big, box = descriptors(x, options)
     del options["BIG"]
-    options["MODE"] = MODES[mode]
     ty = {torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.float32: "*fp32"}[dtype]
+    if mode == "stream":
+        options["SUB"] = 2 * 32 * warps * 16 // x.element_size()
+        signature = {"out_ptr": ty, "big_desc": mangle_type(big), "box_desc": mangle_type(box), "out_stride": "i32",
+                     **{k: "constexpr" for k in options}}
+        source = GluonASTSource(fn=stream_kernel, signature=signature, constexprs=options,
+                                attrs={(0,): [["tt.divisibility", 16]], (3,): [["tt.divisibility", 16]]})
+        return triton.compile(source, target=GPUTarget("cuda", 90, 64), options=dict(num_warps=warps, num_ctas=parts))
+    options["MODE"] = MODES[mode]
     signature = {"out_ptr": ty, "big_desc": mangle_type(big), "box_desc": mangle_type(box), "out_stride": "i32",
                  "x_ptr": ty, "probe_ptr": "*i32", **{k: "constexpr" for k in options}}
     source = GluonASTSource(fn=tma_kernel, signature=signature, constexprs=options,
@@ -642,9 +743,9 @@ def compile_report():
 
     rows = []
     for (_, n_cols, dtype), settings in SETTINGS.items():
-        for parts, warps in settings:
+        for parts, warps, *form in settings:
             for width in [n_cols] + ODD_WIDTHS[dtype]:
-                c = compiled_for_h200(width, dtype, parts, warps)
+                c = compiled_for_h200(width, dtype, parts, warps, form[0] if form else "full")
                 ops, registers = sass_ops(c)
                 ptx = c.asm["ptx"]
                 static = static_shared(c)
