@@ -483,8 +483,8 @@ def tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int = 8
     big, box = descriptors(x, options)
     options = {k: v for k, v in options.items() if k != "BIG"}
     if mode == "stream":  # (round 13: the slice read from shared memory in sub-tiles of 2 vectors a thread)
-        stream_kernel[(x.shape[0],)](y, big, box, y.stride(0), **options, SUB=2 * 32 * num_warps * 16 // x.element_size(),
-                                     num_warps=num_warps, num_ctas=parts)
+        sub = 2 * 32 * num_warps * 16 // x.element_size()
+        stream_kernel[(x.shape[0],)](y, big, box, y.stride(0), **options, SUB=sub, num_warps=num_warps, num_ctas=parts)
         return y
     if mode != "full":
         options["MODE"] = MODES[mode]

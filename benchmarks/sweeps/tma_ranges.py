@@ -23,7 +23,8 @@ def clustered(parts, warps, vectors):
 
 def tma(parts, warps, stream):
     knobs = dict(parts=parts, num_warps=warps, stream=stream)
-    return f"clustered_tma {'stream' if stream else 'held'}", lambda x, out: clustered_tma_softmax(x, out=out, **knobs), knobs
+    name = f"clustered_tma {'stream' if stream else 'held'}"
+    return name, lambda x, out: clustered_tma_softmax(x, out=out, **knobs), knobs
 
 
 COOPERATIVE = ("cooperative", lambda x, out: cooperative_softmax(x, out=out, BLOCK=8192, num_warps=4),
