@@ -5,6 +5,11 @@
 (``softmax_lab.bench.compare``, eager time too). GPU machine, repository root:
 
     PYTHONPATH=code python3 benchmarks/sweeps/tma_ranges.py OUT.json
+
+Its one run (``h200-tma-ranges-round13.json``, 11:03Z) was on the rules of 882ed54, which gave the streamed form
+16-bit rows of 57,345-65,536 and 81,921-131,072 and fp32 rows of 131,073-163,840; that form was taken out again the
+same hour (it gives a wrong row now and then: ``tma_race.py``), so its "softmax_lab.softmax" lines in those ranges
+are the streamed form's, not today's dispatcher's (the held form's lines beside them are).
 """
 import sys
 
