@@ -486,3 +486,16 @@ def test_the_tma_clustered_kernel_says_what_it_cannot_take():
                                       num_ctas=8)
     assert (tiles(100000, 16, 4)["MAIN"], tiles(100000, 16, 4)["TAIL"]) == (8192, 0)
     assert [tiles(8200, 16, 4)[k] for k in ("SLICE", "MAIN", "TAIL")] == [768, 512, 256]
+    # what needs no GPU to refuse: knobs, the slice a thread holds, the rows' layout, the grid (helper-82's review)
+    from softmax_lab.kernels.clustered_tma import shape_refusal
+
+    assert shape_refusal(4, 65536, 65536, 0, 2, 8, 4) == ""
+    assert shape_refusal(1, 65536, 3, 0, 2, 8, 4) == ""  # (one row: its stride does not matter)
+    assert "parts must be 2 to 16" in shape_refusal(4, 65536, 65536, 0, 2, 1, 4)
+    assert "at most 80 with 16 warps" in shape_refusal(2, 131072, 131072, 0, 2, 2, 16)  # (it spilled)
+    assert "at most 128 with 4 warps" in shape_refusal(2, 65536, 65536, 0, 4, 2, 4)
+    assert "overlap" in shape_refusal(4, 65536, 0, 0, 4, 8, 8)  # expand()ed rows
+    assert "not a multiple of 4" in shape_refusal(4, 65535, 65536, 0, 4, 8, 8)
+    assert "start on 16 bytes" in shape_refusal(4, 65536, 65538, 0, 4, 8, 8)
+    assert "start on 16 bytes" in shape_refusal(4, 65536, 65536, 4, 4, 8, 8)
+    assert "2**31 programs" in shape_refusal(2**28, 8, 8, 0, 2, 16, 4)  # (the grid would wrap: rows unwritten)

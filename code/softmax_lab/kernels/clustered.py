@@ -156,6 +156,8 @@ def slices(n_cols: int, element_size: int, parts=None, num_warps=None, vectors=N
 def refusal(x: torch.Tensor, parts=None, num_warps=None, vectors=None, dsmem=False, online=False) -> str:
     """Why this GPU or ``x`` cannot take the kernel (``gluon_refusal``), or ''."""
     options = slices(x.shape[1], x.element_size(), parts, num_warps, vectors)
+    if x.shape[0] * options["PARTS"] >= 2**31:  # (the launch's grid is rows × parts programs, a 32-bit int)
+        return "clustered_softmax: at most 2**31 programs (rows × parts); use cooperative_softmax"
     return gluon_refusal(x, "clustered_softmax", row_bytes=options["SLICE"] * x.element_size(), clusters=True)
 
 

@@ -42,7 +42,7 @@ from .cluster_exchange import LOG2E_HEX
 from ._launch import cdiv, device_limits, device_refusal, next_power_of_2, prepare_gluon, row_vector
 
 BOX = 256  # elements in one TMA box (the most a box may have in a dimension)
-MAX_PER_THREAD = 128  # a program's tiles, elements a thread: more would spill registers
+MAX_PER_THREAD = 128  # a program's tiles, elements a thread, at most (fewer with 16 or 32 warps: shape_refusal)
 # The exchange's static shared memory lies before Triton's dynamic shared memory, and TMA's shared destinations
 # must lie on 128 bytes: the static array is a whole number of 128 bytes. (Unpadded, 72 bytes, every setting
 # faulted with "misaligned address" on the H200: round 12.)
@@ -262,34 +262,57 @@ def tiles(n_cols: int, parts: int, num_warps: int) -> dict:
     return dict(N_COLS=n_cols, SLICE=slice_, MAIN=main, TAIL=tail, PARTS=parts, num_warps=num_warps, num_ctas=parts)
 
 
-def refusal(x: torch.Tensor, parts: int = 8, num_warps: int = 4) -> str:
-    """Why this GPU, ``x`` or the knobs cannot take the kernel, or ''."""
-    name = "clustered_tma_softmax"
+def refusal(x: torch.Tensor, parts: int | None = None, num_warps: int | None = None) -> str:
+    """Why this GPU, ``x`` or the knobs cannot take the kernel, or '' (knobs None: the defaults, 8 and 4)."""
+    parts, num_warps = parts or 8, num_warps or 4
     if x.device.type != "cuda":
-        return (f"{name} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run; "
+        return (f"{NAME} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run; "
                 "use cooperative_softmax")
-    n_rows, n_cols = x.shape
+    if x.numel() == 0:
+        return ""
+    why = shape_refusal(*x.shape, x.stride(0), x.data_ptr(), x.element_size(), parts, num_warps)
+    if why:
+        return why
+    options = tiles(x.shape[1], parts, num_warps)
+    capability, shared = device_limits(x.device)
+    why = device_refusal(NAME, capability, shared, (options["MAIN"] + options["TAIL"]) * x.element_size(), True)
+    if why:
+        return why
+    if parts > PORTABLE_PARTS:
+        return clusters_fit(x, parts, num_warps)
+    return ""
+
+
+NAME = "clustered_tma_softmax"
+REGISTERS = 65536  # 32-bit registers of a multiprocessor: a program of w warps has at most 65536 / (32·w) a thread
+SPARE_REGISTERS = 48  # what a thread needs besides its slice (addresses, masks, the exchange), as compiled
+
+
+def shape_refusal(n_rows: int, n_cols: int, row_stride: int, data_ptr: int, element_size: int, parts: int,
+                  num_warps: int) -> str:
+    """The half of ``refusal`` that needs no GPU: the knobs, the slice a thread holds, the rows' alignment."""
     if not 2 <= parts <= MAX_PARTS:
-        return (f"{name}: parts must be 2 to {MAX_PARTS} (programs in a cluster), got {parts}; a row in one "
+        return (f"{NAME}: parts must be 2 to {MAX_PARTS} (programs in a cluster), got {parts}; a row in one "
                 "program's shared memory: resident_softmax")
     options = tiles(n_cols, parts, num_warps)
     per_thread = (options["MAIN"] + options["TAIL"]) // (32 * num_warps)
-    if per_thread > MAX_PER_THREAD:
-        return (f"{name}: each thread would hold {per_thread} elements of its slice in registers (at most "
-                f"{MAX_PER_THREAD}): use more parts or warps")
-    capability, shared = device_limits(x.device)
-    why = device_refusal(name, capability, shared, (options["MAIN"] + options["TAIL"]) * x.element_size(), True)
-    if why:
-        return why
-    vec = 16 // x.element_size()
-    if x.data_ptr() % 16 or n_cols % vec or (n_rows > 1 and (x.stride(0) % vec or x.stride(0) < n_cols)):
-        return (f"{name} copies rows with TMA, which needs every row of x to start on 16 bytes and be whole 16-byte "
-                f"vectors (a row length and row stride that are multiples of {vec}); use clustered_softmax or "
+    most = min(MAX_PER_THREAD, min(255, REGISTERS // (32 * num_warps)) - SPARE_REGISTERS)
+    if per_thread > most:
+        return (f"{NAME}: each thread would hold {per_thread} elements of its slice in registers, at most {most} "
+                f"with {num_warps} warps (more would spill): use more parts, or fewer warps")
+    vec = 16 // element_size
+    if n_rows > 1 and row_stride < n_cols:
+        return (f"{NAME}: x's rows overlap (row stride {row_stride}, rows of {n_cols}, e.g. after expand()): "
+                "make x contiguous first, or use cooperative_softmax")
+    if n_cols % vec:
+        return (f"{NAME} copies rows with TMA in whole 16-byte vectors: a row of {n_cols} elements is not a multiple "
+                f"of {vec}; use clustered_softmax (where the memory after the row allows) or cooperative_softmax")
+    if data_ptr % 16 or (n_rows > 1 and row_stride % vec):
+        return (f"{NAME} copies rows with TMA, which needs every row of x to start on 16 bytes (a row stride that is "
+                f"a multiple of {vec} elements); use cooperative_softmax")
+    if n_rows * parts >= 2**31 or row_stride * element_size >= 2**40:
+        return (f"{NAME}: at most 2**31 programs (rows × parts) and rows less than 2**40 bytes apart; use "
                 "cooperative_softmax")
-    if n_rows >= 2**31 or x.stride(0) * x.element_size() >= 2**40:
-        return f"{name}: TMA takes fewer than 2**31 rows less than 2**40 bytes apart; use cooperative_softmax"
-    if parts > PORTABLE_PARTS:
-        return clusters_fit(x, parts, num_warps)
     return ""
 
 
@@ -303,7 +326,7 @@ def clusters_fit(x: torch.Tensor, parts: int, num_warps: int) -> str:
     if key not in _CLUSTERS:
         one = x[:1]
         why = cluster_refusal(*launch_setup(torch.empty_like(one), one, parts, num_warps))
-        _CLUSTERS[key] = why.replace("clustered_softmax", "clustered_tma_softmax")
+        _CLUSTERS[key] = why.replace("clustered_softmax", NAME).replace(" (with more warps or vectors)", "")
     return _CLUSTERS[key]
 
 
@@ -312,8 +335,8 @@ class _Descriptor:
     a plan's descriptor moved to another tensor's address without building a TensorDescriptor (and its checks)."""
     __slots__ = ("base", "shape", "strides", "padding")
 
-    def __init__(self, address: int, like):
-        self.base, self.shape, self.strides, self.padding = _Address(address), like.shape, like.strides, like.padding
+    def __init__(self, address: int, shape, strides, padding):
+        self.base, self.shape, self.strides, self.padding = _Address(address), shape, strides, padding
 
 
 class _Address:
@@ -355,20 +378,24 @@ def plan(y, x, parts=8, num_warps=4):
     run = relauncher(kernel, grid, args, per_call=3, **options)
     if run is None:
         return None
-    big, box = args[1], args[2]
-    return lambda out_ptr, in_ptr: run(out_ptr, _Descriptor(in_ptr, big), _Descriptor(in_ptr, box))
+    shape, strides, padding = list(args[1].shape), list(args[1].strides), args[1].padding  # (not x: a plan lives on)
+
+    def run_tma(out_ptr, in_ptr):
+        run(out_ptr, _Descriptor(in_ptr, shape, strides, padding), _Descriptor(in_ptr, shape, strides, padding))
+
+    return run_tma
 
 
-def clustered_tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int = 8,
-                          num_warps: int = 4) -> torch.Tensor:
+def clustered_tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int | None = None,
+                          num_warps: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (Hopper GPU; rows on 16 bytes and whole 16-byte vectors). Knobs:
-    ``parts`` (programs per row, a power of two up to 16; 16 only where the GPU can launch such clusters),
-    ``num_warps``; together they must leave each thread at most 128 elements of its slice. One kernel is compiled
-    per row length."""
-    x, y = prepare_gluon(x, out, "clustered_tma_softmax", lambda x: refusal(x, parts, num_warps), MAX_PARTS,
-                         parts=parts, num_warps=num_warps)
+    ``parts`` (programs per row, a power of two from 2 to 16; 16 only where the GPU can launch such clusters;
+    default 8), ``num_warps`` (default 4); together they must leave each thread at most 128 elements of its slice
+    (fewer with 16 or 32 warps: ``shape_refusal``). One kernel is compiled per row length."""
+    x, y = prepare_gluon(x, out, NAME, lambda x: refusal(x, parts, num_warps), MAX_PARTS, parts=parts,
+                         num_warps=num_warps)
     if x.numel() == 0:
         return y
-    kernel, grid, args, options = launch_setup(y, x, parts, num_warps)
+    kernel, grid, args, options = launch_setup(y, x, parts or 8, num_warps or 4)
     kernel[grid](*args, **options)
     return y
