@@ -72,6 +72,9 @@ REFUSALS = {"resident": resident.refusal, "clustered": clustered.refusal, "clust
 PLANNED = {"multirow": multirow.launch_setup, "fused": fused.launch_setup, "resident": resident.launch_setup,
            "clustered": clustered.launch_setup, "unaligned": unaligned.launch_setup,
            "unaligned_resident": unaligned_resident.launch_setup}
+# The kernels that make their own relaunch plan: ``plan(y, x, **knobs)`` gives ``run(out_ptr, in_ptr)`` (clustered_tma:
+# its input goes in as TMA descriptors, which the plan moves to each call's x).
+OWN_PLANS = {"clustered_tma": clustered_tma.plan}
 # The cooperative kernels: ``launch_setup(y, x, **knobs)`` gives (kernel, grid, args, options, sizes, one), args[2:4]
 # their scratch (``kernels._launch.scratch``: per stream, counters the kernels set back to 0 as they finish).
 COOPERATIVE = {"cooperative": cooperative.launch_setup, "unaligned_cooperative": unaligned.cooperative_launch_setup,
@@ -216,11 +219,11 @@ def plan_2d(x2: torch.Tensor):
     name, knobs = _runnable(x2)
     if name in GLUON_KERNELS and n_cols % (16 // x2.element_size()):
         name, knobs = pick(GLUON_FALLBACK[element_size(x2.dtype)], n_cols)
-    if name not in PLANNED and name not in COOPERATIVE and name != "clustered_tma":
+    if name not in PLANNED and name not in COOPERATIVE and name not in OWN_PLANS:
         return None
     y2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device)
-    if name == "clustered_tma":  # (its input goes in as TMA descriptors: the plan moves them to each call's x)
-        return clustered_tma.plan(y2, x2, **knobs)
+    if name in OWN_PLANS:
+        return OWN_PLANS[name](y2, x2, **knobs)
     if name in COOPERATIVE:
         return plan_cooperative(COOPERATIVE[name](y2, x2, **knobs), (y2, x2))
     kernel, grid, args, options = PLANNED[name](y2, x2, **knobs)
