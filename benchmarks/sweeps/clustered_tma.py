@@ -66,7 +66,7 @@ import time
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 from triton.runtime.jit import constexpr_function
 
 LOG2E_HEX = "0f3FB8AA3B"  # 1.4426950408889634 as a PTX float
@@ -359,13 +359,20 @@ def _sub_tile(smem, k, SIZE: gl.constexpr, START: gl.constexpr, part, SLICE: gl.
 
 
 @gluon.jit
-def stream_kernel(out_ptr, big_desc, box_desc, out_stride, N_COLS: gl.constexpr, SLICE: gl.constexpr,
-                  MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr, SUB: gl.constexpr,
-                  FIX: gl.constexpr = 0):
+def stream_kernel(out_ptr, big_desc, box_desc, out_stride, dbg_ptr, copy_ptr, N_COLS: gl.constexpr,
+                  SLICE: gl.constexpr, MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr, SUB: gl.constexpr,
+                  FIX: gl.constexpr = 0, DEBUG: gl.constexpr = False):
     """Round 13's 'stream' form: the same TMA copies and exchange as ``tma_kernel``, but the slice is not held in
     registers: it is read from shared memory in sub-tiles of SUB columns three times (its max, its sum of exps,
     the store), so a thread holds a few vectors, not its whole share of the slice, and shared memory alone decides
-    how many programs share a multiprocessor. Two exps an element, three reads of shared memory."""
+    how many programs share a multiprocessor. Two exps an element, three reads of shared memory.
+
+    Race probes (round 14, ``tma_race.py --diagnose``): FIX 1/2 whole-cluster barriers (after the exchange, at the
+    end); FIX 3 a proxy fence (``fence.proxy.async``) after the copies' mbarrier is initialised; FIX 4 a CTA barrier
+    after the wait on it; FIX 5 the store pass reads the slice from global memory (x, passed as ``copy_ptr``), not
+    shared memory; FIX 6 the mbarrier invalidated once waited on. DEBUG: each program's (m, l, M, scale) into
+    ``dbg_ptr`` ([rows, PARTS, 4] fp32) and the slice as the store pass read it into ``copy_ptr`` (x's shape and
+    dtype)."""
     LOG2E: gl.constexpr = 1.4426950408889634
     dtype: gl.constexpr = box_desc.dtype
     BITS: gl.constexpr = dtype.primitive_bitwidth
@@ -382,6 +389,8 @@ def stream_kernel(out_ptr, big_desc, box_desc, out_stride, N_COLS: gl.constexpr,
     rank = cluster_rank()
     bar = gl.allocate_shared_memory(gl.int64, [1], own_barrier(PARTS))
     mbarrier.init(bar, count=1)
+    if FIX == 3:
+        fence_async_shared()
     FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
     if rank < FULL:
         _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, rank * SLICE,
@@ -391,6 +400,10 @@ def stream_kernel(out_ptr, big_desc, box_desc, out_stride, N_COLS: gl.constexpr,
             _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, r * SLICE,
                     copy_plan(MAIN, TAIL, N_COLS - r * SLICE, BIG, box_desc.block_shape[1]), MAIN, BIG)
     mbarrier.wait(bar, 0)
+    if FIX == 4:
+        gl.thread_barrier()
+    if FIX == 6:
+        mbarrier.invalidate(bar)
     S_M: gl.constexpr = min(SUB, MAIN)
     S_T: gl.constexpr = min(SUB, TAIL) if TAIL > 0 else 1
     mx = gl.full([PARTS, S_M], float("-inf"), gl.float32, layout)
@@ -424,12 +437,27 @@ def stream_kernel(out_ptr, big_desc, box_desc, out_stride, N_COLS: gl.constexpr,
         gl.inline_asm_elementwise("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
                                   "mov.u32 $0, 0;", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
     dst = out_ptr + row.to(gl.int64) * out_stride
+    if DEBUG:
+        d = dbg_ptr + (row * PARTS + part) * 4
+        gl.store(d, m)
+        gl.store(d + 1, total)
+        gl.store(d + 2, m_row)
+        gl.store(d + 3, scale)
+    src = copy_ptr + row.to(gl.int64) * out_stride  # (FIX 5: x, read with out's row stride)
     for k in range(MAIN // S_M):  # the store
         x, cols, ok = _sub_tile(main_smem, k, S_M, 0, part, SLICE, N_COLS, layout)
+        if FIX == 5:
+            x = gl.load(src + cols, mask=ok, other=float("-inf")).to(gl.float32)
+        if DEBUG:
+            gl.store(copy_ptr + row.to(gl.int64) * out_stride + cols, x.to(out_ptr.dtype.element_ty), mask=ok)
         gl.store(dst + cols, gl.exp2((x - shift) * LOG2E + c).to(out_ptr.dtype.element_ty), mask=ok)
     if TAIL > 0:
         for k in range(TAIL // S_T):
             x, cols, ok = _sub_tile(tail_smem, k, S_T, MAIN, part, SLICE, N_COLS, layout)
+            if FIX == 5:
+                x = gl.load(src + cols, mask=ok, other=float("-inf")).to(gl.float32)
+            if DEBUG:
+                gl.store(copy_ptr + row.to(gl.int64) * out_stride + cols, x.to(out_ptr.dtype.element_ty), mask=ok)
             gl.store(dst + cols, gl.exp2((x - shift) * LOG2E + c).to(out_ptr.dtype.element_ty), mask=ok)
     if FIX == 2:  # (race probe: a whole-cluster barrier before the programs leave)
         gl.inline_asm_elementwise("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
@@ -476,7 +504,7 @@ def descriptors(x: torch.Tensor, options: dict):
 
 
 def tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int = 8, num_warps: int = 8,
-                mode: str = "full", probe: torch.Tensor | None = None, fix: int = 0):
+                mode: str = "full", probe: torch.Tensor | None = None, fix: int = 0, debug=None):
     """Softmax over the last dim of ``x`` (2-D, CUDA, rows on 16 bytes and whole 16-byte vectors; Hopper).
     ``mode`` 'copy' or 'exchange' (``--check-parts``): a part of the kernel alone (``tma_kernel``'s MODE); 'copy'
     writes the shared addresses into ``probe`` (int32, 2·parts)."""
@@ -491,8 +519,9 @@ def tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int = 8
     options = {k: v for k, v in options.items() if k != "BIG"}
     if mode == "stream":  # (round 13: the slice read from shared memory in sub-tiles of 2 vectors a thread)
         sub = 2 * 32 * num_warps * 16 // x.element_size()
-        stream_kernel[(x.shape[0],)](y, big, box, y.stride(0), **options, SUB=sub, FIX=fix, num_warps=num_warps,
-                                     num_ctas=parts)
+        dbg, copy = debug if debug is not None else (y, x if fix == 5 else y)  # (stream_kernel's DEBUG, FIX 5)
+        stream_kernel[(x.shape[0],)](y, big, box, y.stride(0), dbg, copy, **options, SUB=sub, FIX=fix,
+                                     DEBUG=debug is not None, num_warps=num_warps, num_ctas=parts)
         return y
     if mode != "full":
         options["MODE"] = MODES[mode]
@@ -710,7 +739,7 @@ def compiled_for_h200(n_cols, dtype, parts, warps, mode="full"):
     if mode == "stream":
         options["SUB"] = 2 * 32 * warps * 16 // x.element_size()
         signature = {"out_ptr": ty, "big_desc": mangle_type(big), "box_desc": mangle_type(box), "out_stride": "i32",
-                     **{k: "constexpr" for k in options}}
+                     "dbg_ptr": "*fp32", "copy_ptr": ty, **{k: "constexpr" for k in options}}
         source = GluonASTSource(fn=stream_kernel, signature=signature, constexprs=options,
                                 attrs={(0,): [["tt.divisibility", 16]], (3,): [["tt.divisibility", 16]]})
         return triton.compile(source, target=GPUTarget("cuda", 90, 64), options=dict(num_warps=warps, num_ctas=parts))

@@ -46,8 +46,7 @@ def held_probe():
 def stream_probe():
     import triton
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import clustered_tma as sweep
+    sweep = _sweep()
 
     def form(parts, fix):
         return lambda x, y: sweep.tma_softmax(x, y, parts, 4, "stream", fix=fix)
@@ -73,5 +72,107 @@ def stream_probe():
         print(f"{name:36s} {100 * copy / ms:5.1f}% of copy (rough)", flush=True)
 
 
+def _sweep():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import clustered_tma as sweep
+
+    return sweep
+
+
+def describe(sweep, x, y, dbg, copy, r, parts):
+    """What is wrong in row ``r``: per program, its (m, l) against float64's over its slice, the (M, scale) it got
+    from the exchange, how many elements of its slice the store pass read differently from x, how many outputs are
+    wrong, and their spread of y / float64."""
+    n = x.shape[1]
+    slice_ = sweep.plan(n, parts, 4)["SLICE"]
+    xs = x[r].double()
+    ref = torch.softmax(xs, -1)
+    m_ref = [xs[p * slice_:(p + 1) * slice_].max().item() for p in range(parts)]
+    l_ref = [torch.exp(xs[p * slice_:(p + 1) * slice_] - m_ref[p]).sum().item() for p in range(parts)]
+    big_m = max(m_ref)
+    big_l = sum(l * torch.tensor(m - big_m).exp().item() for m, l in zip(m_ref, l_ref))
+    lines = []
+    for p in range(parts):
+        cols = slice(p * slice_, min((p + 1) * slice_, n))
+        m, l, got_m, scale = dbg[r, p].tolist()
+        scale_ref = torch.tensor(m_ref[p] - big_m).exp().item() / big_l
+        reread = int((copy[r, cols] != x[r, cols]).sum())
+        bad = ~torch.isclose(y[r, cols].double(), ref[cols], atol=1e-3, rtol=2e-2, equal_nan=True)
+        where = bad.nonzero().flatten()
+        ratio = (y[r, cols].double() / ref[cols])[bad]
+        lines.append(f"  p{p}: m {m:.4g} ({m_ref[p]:.4g}) l {l:.5g} ({l_ref[p]:.5g}) M {got_m:.4g} ({big_m:.4g}) "
+                     f"scale {scale:.4g} ({scale_ref:.4g}) reread-diff {reread} wrong {int(bad.sum())}"
+                     + (f" at {where[:6].tolist()} y/ref {ratio.min().item():.3g}..{ratio.max().item():.3g}"
+                        if len(where) else ""))
+    return "\n".join(lines)
+
+
+def diagnose():
+    """Round 14: the streamed form's wrong rows, looked at closely (``stream_kernel``'s DEBUG), and the race probes
+    (its FIX 3-5) counted, at 1024×65536 bf16 over 4 programs of 4 warps."""
+    sweep = _sweep()
+    n, parts = 65536, 4
+    for fix in (0, 3, 4, 5):
+        counts = []
+        for _ in range(20):
+            x = (3 * torch.randn(1024, n, device="cuda")).bfloat16()
+            y = torch.full_like(x, float("nan"))
+            sweep.tma_softmax(x, y, parts, 4, "stream", fix=fix)
+            counts.append(bad_rows(y, x))
+        print(f"stream 4x4 65536 FIX {fix}: bad rows in 20 x 1024: {sum(counts)} {counts}", flush=True)
+    shown = 0
+    for i in range(40):
+        x = (3 * torch.randn(1024, n, device="cuda")).bfloat16()
+        y = torch.full_like(x, float("nan"))
+        dbg = torch.full((1024, parts, 4), float("nan"), device="cuda")
+        copy = torch.full_like(x, float("nan"))
+        sweep.tma_softmax(x, y, parts, 4, "stream", debug=(dbg, copy))
+        ref = torch.softmax(x.double(), -1)
+        rows = (~torch.isclose(y.double(), ref, atol=1e-3, rtol=2e-2, equal_nan=True).all(dim=1)).nonzero()
+        rows = rows.flatten().tolist()
+        print(f"DEBUG input {i}: bad rows {rows}", flush=True)
+        for r in rows[:3]:
+            if shown < 12:
+                print(f" row {r}:\n{describe(sweep, x, y, dbg, copy, r, parts)}", flush=True)
+                shown += 1
+
+
+def invalidated():
+    """Round 14: the streamed form with its copies' mbarrier invalidated once waited on (FIX 6) against without
+    (FIX 0), 40 fresh inputs each, at the widths the dispatcher would give it."""
+    sweep = _sweep()
+    for rows, n, dtype, parts, warps in ((1024, 65536, BF16, 4, 4), (1024, 128256, BF16, 8, 4),
+                                         (1024, 100000, F16, 8, 4), (512, 151936, F32, 16, 4)):
+        for fix in (0, 6):
+            counts = []
+            for _ in range(40):
+                x = (3 * torch.randn(rows, n, device="cuda")).to(dtype)
+                y = torch.full_like(x, float("nan"))
+                sweep.tma_softmax(x, y, parts, warps, "stream", fix=fix)
+                counts.append(bad_rows(y, x))
+            print(f"stream {rows}x{n} {str(dtype)[6:]:9s} {parts}x{warps} FIX {fix}: bad rows in 40 inputs: "
+                  f"{sum(counts)}", flush=True)
+
+
+def once(form):
+    """One launch (for compute-sanitizer): 256 rows of 65536 bf16, 4 programs of 4 warps, the streamed form or the
+    held one (``--once stream|held``); prints the wrong rows."""
+    sweep = _sweep()
+    x = (3 * torch.randn(256, 65536, device="cuda")).bfloat16()
+    y = torch.full_like(x, float("nan"))
+    sweep.tma_softmax(x, y, 4, 4, "stream" if form == "stream" else "full")
+    torch.cuda.synchronize()
+    print(f"{form}: bad rows {bad_rows(y, x)} of 256", flush=True)
+
+
 if __name__ == "__main__":
-    stream_probe() if "--stream" in sys.argv else held_probe()
+    if "--stream" in sys.argv:
+        stream_probe()
+    elif "--diagnose" in sys.argv:
+        diagnose()
+    elif "--invalidated" in sys.argv:
+        invalidated()
+    elif "--once" in sys.argv:
+        once(sys.argv[sys.argv.index("--once") + 1])
+    else:
+        held_probe()
