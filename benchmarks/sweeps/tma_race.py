@@ -3,12 +3,20 @@ GPU machine, repository root:
 
     PYTHONPATH=code python3 benchmarks/sweeps/tma_race.py            # the held form, the dispatcher's settings
     PYTHONPATH=code python3 benchmarks/sweeps/tma_race.py --stream   # the streamed form (sweeps/clustered_tma.py)
+    PYTHONPATH=code python3 benchmarks/sweeps/tma_race.py --library  # round 14: both forms of the library's kernel
+    PYTHONPATH=code python3 benchmarks/sweeps/tma_race.py --diagnose     # round 14: what the wrong rows look like
+    PYTHONPATH=code python3 benchmarks/sweeps/tma_race.py --invalidated  # round 14: the fix, against without it
 
 ``--stream`` is the second of round 13's two probes (h200-tma-race-2-round13.log: 53-124 wrong rows in 20 × 1024,
 with or without a whole-cluster barrier after the exchange or before the programs leave); the first
 (h200-tma-race-1-round13.log) ran the library's held form at 1024×65536 bf16 (0 of 20,480 rows wrong), its streamed
-form (55 and 98) and the sweep's (78, and 0 for its held form). The held probe over every setting below was written
-after the device time had run out: not run yet.
+form (55 and 98) and the sweep's (78, and 0 for its held form). The held probe over every setting below ran in
+round 14 (h200-tma-race-held-round14.log: 0 wrong rows at each). Round 14 found the cause (``--diagnose``,
+h200-tma-diagnose-round14.log): only program 0's (max, sum) was ever wrong, and only the reductions' scratch of
+program 0 lies on the TMA copies' mbarrier, which was never invalidated (PTX asks for ``mbarrier.inval`` before an
+mbarrier's bytes serve anything else): with it (the sweep's FIX 6), 0 wrong rows of 40 × 1024 at four settings,
+without it 104-780 (``--invalidated``, h200-tma-invalidated-round14.log). compute-sanitizer's racecheck, synccheck
+and memcheck saw nothing (h200-tma-sanitizer-round14.log): the barrier's write comes from the hardware.
 """
 import os
 import sys
@@ -26,21 +34,26 @@ def bad_rows(y, x):
     return int((~torch.isclose(y.double(), ref, atol=tol[0], rtol=tol[1], equal_nan=True).all(dim=1)).sum())
 
 
-SETTINGS = [(1024, 65536, BF16, 8, 4), (1024, 60000, F16, 8, 4), (1024, 81920, BF16, 8, 4), (1024, 65536, F32, 8, 8),
-            (1024, 50000, F32, 8, 8), (512, 100000, F32, 16, 4), (512, 128256, F32, 16, 4), (256, 151936, F32, 8, 8),
-            (256, 163840, F32, 8, 8)]
+# (rows, columns, dtype, parts, warps, streamed): round 13's held settings, then (round 14) the streamed ones.
+SETTINGS = [(1024, 65536, BF16, 8, 4, False), (1024, 60000, F16, 8, 4, False), (1024, 81920, BF16, 8, 4, False),
+            (1024, 65536, F32, 8, 8, False), (1024, 50000, F32, 8, 8, False), (512, 100000, F32, 16, 4, False),
+            (512, 128256, F32, 16, 4, False), (256, 151936, F32, 8, 8, False), (256, 163840, F32, 8, 8, False)]
+STREAMED = [(1024, 60000, BF16, 4, 4, True), (1024, 65536, F16, 4, 4, True), (1024, 80000, BF16, 8, 4, True),
+            (1024, 128256, BF16, 8, 4, True), (1024, 131072, F16, 8, 4, True), (512, 140000, F32, 16, 4, True),
+            (512, 163840, F32, 16, 4, True)]
 
 
-def held_probe():
-    for n_rows, n, dtype, parts, warps in SETTINGS:
+def held_probe(settings=SETTINGS, inputs=50):
+    """The library's kernel (``clustered_tma_softmax``) at each setting, every row of ``inputs`` fresh inputs."""
+    for n_rows, n, dtype, parts, warps, stream in settings:
         counts = []
-        for _ in range(50):
+        for _ in range(inputs):
             x = (3 * torch.randn(n_rows, n, device="cuda")).to(dtype)
             y = torch.full_like(x, float("nan"))
-            clustered_tma_softmax(x, out=y, parts=parts, num_warps=warps)
+            clustered_tma_softmax(x, out=y, parts=parts, num_warps=warps, stream=stream)
             counts.append(bad_rows(y, x))
-        print(f"{n_rows}x{n} {str(dtype)[6:]:9s} {parts}x{warps} held: bad rows in 50 inputs: {sum(counts)}",
-              flush=True)
+        print(f"{n_rows}x{n} {str(dtype)[6:]:9s} {parts}x{warps} {'streamed' if stream else 'held'}: bad rows in "
+              f"{inputs} inputs: {sum(counts)}", flush=True)
 
 
 def stream_probe():
@@ -174,5 +187,7 @@ if __name__ == "__main__":
         invalidated()
     elif "--once" in sys.argv:
         once(sys.argv[sys.argv.index("--once") + 1])
+    elif "--library" in sys.argv:  # (round 14: both forms, as the library has them)
+        held_probe(SETTINGS + STREAMED, 30)
     else:
         held_probe()

@@ -1,11 +1,12 @@
-"""The clustered softmax with TMA copies: each program's slice copied by the Tensor Memory Accelerator, held in
-registers, the partials sent into the partners' shared memory.
+"""The clustered softmax with TMA copies: each program's slice copied by the Tensor Memory Accelerator, the
+partials sent into the partners' shared memory; the slice held in registers, or streamed from shared memory.
 
-``clustered_tma_kernel(out_ptr, big_desc, box_desc, out_stride_v, N_COLS, SLICE, MAIN, TAIL, PARTS, OUT_VEC)``
+``clustered_tma_kernel(out_ptr, big_desc, box_desc, out_stride_v, N_COLS, SLICE, MAIN, TAIL, PARTS, OUT_VEC, STREAM)``
   one cluster of PARTS programs per row, as ``clustered.py``: program p takes columns [p·SLICE, (p+1)·SLICE).
   big_desc, box_desc: TMA descriptors of the input (host side: base, shape, strides), copying BIG elements (a box
   of 256 on each warp) or one box of 256; N_COLS: the row length, known when compiling (one kernel per width, as
-  QuACK compiles); MAIN, TAIL: the slice as a power-of-two tile and, where it is longer, a second, narrower one.
+  QuACK compiles); MAIN, TAIL: the slice as a power-of-two tile and, where it is longer, a second, narrower one;
+  STREAM: which of the two forms below.
 
 In each program, step by step:
 
@@ -15,17 +16,22 @@ In each program, step by step:
    16-byte copy per thread per vector as ``cp.async`` needs; each copy counts its bytes on a second mbarrier, armed
    with exactly the bytes of the copies issued (TMA counts a whole box, its part past the row included, so no box
    is issued that lies wholly past the row);
-3. wait on that mbarrier; the slice read into registers once (-inf past the row: TMA fills zeros there); its max
-   m, then e = exp(x - m) once an element, kept in registers, and their sum l;
+3. wait on that mbarrier, then invalidate it (PTX asks for that before its bytes serve anything else, and Triton
+   puts the reductions' scratch there: without it, program 0's max or sum was now and then overwritten by the
+   barrier's state, 0.3-0.6% of rows wrong, round 14); the slice's max m and sum l of exp(x - m) (-inf past the
+   row: TMA fills zeros there);
 4. the exchange (PTX below): thread t < PARTS stores (m, l) into program t's slot for this program
    (``st.async``, which completes its bytes on program t's mbarrier); each program waits on its own mbarrier for
    the PARTS pairs and combines them (the rule of ``combine.py``): no barrier for the whole cluster after it;
-5. y = e · exp(m - M) / L, stored from registers.
+5. y = exp(x - m) · exp(m - M) / L, stored.
 
-One read and one write of the row, one exp an element, shared memory written by the TMA unit and read once. Where
-``clustered.py`` keeps the slice in shared memory and reads it again for the store, this keeps it in registers,
-as QuACK does: then registers decide how many programs share a multiprocessor, and so how many bytes are on their
-way, which is why the dispatcher takes it only where it measured faster (docs/performance.md, round 13).
+Held (``_held``): the slice read from shared memory once into registers, e = exp(x - m) kept there, one exp an
+element, as QuACK does. Then registers decide how many programs share a multiprocessor, and so how many bytes are
+on their way: a thread holding 64 values leaves room for two programs of 8 warps, too few for 16-bit rows past
+81,920 (60-74% of copy at 128,256). Streamed (``_streamed``, STREAM): the slice read from shared memory two
+vectors a thread at a time, three times (max, sum, store), two exps an element, 40 registers: shared memory alone
+decides, 7 programs of a 16-bit row of 128,256 share a multiprocessor (95.2% against the held form's 69 and
+``clustered.py``'s 87.5). The dispatcher takes each where it measured faster (docs/performance.md, rounds 13-14).
 
 Written in Gluon with inline PTX; Hopper GPUs only (TMA, clusters). Rows must start on 16 bytes and be whole
 16-byte vectors (TMA's rules for the descriptor). Finite inputs near the float max stay finite: every exp is taken
@@ -202,12 +208,106 @@ def _tile(smem, part, START: gl.constexpr, SLICE: gl.constexpr, N_COLS: gl.const
     return gl.where(ok, smem.load(layout).to(gl.float32), float("-inf")), cols, ok
 
 
+@constexpr_function
+def sub_tiles_shared(parts):
+    """A tile ``[PARTS, TILE]`` seen as ``[TILE // SUB, PARTS, SUB]``: ``.index(k)`` is sub-tile k, row p in
+    program p. (Not a layout whose CTA bases are all zero, each program its own: Triton takes such a tensor as the
+    same in every program and lets program 0 alone store it, as round 13's first stream run found.)"""
+    return gl.SwizzledSharedLayout(1, 1, 1, [1, 0], [[1 << i, 0] for i in range(parts.bit_length() - 1)])
+
+
+@gluon.jit
+def _sub_tile(smem, k, SUB: gl.constexpr, START: gl.constexpr, part, SLICE: gl.constexpr, N_COLS: gl.constexpr,
+              layout: gl.constexpr):
+    """Sub-tile ``k`` (SUB columns) of each program's tile ``smem``, whose first column is START of the slice, as
+    floats, -inf past the slice and the row; its columns and mask."""
+    PARTS: gl.constexpr = smem.shape[0]
+    view = smem._reinterpret(smem.dtype, [smem.shape[1] // SUB, PARTS, SUB], sub_tiles_shared(PARTS)).index(k)
+    offs = START + k * SUB + gl.arange(0, SUB, layout=gl.SliceLayout(0, layout))
+    ok = offs[None, :] < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]
+    return gl.where(ok, view.load(layout).to(gl.float32), float("-inf")), part[:, None] * SLICE + offs[None, :], ok
+
+
+@gluon.jit
+def _sub_tiles(valid, START: gl.constexpr, TILE: gl.constexpr, SUB: gl.constexpr):
+    """How many sub-tiles of a tile starting at START hold some of the ``valid`` columns of this program's slice."""
+    return (gl.minimum(gl.maximum(valid - START, 0), TILE) + SUB - 1) // SUB
+
+
+@gluon.jit
+def _held(main_smem, tail_smem, part, SLICE: gl.constexpr, N_COLS: gl.constexpr, MAIN: gl.constexpr,
+          TAIL: gl.constexpr, xchg, dst, layout: gl.constexpr):
+    """Steps 3-5 with the slice held in registers: one read of shared memory, one exp an element."""
+    LOG2E: gl.constexpr = 1.4426950408889634
+    x, cols, ok = _tile(main_smem, part, 0, SLICE, N_COLS, layout)
+    m = gl.max(x, axis=1)
+    if TAIL > 0:
+        x_t, cols_t, ok_t = _tile(tail_smem, part, MAIN, SLICE, N_COLS, layout)
+        m = gl.maximum(m, gl.max(x_t, axis=1))
+    shift = gl.where(m == float("-inf"), 0.0, m)[:, None]  # (a slice of -inf only: its exps and sum are 0)
+    e = gl.exp2((x - shift) * LOG2E)
+    total = gl.sum(e, axis=1)
+    if TAIL > 0:
+        e_t = gl.exp2((x_t - shift) * LOG2E)
+        total += gl.sum(e_t, axis=1)
+    scale = gl.inline_asm_elementwise(exchange_asm(main_smem.shape[0]), "=f,r,f,f", [xchg, m, total],  # 4.
+                                      dtype=gl.float32, is_pure=False, pack=1)
+    gl.store(dst + cols, (e * scale[:, None]).to(dst.dtype.element_ty), mask=ok)  # 5.
+    if TAIL > 0:
+        gl.store(dst + cols_t, (e_t * scale[:, None]).to(dst.dtype.element_ty), mask=ok_t)
+
+
+@gluon.jit
+def _streamed(main_smem, tail_smem, part, rank, SLICE: gl.constexpr, N_COLS: gl.constexpr, MAIN: gl.constexpr,
+              TAIL: gl.constexpr, SUB: gl.constexpr, xchg, dst, layout: gl.constexpr):
+    """Steps 3-5 with the slice streamed from shared memory, SUB columns at a time (two 16-byte vectors a thread),
+    three times: its max, its sum of exps, the store. Two exps an element, but a thread holds two vectors, not its
+    whole share: shared memory alone decides how many programs share a multiprocessor."""
+    LOG2E: gl.constexpr = 1.4426950408889634
+    PARTS: gl.constexpr = main_smem.shape[0]
+    S_M: gl.constexpr = min(SUB, MAIN)
+    S_T: gl.constexpr = min(SUB, TAIL) if TAIL > 0 else 1
+    valid = gl.minimum(N_COLS - rank * SLICE, SLICE)  # (this program's columns: the loops stop past them)
+    n_main = _sub_tiles(valid, 0, MAIN, S_M)
+    n_tail = _sub_tiles(valid, MAIN, TAIL, S_T)
+    mx = gl.full([PARTS, S_M], float("-inf"), gl.float32, layout)
+    for k in range(n_main):  # 3. the max
+        mx = gl.maximum(mx, _sub_tile(main_smem, k, S_M, 0, part, SLICE, N_COLS, layout)[0])
+    m = gl.max(mx, axis=1)
+    if TAIL > 0:
+        mx_t = gl.full([PARTS, S_T], float("-inf"), gl.float32, layout)
+        for k in range(n_tail):
+            mx_t = gl.maximum(mx_t, _sub_tile(tail_smem, k, S_T, MAIN, part, SLICE, N_COLS, layout)[0])
+        m = gl.maximum(m, gl.max(mx_t, axis=1))
+    shift = gl.where(m == float("-inf"), 0.0, m)[:, None]
+    acc = gl.full([PARTS, S_M], 0.0, gl.float32, layout)
+    for k in range(n_main):  # 3. the sum of exps
+        acc += gl.exp2((_sub_tile(main_smem, k, S_M, 0, part, SLICE, N_COLS, layout)[0] - shift) * LOG2E)
+    total = gl.sum(acc, axis=1)
+    if TAIL > 0:
+        acc_t = gl.full([PARTS, S_T], 0.0, gl.float32, layout)
+        for k in range(n_tail):
+            acc_t += gl.exp2((_sub_tile(tail_smem, k, S_T, MAIN, part, SLICE, N_COLS, layout)[0] - shift) * LOG2E)
+        total += gl.sum(acc_t, axis=1)
+    scale = gl.inline_asm_elementwise(exchange_asm(PARTS), "=f,r,f,f", [xchg, m, total],  # 4.
+                                      dtype=gl.float32, is_pure=False, pack=1)
+    log2_scale = gl.log2(scale)[:, None]  # (the scale inside the exp: 2^((x - m)·log2 e + log2 scale))
+    for k in range(n_main):  # 5.
+        x, cols, ok = _sub_tile(main_smem, k, S_M, 0, part, SLICE, N_COLS, layout)
+        gl.store(dst + cols, gl.exp2((x - shift) * LOG2E + log2_scale).to(dst.dtype.element_ty), mask=ok)
+    if TAIL > 0:
+        for k in range(n_tail):
+            x, cols, ok = _sub_tile(tail_smem, k, S_T, MAIN, part, SLICE, N_COLS, layout)
+            gl.store(dst + cols, gl.exp2((x - shift) * LOG2E + log2_scale).to(dst.dtype.element_ty), mask=ok)
+
+
 @gluon.jit
 def clustered_tma_kernel(out_ptr, big_desc, box_desc, out_stride_v, N_COLS: gl.constexpr, SLICE: gl.constexpr,
-                         MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr):
-    LOG2E: gl.constexpr = 1.4426950408889634
+                         MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr,
+                         STREAM: gl.constexpr = False):
     dtype: gl.constexpr = box_desc.dtype
-    layout: gl.constexpr = split_layout(128 // dtype.primitive_bitwidth, gl.num_warps(), PARTS)
+    VEC: gl.constexpr = 128 // dtype.primitive_bitwidth
+    layout: gl.constexpr = split_layout(VEC, gl.num_warps(), PARTS)
     part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
     xchg = gl.inline_asm_elementwise(init_asm(PARTS), "=r", [], dtype=gl.int32, is_pure=False, pack=1)  # 1.
     main_smem = gl.allocate_shared_memory(dtype, [PARTS, MAIN], split_shared(dtype.primitive_bitwidth, PARTS))
@@ -231,24 +331,14 @@ def clustered_tma_kernel(out_ptr, big_desc, box_desc, out_stride_v, N_COLS: gl.c
             _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, r * SLICE,
                     copy_plan(MAIN, TAIL, N_COLS - r * SLICE, BIG, BOX_), MAIN)
     mbarrier.wait(bar, 0)  # 3.
-    x, cols, ok = _tile(main_smem, part, 0, SLICE, N_COLS, layout)
-    m = gl.max(x, axis=1)
-    if TAIL > 0:
-        x_t, cols_t, ok_t = _tile(tail_smem, part, MAIN, SLICE, N_COLS, layout)
-        m = gl.maximum(m, gl.max(x_t, axis=1))
-    shift = gl.where(m == float("-inf"), 0.0, m)[:, None]  # (a slice of -inf only: its exps and sum are 0)
-    e = gl.exp2((x - shift) * LOG2E)
-    total = gl.sum(e, axis=1)
-    if TAIL > 0:
-        e_t = gl.exp2((x_t - shift) * LOG2E)
-        total += gl.sum(e_t, axis=1)
+    mbarrier.invalidate(bar)  # (before its bytes are used again: the reductions' scratch may lie on them)
     xchg_p = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + xchg
-    scale = gl.inline_asm_elementwise(exchange_asm(PARTS), "=f,r,f,f", [xchg_p, m, total],  # 4.
-                                      dtype=gl.float32, is_pure=False, pack=1)
     dst = out_ptr + row.to(gl.int64) * (out_stride_v * OUT_VEC)
-    gl.store(dst + cols, (e * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok)  # 5.
-    if TAIL > 0:
-        gl.store(dst + cols_t, (e_t * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok_t)
+    if STREAM:
+        _streamed(main_smem, tail_smem, part, rank, SLICE, N_COLS, MAIN, TAIL, 2 * 32 * gl.num_warps() * VEC,
+                  xchg_p, dst, layout)
+    else:
+        _held(main_smem, tail_smem, part, SLICE, N_COLS, MAIN, TAIL, xchg_p, dst, layout)
 
 
 def tiles(n_cols: int, parts: int, num_warps: int) -> dict:
@@ -262,7 +352,7 @@ def tiles(n_cols: int, parts: int, num_warps: int) -> dict:
     return dict(N_COLS=n_cols, SLICE=slice_, MAIN=main, TAIL=tail, PARTS=parts, num_warps=num_warps, num_ctas=parts)
 
 
-def refusal(x: torch.Tensor, parts: int | None = None, num_warps: int | None = None) -> str:
+def refusal(x: torch.Tensor, parts: int | None = None, num_warps: int | None = None, stream: bool = False) -> str:
     """Why this GPU, ``x`` or the knobs cannot take the kernel, or '' (knobs None: the defaults, 8 and 4)."""
     parts, num_warps = parts or 8, num_warps or 4
     if x.device.type != "cuda":
@@ -270,7 +360,7 @@ def refusal(x: torch.Tensor, parts: int | None = None, num_warps: int | None = N
                 "use cooperative_softmax")
     if x.numel() == 0:
         return ""
-    why = shape_refusal(*x.shape, x.stride(0), x.data_ptr(), x.element_size(), parts, num_warps)
+    why = shape_refusal(*x.shape, x.stride(0), x.data_ptr(), x.element_size(), parts, num_warps, stream)
     if why:
         return why
     options = tiles(x.shape[1], parts, num_warps)
@@ -279,7 +369,7 @@ def refusal(x: torch.Tensor, parts: int | None = None, num_warps: int | None = N
     if why:
         return why
     if parts > PORTABLE_PARTS:
-        return clusters_fit(x, parts, num_warps)
+        return clusters_fit(x, parts, num_warps, stream)
     return ""
 
 
@@ -289,7 +379,7 @@ SPARE_REGISTERS = 48  # what a thread needs besides its slice (addresses, masks,
 
 
 def shape_refusal(n_rows: int, n_cols: int, row_stride: int, data_ptr: int, element_size: int, parts: int,
-                  num_warps: int) -> str:
+                  num_warps: int, stream: bool = False) -> str:
     """The half of ``refusal`` that needs no GPU: the knobs, the slice a thread holds, the rows' alignment."""
     if not 2 <= parts <= MAX_PARTS:
         return (f"{NAME}: parts must be 2 to {MAX_PARTS} (programs in a cluster), got {parts}; a row in one "
@@ -297,9 +387,9 @@ def shape_refusal(n_rows: int, n_cols: int, row_stride: int, data_ptr: int, elem
     options = tiles(n_cols, parts, num_warps)
     per_thread = (options["MAIN"] + options["TAIL"]) // (32 * num_warps)
     most = min(MAX_PER_THREAD, min(255, REGISTERS // (32 * num_warps)) - SPARE_REGISTERS)
-    if per_thread > most:
+    if per_thread > most and not stream:
         return (f"{NAME}: each thread would hold {per_thread} elements of its slice in registers, at most {most} "
-                f"with {num_warps} warps (more would spill): use more parts, or fewer warps")
+                f"with {num_warps} warps (more would spill): use more parts, fewer warps, or stream=True")
     vec = 16 // element_size
     if n_rows > 1 and row_stride < n_cols:
         return (f"{NAME}: x's rows overlap (row stride {row_stride}, rows of {n_cols}, e.g. after expand()): "
@@ -319,13 +409,13 @@ def shape_refusal(n_rows: int, n_cols: int, row_stride: int, data_ptr: int, elem
 _CLUSTERS: dict = {}
 
 
-def clusters_fit(x: torch.Tensor, parts: int, num_warps: int) -> str:
+def clusters_fit(x: torch.Tensor, parts: int, num_warps: int, stream: bool) -> str:
     """``clustered.cluster_refusal`` for a cluster of more than 8 programs (it must fit one group of
     multiprocessors with its shared memory), asked of the driver once per GPU and kernel."""
-    key = (x.device.index, x.dtype, x.shape[1], parts, num_warps)
+    key = (x.device.index, x.dtype, x.shape[1], parts, num_warps, stream)
     if key not in _CLUSTERS:
         one = x[:1]
-        why = cluster_refusal(*launch_setup(torch.empty_like(one), one, parts, num_warps))
+        why = cluster_refusal(*launch_setup(torch.empty_like(one), one, parts, num_warps, stream))
         _CLUSTERS[key] = why.replace("clustered_softmax", NAME).replace(" (with more warps or vectors)", "")
     return _CLUSTERS[key]
 
@@ -360,21 +450,22 @@ def descriptors(x: torch.Tensor, parts: int, num_warps: int):
             TensorDescriptor(x, shape, strides, [1, BOX], layout))
 
 
-def launch_setup(y, x, parts=8, num_warps=4):
+def launch_setup(y, x, parts=8, num_warps=4, stream=False):
     """(kernel, grid, args, options) of one launch; args[1:3] are x's TMA descriptors (a plan moves them)."""
     options = tiles(x.shape[1], parts, num_warps)
+    options["STREAM"] = bool(stream)
     options["OUT_VEC"] = out_vec = row_vector(x.shape[1], y)
     big, box = descriptors(x, parts, num_warps)
     return clustered_tma_kernel, (x.shape[0],), (y, big, box, y.stride(0) // out_vec), options
 
 
-def plan(y, x, parts=8, num_warps=4):
+def plan(y, x, parts=8, num_warps=4, stream=False):
     """``run(out_ptr, in_ptr)`` for inputs like ``x`` (the dispatcher's fast path): the compiled kernel launched
     again with x's descriptors moved to the new address (Triton's launcher encodes them at each launch). None on
     the CPU."""
     from ._launch import relauncher
 
-    kernel, grid, args, options = launch_setup(y, x, parts, num_warps)
+    kernel, grid, args, options = launch_setup(y, x, parts, num_warps, stream)
     run = relauncher(kernel, grid, args, per_call=3, **options)
     if run is None:
         return None
@@ -387,15 +478,17 @@ def plan(y, x, parts=8, num_warps=4):
 
 
 def clustered_tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, parts: int | None = None,
-                          num_warps: int | None = None) -> torch.Tensor:
+                          num_warps: int | None = None, stream: bool = False) -> torch.Tensor:
     """Softmax over the last dim of 2-D ``x`` (Hopper GPU; rows on 16 bytes and whole 16-byte vectors). Knobs:
     ``parts`` (programs per row, a power of two from 2 to 16; 16 only where the GPU can launch such clusters;
     default 8), ``num_warps`` (default 4); together they must leave each thread at most 128 elements of its slice
-    (fewer with 16 or 32 warps: ``shape_refusal``). One kernel is compiled per row length."""
-    x, y = prepare_gluon(x, out, NAME, lambda x: refusal(x, parts, num_warps), MAX_PARTS, parts=parts,
+    (fewer with 16 or 32 warps: ``shape_refusal``), unless ``stream`` (the slice read from shared memory a few
+    vectors at a time, three times, instead of held in registers: any slice that fits shared memory). One kernel
+    is compiled per row length."""
+    x, y = prepare_gluon(x, out, NAME, lambda x: refusal(x, parts, num_warps, stream), MAX_PARTS, parts=parts,
                          num_warps=num_warps)
     if x.numel() == 0:
         return y
-    kernel, grid, args, options = launch_setup(y, x, parts or 8, num_warps or 4)
+    kernel, grid, args, options = launch_setup(y, x, parts or 8, num_warps or 4, stream)
     kernel[grid](*args, **options)
     return y

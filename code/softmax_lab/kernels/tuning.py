@@ -31,9 +31,12 @@ def element_size(dtype: torch.dtype) -> int:
 # ``online=True``: the shared-memory kernels take each row's sum with its max as the chunks land (chunk_state.py),
 # measured faster in every range it is set for (+0.3 to +5.3 points of copy; round 10). 16-bit rows past 16,384 on
 # 16 warps: 0 to +1.7 points from 20,000 to 32,768 (equal at 24,576), 8 warps ahead at 16,384 and below (round 11).
-# ``clustered_tma``: the slice copied by TMA and held in registers (round 13): fp32 rows of 49,152-163,840 (93.3-98.0%
-# of copy against 88.8-91.9 on clustered or cooperative), 16-bit rows of 57,345-81,920 (89.8-92.0 against 85.5-86.1).
-# Past that its registers hold too few rows at a time: 16-bit 128,256 ran 60-74, fp32 262,144 87.2 (cooperative 86.3).
+# ``clustered_tma`` (rounds 13-14): the slice copied by TMA, held in registers: fp32 rows of 49,152-131,072 (95.1-98.0%
+# of copy against 89.6-91.9 on clustered or cooperative), 16-bit rows of 65,537-77,824 (94.2 at 73,728 against 91.8
+# streamed); or streamed from shared memory (``stream=True``), where registers held too few rows at a time: 16-bit
+# rows of 57,345-65,536 (95.1 against 93.2 held) and 77,825-131,072 (93.4 against 88.9 held at 81,920, 95.2 against
+# clustered's 87.5 at 128,256), fp32 rows of 131,073-163,840 (95.3 against 93.3 held at 151,936). The held form
+# from round 13; the streamed form from round 14, once its race was found (docs/performance.md).
 FORWARD = {
     4: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=4))),
         (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
@@ -43,7 +46,7 @@ FORWARD = {
         (49151, ("cooperative", dict(BLOCK=8192, num_warps=4))),
         (65536, ("clustered_tma", dict(parts=8, num_warps=8))),
         (131072, ("clustered_tma", dict(parts=16, num_warps=4))),
-        (163840, ("clustered_tma", dict(parts=8, num_warps=8))),
+        (163840, ("clustered_tma", dict(parts=16, num_warps=4, stream=True))),
         (262144, ("cooperative", dict(BLOCK=8192, num_warps=4))),
         (1048576, ("cooperative", dict(BLOCK=8192, num_warps=8))),
         (None, ("l2_reread", dict(BLOCK=8192, num_warps=8)))],
@@ -54,8 +57,9 @@ FORWARD = {
         (8192, ("fused", dict(num_warps=16))),
         (16384, ("resident", dict(num_warps=8, overlap=True, online=True))),
         (57344, ("resident", dict(num_warps=16, overlap=True, online=True))),
-        (81920, ("clustered_tma", dict(parts=8, num_warps=4))),
-        (131072, ("clustered", dict(parts=8, num_warps=2, vectors=1, online=True))),
+        (65536, ("clustered_tma", dict(parts=4, num_warps=4, stream=True))),
+        (77824, ("clustered_tma", dict(parts=8, num_warps=4))),
+        (131072, ("clustered_tma", dict(parts=8, num_warps=4, stream=True))),
         (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
 # Rows a little past a power of two (``multirow``'s ``tail=True``): the largest power of two the row holds in one
