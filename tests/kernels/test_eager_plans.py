@@ -81,9 +81,9 @@ def _rand(shape, dtype=torch.float32):
     return (torch.randn(shape, device="cuda") * 3).to(dtype)
 
 
-FORWARD_CASES = [((3, 500000), torch.float32, "cooperative"), ((16, 262144), torch.float32, "cooperative"),
+FORWARD_CASES = [((3, 500000), torch.float32, "cooperative"), ((16, 300000), torch.float32, "cooperative"),
                  ((2, 1100000), torch.float32, "l2_reread"), ((4, 70001), BF16, "unaligned_cooperative"),
-                 ((3, 200000), torch.float16, "cooperative")]
+                 ((3, 300000), torch.float16, "cooperative")]
 
 
 @GPU

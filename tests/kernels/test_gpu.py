@@ -589,7 +589,7 @@ def test_clustered_tma_every_row_of_many_inputs(n_cols, dtype, knobs):
 
 @HOPPER
 def test_clustered_tma_dispatch_plans_and_fallback(monkeypatch):
-    # fp32 rows of 49152-163840 and 16-bit rows of 57345-131072 take clustered_tma (rounds 13-14), through softmax()
+    # rows of 49152-262144 fp32 and 57345-262144 16-bit take clustered_tma (rounds 13-14), through softmax()
     # and through its relaunch plan, which moves x's TMA descriptors to each call's x (new inputs, the same plan);
     # rows off 16 bytes, or not whole vectors, are refused by the launcher and fall back.
     from softmax_lab import dispatch, op
@@ -597,18 +597,20 @@ def test_clustered_tma_dispatch_plans_and_fallback(monkeypatch):
 
     for n, dtype in ((49152, torch.float32), (65536, torch.float32), (65537 + 3, torch.float32),
                      (131072, torch.float32), (163840, torch.float32), (57345 + 7, BF16), (81920, torch.float16),
-                     (100000, BF16), (131072, BF16)):
+                     (100000, BF16), (131072, BF16), (163840, BF16), (262144, torch.float16), (200000, torch.float32),
+                     (262144, torch.float32)):
         assert softmax.choose(64, n, dtype)[0] == "clustered_tma", (n, dtype)
-    assert softmax.choose(64, 131073, BF16)[0] == "cooperative"
+    assert softmax.choose(64, 262145, BF16)[0] == "cooperative"
     assert softmax.choose(64, 49151, torch.float32)[0] == "cooperative"
-    assert softmax.choose(64, 163841, torch.float32)[0] == "cooperative"
+    assert softmax.choose(64, 262145, torch.float32)[0] == "cooperative"
     assert softmax.choose(64, 57344, BF16)[0] == "resident"
     calls = []
     monkeypatch.setitem(dispatch.LAUNCHERS, "clustered_tma",
                         lambda x, **k: calls.append(1) or clustered_tma_softmax(x, **k))
     for shape, dtype in (((64, 65536), torch.float32), ((33, 100000), torch.float32), ((20, 151936), torch.float32),
-                         ((40, 70000), BF16), ((3, 65536), torch.float16), ((9, 128256), BF16)):  # (held and
-        # streamed, clusters of 4, 8 and 16)
+                         ((40, 70000), BF16), ((3, 65536), torch.float16), ((9, 128256), BF16),
+                         ((5, 200000), BF16), ((6, 250000), torch.float32)):  # (held and streamed, clusters of 4,
+        # 8 and 16)
         xs = [_randn(shape, dtype) for _ in range(3)]
         before = len(calls)
         _check_rows(dispatch.softmax_2d(xs[0]), xs[0], slice(None))

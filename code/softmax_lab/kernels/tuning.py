@@ -32,11 +32,13 @@ def element_size(dtype: torch.dtype) -> int:
 # measured faster in every range it is set for (+0.3 to +5.3 points of copy; round 10). 16-bit rows past 16,384 on
 # 16 warps: 0 to +1.7 points from 20,000 to 32,768 (equal at 24,576), 8 warps ahead at 16,384 and below (round 11).
 # ``clustered_tma`` (rounds 13-14): the slice copied by TMA, held in registers: fp32 rows of 49,152-131,072 (95.1-98.0%
-# of copy against 89.6-91.9 on clustered or cooperative), 16-bit rows of 65,537-77,824 (94.2 at 73,728 against 91.8
+# of copy against 89.6-91.9 on clustered or cooperative), 16-bit rows of 65,537-73,728 (94.2 at 73,728 against 91.8
 # streamed); or streamed from shared memory (``stream=True``), where registers held too few rows at a time: 16-bit
-# rows of 57,345-65,536 (95.1 against 93.2 held) and 77,825-131,072 (93.4 against 88.9 held at 81,920, 95.2 against
-# clustered's 87.5 at 128,256), fp32 rows of 131,073-163,840 (95.3 against 93.3 held at 151,936). The held form
-# from round 13; the streamed form from round 14, once its race was found (docs/performance.md).
+# rows of 57,345-65,536 (95.1 against 93.2 held), 73,729-131,072 (91.4 against 86.2 held at 77,824, 95.1-95.2
+# against clustered's 87.5 at 128,256), 131,073-262,144 (95.3 on 8 programs of 8 warps at 163,840, 95.6 on 16 of 4
+# at 262,144, against cooperative's 75-77), fp32 rows of 131,073-262,144 (95.3 against 93.3 held at 151,936; 92.9
+# on 16 programs of 8 warps at 200,000 against cooperative's 88.9). The held form from round 13; the streamed form
+# from round 14, once its race was found (docs/performance.md).
 FORWARD = {
     4: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=4))),
         (512, ("multirow", dict(ROWS=2, num_warps=2))), (2048, ("multirow", dict(ROWS=1, num_warps=4))),
@@ -47,7 +49,7 @@ FORWARD = {
         (65536, ("clustered_tma", dict(parts=8, num_warps=8))),
         (131072, ("clustered_tma", dict(parts=16, num_warps=4))),
         (163840, ("clustered_tma", dict(parts=16, num_warps=4, stream=True))),
-        (262144, ("cooperative", dict(BLOCK=8192, num_warps=4))),
+        (262144, ("clustered_tma", dict(parts=16, num_warps=8, stream=True))),
         (1048576, ("cooperative", dict(BLOCK=8192, num_warps=8))),
         (None, ("l2_reread", dict(BLOCK=8192, num_warps=8)))],
     2: [(128, ("multirow", dict(ROWS=8, num_warps=4))), (256, ("multirow", dict(ROWS=4, num_warps=2))),
@@ -58,8 +60,10 @@ FORWARD = {
         (16384, ("resident", dict(num_warps=8, overlap=True, online=True))),
         (57344, ("resident", dict(num_warps=16, overlap=True, online=True))),
         (65536, ("clustered_tma", dict(parts=4, num_warps=4, stream=True))),
-        (77824, ("clustered_tma", dict(parts=8, num_warps=4))),
+        (73728, ("clustered_tma", dict(parts=8, num_warps=4))),
         (131072, ("clustered_tma", dict(parts=8, num_warps=4, stream=True))),
+        (196608, ("clustered_tma", dict(parts=8, num_warps=8, stream=True))),
+        (262144, ("clustered_tma", dict(parts=16, num_warps=4, stream=True))),
         (None, ("cooperative", dict(BLOCK=8192, num_warps=4)))],
 }
 # Rows a little past a power of two (``multirow``'s ``tail=True``): the largest power of two the row holds in one
