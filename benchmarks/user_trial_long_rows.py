@@ -6,7 +6,8 @@ Run from the repository root on the GPU machine (one device call of about 400 s)
 (a driver process; each case runs in a child process, which is restarted after the case that broke the CUDA
 context, if one does). One line per case: PASS / FAIL / EXC / SKIP.
 
-Written in round 13 of issue 28 by a helper acting as a PyTorch user; it has not run on a GPU yet.
+Written in round 13 of issue 28 by a helper acting as a PyTorch user; round 14 added the streamed form's ranges
+(2b.) and ran it (benchmarks/records/h200-user-trial-round14.log).
 """
 import math
 import os
@@ -477,6 +478,13 @@ def child(start):
     plain(f32, 1000, 151936)
     plain(f32, 1000, 65540)
     plain(bf16, 1000, 70000)
+    # 2b. (round 14) the streamed form's ranges: 16-bit rows to 262,144, fp32 rows to 262,144, and past them
+    for n, dtype in ((73728, bf16), (73736, bf16), (163840, bf16), (196616, f16), (262144, bf16), (262152, bf16),
+                     (200000, f32), (262144, f32), (262148, f32)):
+        for rows in (1, 3):
+            plain(dtype, rows, n)
+    plain(bf16, 1000, 128256)
+    plain(f32, 500, 200000)
     # 3. repeated calls with fresh tensors (the plan cache)
     repeat_case("fp32 3x65536", lambda: rnd((3, 65536), f32))
     repeat_case("fp32 1000x131072", lambda: rnd((1000, 131072), f32))
