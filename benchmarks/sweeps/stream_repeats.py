@@ -5,6 +5,7 @@ timed ``REPEATS`` times in one process by ``bench.compare`` (the timer both use)
 other knobs, and a copy of the same bytes each time. GPU machine, repository root:
 
     PYTHONPATH=code python3 benchmarks/sweeps/stream_repeats.py OUT.json
+    PYTHONPATH=code python3 benchmarks/sweeps/stream_repeats.py --widths OUT.json
 """
 import sys
 
@@ -26,11 +27,17 @@ def tma(parts, warps, stream):
 SHAPES = [(1024, 128256, BF16, [tma(8, 8, True), tma(16, 4, True), tma(4, 8, True)]),
           (1024, 65536, BF16, [tma(8, 4, False), tma(8, 4, True), tma(4, 8, True)])]
 
+# (--widths) Its first run found 4 programs of 8 warps steady at 92.6-92.8 at 128,256 where the dispatcher's 8 of 4
+# ran 95.3 once, then 89.4-90.4: the two, twice, on 16-bit widths of the range, and 8 of 8 where it is the rule.
+WIDTHS = [(1024, n, BF16, [tma(8, 4, True), tma(4, 8, True)]) for n in (90000, 100000, 110000, 131072)]
+WIDTHS += [(1024, 163840, BF16, [tma(8, 8, True), tma(4, 8, True)])]
+
 
 if __name__ == "__main__":
-    bench.sweep(sys.argv[1], [(rows, cols, dtype, candidates, dict(eager=True, rep_ms=40))
-                              for _ in range(REPEATS) for rows, cols, dtype, candidates in SHAPES],
-                "PYTHONPATH=code python3 benchmarks/sweeps/stream_repeats.py OUT.json",
+    shapes, repeats, option = (WIDTHS, 2, "--widths ") if sys.argv[1] == "--widths" else (SHAPES, REPEATS, "")
+    bench.sweep(sys.argv[-1], [(rows, cols, dtype, candidates, dict(eager=True, rep_ms=40))
+                               for _ in range(repeats) for rows, cols, dtype, candidates in shapes],
+                f"PYTHONPATH=code python3 benchmarks/sweeps/stream_repeats.py {option}OUT.json",
                 line=lambda rec: f"{rec['impl']:22s} {rec.get('choice') or rec.get('knobs') or ''} "
                                  f"{rec.get('pct_copy', 0):6.1f}% eager {rec.get('eager_ms', 0) * 1e3:.1f} us "
                                  f"{rec.get('checked') or rec.get('error')}")
