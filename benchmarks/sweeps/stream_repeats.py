@@ -6,6 +6,7 @@ other knobs, and a copy of the same bytes each time. GPU machine, repository roo
 
     PYTHONPATH=code python3 benchmarks/sweeps/stream_repeats.py OUT.json
     PYTHONPATH=code python3 benchmarks/sweeps/stream_repeats.py --widths OUT.json
+    PYTHONPATH=code python3 benchmarks/sweeps/stream_repeats.py --paths OUT.json
 """
 import sys
 
@@ -32,9 +33,23 @@ SHAPES = [(1024, 128256, BF16, [tma(8, 8, True), tma(16, 4, True), tma(4, 8, Tru
 WIDTHS = [(1024, n, BF16, [tma(8, 4, True), tma(4, 8, True)]) for n in (90000, 100000, 110000, 131072)]
 WIDTHS += [(1024, 163840, BF16, [tma(8, 8, True), tma(4, 8, True)])]
 
+# (--paths) Its second run found the dispatcher's line (softmax(x): its relaunch plan, a new output each call) 4-8
+# points under the same kernel and knobs called with a preallocated output, in the second pass only: the kernel with
+# and without ``out``, and the dispatcher, three times.
+
+
+def paths(knobs):
+    return [("tma out", lambda x, out: clustered_tma_softmax(x, out=out, **knobs), knobs),
+            ("tma new output", lambda x, out: clustered_tma_softmax(x, **knobs), knobs)]
+
+
+PATHS = [(1024, 131072, BF16, paths(dict(parts=8, num_warps=4, stream=True))),
+         (1024, 163840, BF16, paths(dict(parts=8, num_warps=8, stream=True)))]
+
 
 if __name__ == "__main__":
-    shapes, repeats, option = (WIDTHS, 2, "--widths ") if sys.argv[1] == "--widths" else (SHAPES, REPEATS, "")
+    shapes, repeats, option = (WIDTHS, 2, "--widths ") if sys.argv[1] == "--widths" else \
+        (PATHS, 3, "--paths ") if sys.argv[1] == "--paths" else (SHAPES, REPEATS, "")
     bench.sweep(sys.argv[-1], [(rows, cols, dtype, candidates, dict(eager=True, rep_ms=40))
                                for _ in range(repeats) for rows, cols, dtype, candidates in shapes],
                 f"PYTHONPATH=code python3 benchmarks/sweeps/stream_repeats.py {option}OUT.json",
