@@ -496,7 +496,7 @@ def test_clustered_dispatch_plans_and_fallback(monkeypatch):
     monkeypatch.setitem(dispatch.FORWARD, 2, rules)
     assert softmax.choose(1024, 81921, BF16)[0] == "clustered"
     assert softmax.choose(1024, 131072, torch.float16)[0] == "clustered"
-    assert softmax.choose(1024, 131073, BF16)[0] == "cooperative"
+    assert softmax.choose(1024, 131073, BF16)[0] == "clustered_tma"  # (streamed, since round 14)
     calls = []
     monkeypatch.setitem(dispatch.LAUNCHERS, "clustered", lambda x, **k: calls.append(1) or clustered_softmax(x, **k))
     for shape, dtype, name in (((64, 131072), torch.float16, "clustered"), ((33, 100000), BF16, "clustered"),
