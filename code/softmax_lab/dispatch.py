@@ -13,8 +13,8 @@ so a tensor can be followed from ``softmax_2d`` into its kernel. The rules, by r
   several programs share a multiprocessor);
 * rows too long for one program's shared memory: ``clustered`` (a Gluon kernel: a row split over a cluster of
   programs, each holding its slice in shared memory), or, where it measured faster, ``clustered_tma`` (each slice
-  copied by TMA, held in registers or streamed from shared memory: fp32 rows of 49,152-163,840, 16-bit rows of
-  57,345-131,072);
+  copied by TMA, held in registers or streamed from shared memory: fp32 rows of 49,152-262,144, 16-bit rows of
+  57,345-262,144);
 * longer rows: ``cooperative``, each row shared by several programs that keep their chunk in registers and
   exchange their partial ``(m, l)``, so the row is read once; the longest fp32 rows: ``l2_reread``, which reads
   its chunk again from L2 instead of holding it in registers.

@@ -428,11 +428,18 @@ TMA_SCRIPT = textwrap.dedent("""
     from softmax_lab.kernels.clustered_tma import clustered_tma_kernel, descriptors, tiles
     from softmax_lab.machine_code import compile_for_h200, sass_ops
 
+
+    def synced_before_inval(ptx):  # (Triton's wait on the copies' mbarrier, then bar.sync, then its inval)
+        wait, inval = ptx.find("waitLoop:"), ptx.find("mbarrier.inval")
+        return 0 <= wait < inval and "bar.sync" in ptx[wait:inval]
+
     DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     for dtype, n_cols, parts, warps, stream in (
             ("bf16", 65536, 4, 4, True), ("fp16", 81920, 8, 4, False), ("bf16", 128256, 8, 4, True),
             ("fp32", 65536, 8, 8, False), ("fp32", 100000, 16, 4, False), ("fp32", 151936, 16, 4, True),
             ("fp32", 151936, 8, 8, False),  # (the dispatcher's, and the held form where it streams now)
+            ("bf16", 73728, 8, 4, False), ("bf16", 163840, 8, 8, True), ("bf16", 262144, 16, 4, True),
+            ("fp32", 200000, 16, 8, True),  # (round 14's ranges)
             ("bf16", 8200, 16, 4, False), ("bf16", 8200, 16, 4, True)):  # (slices past the row's end, one wholly)
         x = torch.empty((2, n_cols), dtype=DTYPES[dtype])  # (on the CPU: only its dtype, shape and strides count)
         big, box = descriptors(x, parts, warps)
@@ -451,26 +458,27 @@ TMA_SCRIPT = textwrap.dedent("""
               count("LDG", "LDGSTS"), count("STL", "LDL"), narrow, count("STG"), regs, ptx.count("st.async"),
               ptx.count("barrier.cluster.arrive"), ptx.count("barrier.cluster.wait"),
               ptx.count(".shared .align 128 .b8 xchg[128]") + ptx.count(".shared .align 128 .b8 xchg[256]"),
-              ptx.count("mbarrier.inval"))
+              ptx.count("mbarrier.inval"), synced_before_inval(ptx))
     """)
 
 
-def test_the_tma_clustered_kernel_copies_by_tma_and_holds_its_slice_in_registers():
+def test_the_tma_clustered_kernel_copies_by_tma_and_never_spills():
     # kernels/clustered_tma.py, compiled for an H200 at the dispatcher's settings: the slice copied by TMA (no
     # loads of x by the threads, no cp.async), held in registers or streamed from shared memory (then 48 registers
     # at most), without a spill, stored 16 bytes at a time; the partials sent by st.async into the partners' shared
     # memory, one cluster barrier (an arrive at the top, its wait before the sends); the exchange's static array a
     # whole number of 128 bytes (TMA's shared destinations follow it and must lie on 128 bytes: round 12's first
     # run faulted without it); the copies' mbarrier invalidated once waited on (round 14's race).
-    for line in compiled_lines(TMA_SCRIPT, 9):
+    for line in compiled_lines(TMA_SCRIPT, 13):
         (dtype, n_cols, parts, stream, ctas, shared, tma_copies, loads, spills, narrow, stores, regs, st_async,
-         arrive, wait, padded, invalidated) = line.split()
+         arrive, wait, padded, invalidated, synced) = line.split()
         assert ctas == parts, line
         assert int(tma_copies) > 0 and loads == "0" and spills == "0", line
         assert narrow == "0" and int(stores) > 0, line
         assert int(regs) <= (48 if stream == "True" else 168), line
         assert st_async == arrive == wait == padded == "1", line
         assert invalidated == "1", line  # (the copies' mbarrier, before the reductions' scratch reuses its bytes)
+        assert synced == "True", line  # (a CTA barrier between the wait and the inval: every thread has waited)
         size = 4 if dtype == "fp32" else 2
         assert int(shared) >= -(-int(n_cols) // int(parts)) * size, line  # the slice, in shared memory
 
@@ -501,6 +509,8 @@ def test_the_tma_clustered_kernel_says_what_it_cannot_take():
     assert "at most 128 with 4 warps" in shape_refusal(2, 65536, 65536, 0, 4, 2, 4)
     assert "or stream=True" in shape_refusal(2, 65536, 65536, 0, 4, 2, 4)
     assert shape_refusal(2, 65536, 65536, 0, 4, 2, 4, stream=True) == ""  # (streamed: shared memory decides)
+    with pytest.raises(ValueError, match="stream must be True or False"):
+        clustered_tma_softmax(torch.randn(2, 65536), stream="no")
     assert "overlap" in shape_refusal(4, 65536, 0, 0, 4, 8, 8)  # expand()ed rows
     assert "not a multiple of 4" in shape_refusal(4, 65535, 65536, 0, 4, 8, 8)
     assert "start on 16 bytes" in shape_refusal(4, 65536, 65538, 0, 4, 8, 8)

@@ -536,7 +536,8 @@ TMA_KNOBS = (dict(), dict(parts=8, num_warps=8), dict(parts=16, num_warps=4), di
              dict(parts=2, num_warps=16), dict(parts=16, num_warps=8), dict(parts=1),
              dict(parts=8, num_warps=4, stream=True), dict(parts=4, num_warps=4, stream=True),
              dict(parts=16, num_warps=4, stream=True), dict(parts=2, num_warps=8, stream=True),
-             dict(parts=8, num_warps=1, stream=True))
+             dict(parts=8, num_warps=1, stream=True), dict(parts=8, num_warps=8, stream=True),
+             dict(parts=16, num_warps=8, stream=True))
 
 
 @HOPPER
@@ -556,6 +557,7 @@ def test_clustered_tma_kernel_at_gpu_sizes(shape, dtype):
     ran = 0
     for knobs in TMA_KNOBS:
         why = refusal(x, **knobs)
+        assert not (knobs.get("stream") and "registers" in why), why  # (streamed: registers never refuse it)
         if why:
             with pytest.raises(ValueError, match=re.escape(why[:40])):
                 clustered_tma_softmax(x, **knobs)
@@ -572,6 +574,8 @@ def test_clustered_tma_kernel_at_gpu_sizes(shape, dtype):
 @pytest.mark.parametrize("n_cols, dtype, knobs", [(65536, BF16, dict(parts=4, num_warps=4, stream=True)),
                                                   (128256, BF16, dict(parts=8, num_warps=4, stream=True)),
                                                   (151936, torch.float32, dict(parts=16, num_warps=4, stream=True)),
+                                                  (163840, BF16, dict(parts=8, num_warps=8, stream=True)),
+                                                  (200000, torch.float32, dict(parts=16, num_warps=8, stream=True)),
                                                   (65536, BF16, dict(parts=8, num_warps=4))], ids=str)
 def test_clustered_tma_every_row_of_many_inputs(n_cols, dtype, knobs):
     # Round 14's race: the TMA copies' mbarrier, once waited on, was not invalidated, and program 0's reduction

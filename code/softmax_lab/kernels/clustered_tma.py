@@ -28,9 +28,9 @@ In each program, step by step:
 Held (``_held``): the slice read from shared memory once into registers, e = exp(x - m) kept there, one exp an
 element, as QuACK does. Then registers decide how many programs share a multiprocessor, and so how many bytes are
 on their way: a thread holding 64 values leaves room for two programs of 8 warps, too few for 16-bit rows past
-81,920 (60-74% of copy at 128,256). Streamed (``_streamed``, STREAM): the slice read from shared memory two
+73,728 (60-74% of copy at 128,256). Streamed (``_streamed``, STREAM): the slice read from shared memory two
 vectors a thread at a time, three times (max, sum, store), two exps an element, 40 registers: shared memory alone
-decides, 7 programs of a 16-bit row of 128,256 share a multiprocessor (95.2% against the held form's 69 and
+decides, 6 programs of a 16-bit row of 128,256 share a multiprocessor (95.2% against the held form's 69 and
 ``clustered.py``'s 87.5). The dispatcher takes each where it measured faster (docs/performance.md, rounds 13-14).
 
 Written in Gluon with inline PTX; Hopper GPUs only (TMA, clusters). Rows must start on 16 bytes and be whole
@@ -389,7 +389,7 @@ def shape_refusal(n_rows: int, n_cols: int, row_stride: int, data_ptr: int, elem
     most = min(MAX_PER_THREAD, min(255, REGISTERS // (32 * num_warps)) - SPARE_REGISTERS)
     if per_thread > most and not stream:
         return (f"{NAME}: each thread would hold {per_thread} elements of its slice in registers, at most {most} "
-                f"with {num_warps} warps (more would spill): use more parts, fewer warps, or stream=True")
+                f"with {num_warps} warps (more would spill): use more parts, more warps (up to 8), or stream=True")
     vec = 16 // element_size
     if n_rows > 1 and row_stride < n_cols:
         return (f"{NAME}: x's rows overlap (row stride {row_stride}, rows of {n_cols}, e.g. after expand()): "
@@ -485,6 +485,8 @@ def clustered_tma_softmax(x: torch.Tensor, out: torch.Tensor | None = None, part
     (fewer with 16 or 32 warps: ``shape_refusal``), unless ``stream`` (the slice read from shared memory a few
     vectors at a time, three times, instead of held in registers: any slice that fits shared memory). One kernel
     is compiled per row length."""
+    if not isinstance(stream, bool):
+        raise ValueError(f"{NAME}: stream must be True or False, got {stream!r}")
     x, y = prepare_gluon(x, out, NAME, lambda x: refusal(x, parts, num_warps, stream), MAX_PARTS, parts=parts,
                          num_warps=num_warps)
     if x.numel() == 0:
