@@ -69,110 +69,21 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 from triton.runtime.jit import constexpr_function
 
+from softmax_lab.kernels.clustered import split_layout
+from softmax_lab.kernels.clustered_tma import (copy_plan, full_parts, init_asm, own_barrier, own_shared, plan_bytes,
+                                               plan_op, split_shared, sub_tiles_shared)
+
 LOG2E_HEX = "0f3FB8AA3B"  # 1.4426950408889634 as a PTX float
 BOX = 256  # elements in one TMA box (the most a box may have in a dimension)
 CHECK_SECONDS = 150  # one setting's check in its subprocess: compiles and all, or it is taken for a hang
 CHECK_PROCESSES = 8  # checks at once (each its own process and CUDA context)
-# The exchange's static shared memory lies before Triton's dynamic shared memory (global_smem: at the end of the
-# static section, 0x400 reserved bytes + the static variables, rounded to 16), and TMA's shared destinations must be
-# on 128 bytes: the static array is a whole number of XCHG_ALIGN bytes. (Unpadded, 9 ·.b64 = 72 bytes put
-# global_smem at 0x450: every TMA destination off 128 bytes, the likely cause of the H200's "misaligned address".)
-XCHG_ALIGN = 128
 MODES = {"full": 0, "copy": 1, "exchange": 2}  # tma_kernel's MODE (--check-parts): the whole kernel, or a part
 
 
 # ---------------------------------------------------------------------------------------------- layouts and plans
-
-@constexpr_function
-def split_layout(vec, num_warps, parts):
-    """``[parts, TILE]`` in registers, row p in program p of the cluster, 16-byte vectors a thread."""
-    return gl.BlockedLayout([1, vec], [1, 32], [1, num_warps], [1, 0],
-                            [[1 << i, 0] for i in range(parts.bit_length() - 1)])
-
-
-@constexpr_function
-def split_shared(bits, parts):
-    """``[parts, TILE]`` in shared memory, unswizzled (as TMA writes it), row p in program p."""
-    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2,
-                                cga_layout=[[1 << i, 0] for i in range(parts.bit_length() - 1)])
-
-
-def own_shared(bits, parts):
-    """A TMA box's layout: each program its own copy (all-zero CTA bases: a unicast copy into this program)."""
-    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2,
-                                cga_layout=[[0, 0] for i in range(parts.bit_length() - 1)])
-
-
-@constexpr_function
-def own_barrier(parts):
-    """An mbarrier of each program's own (all-zero CTA bases: initialised, armed and waited on in each program)."""
-    return mbarrier.MBarrierLayout(cga_layout=[[0] for i in range(parts.bit_length() - 1)])
-
-
-@constexpr_function
-def copy_plan(main, tail, valid, big, box):
-    """The TMA copies of a slice whose first ``valid`` columns lie in the row: ``((buffer, big, index), ...)``,
-    buffer 0 the MAIN tile, 1 the TAIL tile, ``big``: one op of ``big`` elements (else one box), at element
-    index·size of its buffer. Whole BIG ops first, then single boxes; none starts at or past ``valid``."""
-    ops = []
-    for buffer, base, size in ((0, 0, main), (1, main, tail)):
-        p = 0
-        while p < size and base + p < valid:
-            if big <= size and p + big <= size and base + p + big <= valid:
-                ops.append((buffer, True, p // big))
-                p += big
-            else:
-                ops.append((buffer, False, p // box))
-                p += box
-    return tuple(ops)
-
-
-@constexpr_function
-def plan_op(plan, i, field):
-    """Field ``field`` of op ``i`` of a copy plan (buffer, big, index)."""
-    return plan[i][field]
-
-
-@constexpr_function
-def plan_bytes(plan, big, box, element_bytes):
-    """The bytes TMA will count for ``plan``: whole boxes, their out-of-bounds part included."""
-    return sum(big if op[1] else box for op in plan) * element_bytes
-
-
-@constexpr_function
-def full_parts(n_cols, slice_, parts):
-    """How many programs of the cluster have their whole slice in the row."""
-    return min(n_cols // slice_, parts)
-
-
-# ---------------------------------------------------------------------------------------------- the exchange (PTX)
-
-@constexpr_function
-def xchg_bytes(parts):
-    """The exchange's static shared memory: the barrier and PARTS slots (8 bytes each), padded to 128 bytes."""
-    return -(-8 * (1 + parts) // XCHG_ALIGN) * XCHG_ALIGN
-
-
-@constexpr_function
-def init_asm(parts):
-    """Thread 0 sets up the exchange's barrier (one arrival: its own, with the PARTS·8 bytes it expects); the fence
-    makes the init visible to the cluster; every thread arrives at the cluster barrier (relaxed) and gets the
-    barrier's shared address (the PARTS slots follow it, 8 bytes each). The array is static shared memory, which
-    ptxas places before Triton's dynamic ``global_smem``: its size is a multiple of 128 bytes so that
-    ``global_smem``, and with it every TMA destination, stays on 128 bytes (``XCHG_ALIGN``)."""
-    return gl.constexpr(f"""{{
-    .reg .pred %p;
-    .reg .b32 %t;
-    .shared .align {XCHG_ALIGN} .b8 xchg[{xchg_bytes(parts)}];
-    mov.u32 %t, %tid.x;
-    setp.eq.u32 %p, %t, 0;
-    @%p mbarrier.init.shared::cta.b64 [xchg], 1;
-    @%p mbarrier.arrive.expect_tx.shared::cta.b64 _, [xchg], {8 * parts};
-    fence.mbarrier_init.release.cluster;
-    barrier.cluster.arrive.relaxed.aligned;
-    mov.u32 $0, xchg;
-}}""")
-
+# (Since round 14 the layouts, the copy plans and the exchange's set-up (``init_asm``, its static array padded to
+# 128 bytes) are the library's, ``kernels/clustered_tma.py``, which took them from here; the compiled kernels are
+# the same, ``--compile`` before and after. The exchange below returns M too, for the probes.)
 
 @constexpr_function
 def exchange_asm(parts):
@@ -335,15 +246,6 @@ def tma_kernel(out_ptr, big_desc, box_desc, out_stride, x_ptr, probe_ptr, N_COLS
         gl.store(dst + cols, (e * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok)  # 5.
         if TAIL > 0:
             gl.store(dst + cols_t, (e_t * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok_t)
-
-
-@constexpr_function
-def sub_tiles_shared(parts):
-    """A tile ``[PARTS, TILE]`` seen as ``[TILE // SUB, PARTS, SUB]`` (as ``clustered.shared_layout``): ``.index(k)``
-    is sub-tile k, ``[PARTS, SUB]``, row p in program p. (A layout whose CTA bases are all zero, each program its
-    own, is taken by Triton as the same in every program: its stores are made by program 0 alone, which the first
-    stream form's run showed, every program but the first leaving its slice unwritten.)"""
-    return gl.SwizzledSharedLayout(1, 1, 1, [1, 0], [[1 << i, 0] for i in range(parts.bit_length() - 1)])
 
 
 @gluon.jit
@@ -777,6 +679,7 @@ def static_shared(compiled) -> int:
 def compile_report():
     """Each setting of the sweep (and the odd widths) compiled for sm_90: registers, shared memory, SASS ops."""
     torch.cuda.is_available = lambda: True  # (compile as for a GPU; nothing is launched)
+    os.environ.pop("TRITON_INTERPRET", None)  # (set by softmax_lab's import on a machine without a GPU)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "code"))
     from softmax_lab.machine_code import sass_ops
 
