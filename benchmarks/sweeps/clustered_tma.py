@@ -527,8 +527,10 @@ def checked_in_subprocess(parts, warps, dtype, widths, mode="full", notes=None) 
 # (8,8) (16,4) (16,8); its second (h200-clustered-tma-2-round13.json) the widths around the winners (the ranges the
 # dispatcher now gives kernels/clustered_tma.py). These are its third: the 'stream' form (``stream_kernel``) where
 # registers held too few rows at a time (16-bit rows past 81,920), a third element "stream" in a setting. It ran
-# 95.2% of copy at 1024x128256 bf16 but gives a wrong row now and then (0.3-0.6% of rows, tma_race.py): not in the
-# library until that is found.
+# 95.2% of copy at 1024x128256 bf16 but gives a wrong row now and then (0.3-0.6% of rows, tma_race.py). Round 14
+# found why: the copies' mbarrier is not invalidated before the reductions' scratch reuses its bytes. Here it stays
+# so (FIX 0, as these records ran; FIX 6 invalidates it, ``tma_race.py --invalidated``); the library's kernel, both
+# forms, invalidates it.
 SETTINGS = {(1024, 128256, torch.bfloat16): [(8, 8), (8, 2, "stream"), (8, 4, "stream"), (8, 8, "stream")],
             (1024, 100000, torch.bfloat16): [(8, 2, "stream"), (8, 4, "stream")],
             (1024, 65536, torch.bfloat16): [(8, 4), (4, 4, "stream"), (8, 4, "stream")],
