@@ -70,8 +70,8 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 from triton.runtime.jit import constexpr_function
 
 from softmax_lab.kernels.clustered import split_layout
-from softmax_lab.kernels.clustered_tma import (copy_plan, full_parts, init_asm, own_barrier, own_shared, plan_bytes,
-                                               plan_op, split_shared, sub_tiles_shared)
+from softmax_lab.kernels.clustered_tma import (_sub_tile, copy_plan, full_parts, init_asm, own_barrier, own_shared,
+                                               plan_bytes, plan_op, split_shared)
 
 LOG2E_HEX = "0f3FB8AA3B"  # 1.4426950408889634 as a PTX float
 BOX = 256  # elements in one TMA box (the most a box may have in a dimension)
@@ -81,9 +81,9 @@ MODES = {"full": 0, "copy": 1, "exchange": 2}  # tma_kernel's MODE (--check-part
 
 
 # ---------------------------------------------------------------------------------------------- layouts and plans
-# (Since round 14 the layouts, the copy plans and the exchange's set-up (``init_asm``, its static array padded to
-# 128 bytes) are the library's, ``kernels/clustered_tma.py``, which took them from here; the compiled kernels are
-# the same, ``--compile`` before and after. The exchange below returns M too, for the probes.)
+# (Since round 14 the layouts, the copy plans, the sub-tiles and the exchange's set-up (``init_asm``, its array
+# padded to 128 bytes) are the library's, ``kernels/clustered_tma.py``, which took them from here; the compiled
+# kernels are the same, ``--compile`` before and after. The exchange below returns M too, for the probes.)
 
 @constexpr_function
 def exchange_asm(parts):
@@ -246,18 +246,6 @@ def tma_kernel(out_ptr, big_desc, box_desc, out_stride, x_ptr, probe_ptr, N_COLS
         gl.store(dst + cols, (e * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok)  # 5.
         if TAIL > 0:
             gl.store(dst + cols_t, (e_t * scale[:, None]).to(out_ptr.dtype.element_ty), mask=ok_t)
-
-
-@gluon.jit
-def _sub_tile(smem, k, SIZE: gl.constexpr, START: gl.constexpr, part, SLICE: gl.constexpr, N_COLS: gl.constexpr,
-              layout: gl.constexpr):
-    """(stream) Sub-tile ``k`` (SIZE columns) of each program's tile ``smem`` (``[PARTS, TILE]``), whose first column
-    is START of the slice, as floats, -inf past the slice and the row; its columns in the row, and its mask."""
-    PARTS: gl.constexpr = smem.shape[0]
-    view = smem._reinterpret(smem.dtype, [smem.shape[1] // SIZE, PARTS, SIZE], sub_tiles_shared(PARTS)).index(k)
-    offs = START + k * SIZE + gl.arange(0, SIZE, layout=gl.SliceLayout(0, layout))
-    ok = offs[None, :] < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]
-    return gl.where(ok, view.load(layout).to(gl.float32), float("-inf")), part[:, None] * SLICE + offs[None, :], ok
 
 
 @gluon.jit
