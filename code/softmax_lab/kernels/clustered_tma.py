@@ -44,6 +44,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.runtime.jit import constexpr_function
 
 from .clustered import MAX_PARTS, PORTABLE_PARTS, cluster_refusal, split_layout
+from .chunk_state import LOG2E
 from .cluster_exchange import LOG2E_HEX
 from ._launch import cdiv, device_limits, device_refusal, next_power_of_2, prepare_gluon, row_vector
 
@@ -238,7 +239,6 @@ def _sub_tiles(valid, START: gl.constexpr, TILE: gl.constexpr, SUB: gl.constexpr
 def _held(main_smem, tail_smem, part, SLICE: gl.constexpr, N_COLS: gl.constexpr, MAIN: gl.constexpr,
           TAIL: gl.constexpr, xchg, dst, layout: gl.constexpr):
     """Steps 3-5 with the slice held in registers: one read of shared memory, one exp an element."""
-    LOG2E: gl.constexpr = 1.4426950408889634
     x, cols, ok = _tile(main_smem, part, 0, SLICE, N_COLS, layout)
     m = gl.max(x, axis=1)
     if TAIL > 0:
@@ -263,7 +263,6 @@ def _streamed(main_smem, tail_smem, part, rank, SLICE: gl.constexpr, N_COLS: gl.
     """Steps 3-5 with the slice streamed from shared memory, SUB columns at a time (two 16-byte vectors a thread),
     three times: its max, its sum of exps, the store. Two exps an element, but a thread holds two vectors, not its
     whole share: shared memory alone decides how many programs share a multiprocessor."""
-    LOG2E: gl.constexpr = 1.4426950408889634
     PARTS: gl.constexpr = main_smem.shape[0]
     S_M: gl.constexpr = min(SUB, MAIN)
     S_T: gl.constexpr = min(SUB, TAIL) if TAIL > 0 else 1
