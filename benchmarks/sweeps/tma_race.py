@@ -34,6 +34,17 @@ def bad_rows(y, x):
     return int((~torch.isclose(y.double(), ref, atol=tol[0], rtol=tol[1], equal_nan=True).all(dim=1)).sum())
 
 
+def bad_rows_per_input(launch, n_rows, n, dtype, inputs):
+    """Wrong rows in each of ``inputs`` fresh inputs (3·randn, NaN-poisoned outputs), ``launch(x, y)`` writing y."""
+    counts = []
+    for _ in range(inputs):
+        x = (3 * torch.randn(n_rows, n, device="cuda")).to(dtype)
+        y = torch.full_like(x, float("nan"))
+        launch(x, y)
+        counts.append(bad_rows(y, x))
+    return counts
+
+
 # (rows, columns, dtype, parts, warps, streamed): round 13's held settings, then (round 14) the streamed ones.
 SETTINGS = [(1024, 65536, BF16, 8, 4, False), (1024, 60000, F16, 8, 4, False), (1024, 81920, BF16, 8, 4, False),
             (1024, 65536, F32, 8, 8, False), (1024, 50000, F32, 8, 8, False), (512, 100000, F32, 16, 4, False),
@@ -46,12 +57,8 @@ STREAMED = [(1024, 60000, BF16, 4, 4, True), (1024, 65536, F16, 4, 4, True), (10
 def held_probe(settings=SETTINGS, inputs=50):
     """The library's kernel (``clustered_tma_softmax``) at each setting, every row of ``inputs`` fresh inputs."""
     for n_rows, n, dtype, parts, warps, stream in settings:
-        counts = []
-        for _ in range(inputs):
-            x = (3 * torch.randn(n_rows, n, device="cuda")).to(dtype)
-            y = torch.full_like(x, float("nan"))
-            clustered_tma_softmax(x, out=y, parts=parts, num_warps=warps, stream=stream)
-            counts.append(bad_rows(y, x))
+        counts = bad_rows_per_input(lambda x, y: clustered_tma_softmax(x, out=y, parts=parts, num_warps=warps,
+                                                                        stream=stream), n_rows, n, dtype, inputs)
         print(f"{n_rows}x{n} {str(dtype)[6:]:9s} {parts}x{warps} {'streamed' if stream else 'held'}: bad rows in "
               f"{inputs} inputs: {sum(counts)}", flush=True)
 
@@ -70,12 +77,7 @@ def stream_probe():
              "stream 8x4 128256 + barrier at end": (128256, form(8, 2)),
              "stream 8x4 128256 + after exchange": (128256, form(8, 1))}
     for name, (n, f) in forms.items():
-        counts = []
-        for _ in range(20):
-            x = (3 * torch.randn(1024, n, device="cuda")).bfloat16()
-            y = torch.full_like(x, float("nan"))
-            f(x, y)
-            counts.append(bad_rows(y, x))
+        counts = bad_rows_per_input(f, 1024, n, BF16, 20)
         print(f"{name:36s} bad rows in 20 x 1024: {sum(counts)} {counts}", flush=True)
     for name, (n, f) in forms.items():  # rough timing (one 1024-row input, 128-256 MB, past the L2)
         x = (3 * torch.randn(1024, n, device="cuda")).bfloat16()
@@ -126,12 +128,8 @@ def diagnose():
     sweep = _sweep()
     n, parts = 65536, 4
     for fix in (0, 3, 4, 5):
-        counts = []
-        for _ in range(20):
-            x = (3 * torch.randn(1024, n, device="cuda")).bfloat16()
-            y = torch.full_like(x, float("nan"))
-            sweep.tma_softmax(x, y, parts, 4, "stream", fix=fix)
-            counts.append(bad_rows(y, x))
+        counts = bad_rows_per_input(lambda x, y: sweep.tma_softmax(x, y, parts, 4, "stream", fix=fix), 1024, n, BF16,
+                                    20)
         print(f"stream 4x4 65536 FIX {fix}: bad rows in 20 x 1024: {sum(counts)} {counts}", flush=True)
     shown = 0
     for i in range(40):
@@ -157,12 +155,8 @@ def invalidated():
     for rows, n, dtype, parts, warps in ((1024, 65536, BF16, 4, 4), (1024, 128256, BF16, 8, 4),
                                          (1024, 100000, F16, 8, 4), (512, 151936, F32, 16, 4)):
         for fix in (0, 6):
-            counts = []
-            for _ in range(40):
-                x = (3 * torch.randn(rows, n, device="cuda")).to(dtype)
-                y = torch.full_like(x, float("nan"))
-                sweep.tma_softmax(x, y, parts, warps, "stream", fix=fix)
-                counts.append(bad_rows(y, x))
+            counts = bad_rows_per_input(lambda x, y: sweep.tma_softmax(x, y, parts, warps, "stream", fix=fix), rows,
+                                        n, dtype, 40)
             print(f"stream {rows}x{n} {str(dtype)[6:]:9s} {parts}x{warps} FIX {fix}: bad rows in 40 inputs: "
                   f"{sum(counts)}", flush=True)
 
