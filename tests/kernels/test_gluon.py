@@ -483,6 +483,68 @@ def test_the_tma_clustered_kernel_copies_by_tma_and_never_spills():
         assert int(shared) >= -(-int(n_cols) // int(parts)) * size, line  # the slice, in shared memory
 
 
+TMA_BACKWARD_SCRIPT = textwrap.dedent("""
+    import os
+    os.environ.pop("TRITON_INTERPRET", None)
+    import torch
+    torch.cuda.is_available = lambda: True
+    from triton.runtime.jit import mangle_type
+    from softmax_lab.kernels.clustered_tma import descriptors, tiles
+    from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward_kernel
+    from softmax_lab.machine_code import compile_for_h200, sass_ops
+
+    DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    for dtype, n_cols, parts, warps in (("fp32", 151936, 16, 4), ("fp32", 151936, 8, 8), ("bf16", 128256, 8, 4),
+                                        ("fp32", 65536, 8, 4), ("bf16", 8200, 16, 4), ("fp16", 262144, 16, 8)):
+        x = torch.empty((2, n_cols), dtype=DTYPES[dtype])
+        big, box = descriptors(x, parts, warps)
+        o = tiles(n_cols, parts, warps)
+        constexprs = dict(N_COLS=n_cols, SLICE=o["SLICE"], MAIN=o["MAIN"], TAIL=o["TAIL"], PARTS=parts,
+                          OUT_VEC=4 if dtype == "fp32" else 8)
+        sig = {"dx_ptr": f"*{dtype}", "y_big": mangle_type(big), "y_box": mangle_type(box),
+               "dy_big": mangle_type(big), "dy_box": mangle_type(box), "dx_stride_v": "i32",
+               **{k: "constexpr" for k in constexprs}}
+        compiled = compile_for_h200(clustered_tma_backward_kernel, sig, constexprs, warps, parts,
+                                    unaligned=("y_big", "y_box", "dy_big", "dy_box"))
+        ops, regs = sass_ops(compiled)
+        count = lambda *names: sum(n for op, n in ops.items() if op.split(".")[0] in names)
+        narrow = sum(n for op, n in ops.items() if op.startswith("STG") and not op.endswith(".128"))
+        ptx = compiled.asm["ptx"]
+        print(dtype, n_cols, parts, compiled.metadata.num_ctas, compiled.metadata.shared, count("UTMALDG"),
+              count("LDG", "LDGSTS"), count("STL", "LDL"), narrow, count("STG"), regs, ptx.count("st.async"),
+              ptx.count("barrier.cluster.arrive"), ptx.count("barrier.cluster.wait"), ptx.count("mbarrier.inval"))
+    """)
+
+
+def test_the_tma_clustered_backward_copies_by_tma_and_never_spills():
+    # kernels/clustered_tma_backward.py, compiled for an H200: y and dy copied by TMA (no loads by the threads),
+    # streamed from shared memory in few registers, no spill, dx stored 16 bytes at a time; the parts sent by
+    # st.async, one cluster barrier; the copies' mbarrier invalidated once waited on (the forward's round-14 race).
+    for line in compiled_lines(TMA_BACKWARD_SCRIPT, 6):
+        (dtype, n_cols, parts, ctas, shared, tma_copies, loads, spills, narrow, stores, regs, st_async, arrive,
+         wait, invalidated) = line.split()
+        assert ctas == parts, line
+        assert int(tma_copies) > 0 and loads == "0" and spills == "0", line
+        assert narrow == "0" and int(stores) > 0 and int(regs) <= 48, line
+        assert st_async == arrive == wait == invalidated == "1", line
+        size = 4 if dtype == "fp32" else 2
+        assert int(shared) >= 2 * (-(-int(n_cols) // int(parts))) * size, line  # y's and dy's slices
+
+
+def test_the_tma_clustered_backward_says_what_it_cannot_take():
+    from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward
+
+    y = torch.softmax(torch.randn(2, 65536), -1)
+    with pytest.raises(ValueError, match="clustered_tma_backward needs a GPU"):
+        clustered_tma_backward(y, y)
+    with pytest.raises(ValueError, match="one dtype"):
+        clustered_tma_backward(y, y.half())
+    with pytest.raises(ValueError, match="power of two"):
+        clustered_tma_backward(y, y, parts=3)
+    with pytest.raises(ValueError, match="parts must be 2 to 16"):
+        clustered_tma_backward(y, y, parts=1)
+
+
 def test_the_tma_clustered_kernel_says_what_it_cannot_take():
     from softmax_lab.kernels import clustered_tma_softmax
     from softmax_lab.kernels.clustered_tma import tiles

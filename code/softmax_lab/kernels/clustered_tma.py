@@ -117,10 +117,11 @@ def xchg_bytes(parts):
 
 
 @constexpr_function
-def init_asm(parts):
-    """Step 1: thread 0 sets up the exchange's mbarrier (one arrival, its own, expecting PARTS·8 bytes); the fence
-    makes it visible to the cluster; every thread arrives at the cluster barrier (relaxed) and gets the mbarrier's
-    shared address (the PARTS slots follow it)."""
+def init_asm(parts, words=2):
+    """Step 1: thread 0 sets up the exchange's mbarrier (one arrival, its own, expecting PARTS·words·4 bytes: a
+    (max, sum) pair from each program, or one float: ``clustered_tma_backward.py``); the fence makes it visible to
+    the cluster; every thread arrives at the cluster barrier (relaxed) and gets the mbarrier's shared address (the
+    PARTS slots follow it)."""
     return gl.constexpr(f"""{{
     .reg .pred %p;
     .reg .b32 %t;
@@ -128,7 +129,7 @@ def init_asm(parts):
     mov.u32 %t, %tid.x;
     setp.eq.u32 %p, %t, 0;
     @%p mbarrier.init.shared::cta.b64 [xchg], 1;
-    @%p mbarrier.arrive.expect_tx.shared::cta.b64 _, [xchg], {8 * parts};
+    @%p mbarrier.arrive.expect_tx.shared::cta.b64 _, [xchg], {4 * words * parts};
     fence.mbarrier_init.release.cluster;
     barrier.cluster.arrive.relaxed.aligned;
     mov.u32 $0, xchg;
@@ -184,9 +185,14 @@ def _copy(desc, bar, smem, row, start, INDEX: gl.constexpr, BASE: gl.constexpr):
 @gluon.jit
 def _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, start, PLAN: gl.constexpr, MAIN: gl.constexpr):
     """Step 2: arm ``bar`` with the plan's bytes, then its copies, columns from ``start`` of the row."""
-    BYTES: gl.constexpr = plan_bytes(PLAN, big_desc.block_shape[1], box_desc.block_shape[1],
-                                     box_desc.dtype.primitive_bitwidth // 8)
-    mbarrier.expect(bar, BYTES)
+    mbarrier.expect(bar, plan_bytes(PLAN, big_desc.block_shape[1], box_desc.block_shape[1],
+                                    box_desc.dtype.primitive_bitwidth // 8))
+    _issue(big_desc, box_desc, bar, main_smem, tail_smem, row, start, PLAN, MAIN)
+
+
+@gluon.jit
+def _issue(big_desc, box_desc, bar, main_smem, tail_smem, row, start, PLAN: gl.constexpr, MAIN: gl.constexpr):
+    """The plan's copies, counted on ``bar`` (armed by the caller)."""
     for i in gl.static_range(len(PLAN)):
         if plan_op(PLAN, i, 0) == 0:
             if plan_op(PLAN, i, 1):
@@ -219,14 +225,14 @@ def sub_tiles_shared(parts):
 
 @gluon.jit
 def _sub_tile(smem, k, SUB: gl.constexpr, START: gl.constexpr, part, SLICE: gl.constexpr, N_COLS: gl.constexpr,
-              layout: gl.constexpr):
+              layout: gl.constexpr, FILL: gl.constexpr = float("-inf")):
     """Sub-tile ``k`` (SUB columns) of each program's tile ``smem``, whose first column is START of the slice, as
-    floats, -inf past the slice and the row; its columns and mask."""
+    floats, FILL (-inf: nothing to a max) past the slice and the row; its columns and mask."""
     PARTS: gl.constexpr = smem.shape[0]
     view = smem._reinterpret(smem.dtype, [smem.shape[1] // SUB, PARTS, SUB], sub_tiles_shared(PARTS)).index(k)
     offs = START + k * SUB + gl.arange(0, SUB, layout=gl.SliceLayout(0, layout))
     ok = offs[None, :] < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]
-    return gl.where(ok, view.load(layout).to(gl.float32), float("-inf")), part[:, None] * SLICE + offs[None, :], ok
+    return gl.where(ok, view.load(layout).to(gl.float32), FILL), part[:, None] * SLICE + offs[None, :], ok
 
 
 @gluon.jit

@@ -1,0 +1,237 @@
+"""The clustered backward with TMA copies: dx = y·(dy - Σ dy·y) over a row split across a cluster of programs,
+each program's slices of y and dy copied by the Tensor Memory Accelerator, the partial dots sent into the partners'
+shared memory (the forward's machinery: ``clustered_tma.py``).
+
+``clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_stride_v, N_COLS, SLICE, MAIN, TAIL,
+PARTS, OUT_VEC)``: one cluster of PARTS programs per row, program p taking columns [p·SLICE, (p+1)·SLICE) of y and
+dy (their TMA descriptors, a box a warp and one box, as the forward's); dx through a pointer. In each program:
+
+1. thread 0 sets up the exchange's mbarrier (PARTS floats to come); every thread arrives at the cluster barrier;
+2. the slices of y and dy copied into shared memory by TMA, every copy counted on one mbarrier;
+3. wait on it, invalidate it (its bytes may become the reductions' scratch: the forward's race, round 14);
+   the slice's Σ dy·y, read from shared memory a sub-tile at a time;
+4. thread t < PARTS sends it into program t's slot (``st.async``); each program waits for the PARTS parts and adds
+   them up in rank order (so every program gets the same sum);
+5. dx = y·(dy - s) from shared memory, stored.
+
+``clustered_backward.py`` does the same with ``cp.async`` copies (one instruction per 16-byte vector) and a
+barrier of the whole cluster for the exchange. Hopper GPUs only (TMA, clusters); y and dy of one dtype, rows that
+start on 16 bytes and are whole 16-byte vectors (TMA's rules); dx may be y or dy itself (each program reads its
+slices whole before it writes).
+"""
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+from triton.runtime.jit import constexpr_function
+
+from ._launch import backward_inputs, device_limits, device_refusal, row_vector, vector_refusal
+from .clustered import MAX_PARTS, PORTABLE_PARTS, cluster_refusal, split_layout
+from .clustered_tma import (_issue, _sub_tile, _sub_tiles, copy_plan, descriptors, full_parts, init_asm,
+                            own_barrier, plan_bytes, split_shared, tiles)
+from .clustered_tma import _Descriptor
+
+NAME = "clustered_tma_backward"
+
+
+@constexpr_function
+def sum_exchange_asm(parts):
+    """Step 4: $0 = the sum over the cluster of each program's $2; $1 the exchange's mbarrier (``init_asm``, one
+    float a slot)."""
+    adds = "\n".join(f"    ld.shared.f32 %t, [%bar+{8 + 4 * i}];\n    add.f32 $0, $0, %t;" for i in range(1, parts))
+    return gl.constexpr(f"""{{
+    .reg .pred %p, %done;
+    .reg .b32 %bar, %tx, %rank, %a, %ra, %rb;
+    .reg .f32 %t;
+    mov.u32 %bar, $1;
+    barrier.cluster.wait.acquire.aligned;
+    mov.u32 %tx, %tid.x;
+    mov.u32 %rank, %cluster_ctarank;
+    setp.lt.u32 %p, %tx, {parts};
+    mad.lo.u32 %a, %rank, 4, %bar;
+    add.u32 %a, %a, 8;
+    @%p mapa.shared::cluster.u32 %ra, %a, %tx;
+    @%p mapa.shared::cluster.u32 %rb, %bar, %tx;
+    @%p st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%ra], $2, [%rb];
+sumWait:
+    mbarrier.try_wait.parity.shared::cta.b64 %done, [%bar], 0;
+    @!%done bra.uni sumWait;
+    ld.shared.f32 $0, [%bar+8];
+{adds}
+}}""")
+
+
+@gluon.jit
+def _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, start,
+                    PLAN: gl.constexpr, MAIN: gl.constexpr):
+    """Step 2: arm ``bar`` with the bytes of both plans (one arrival), then the copies of y and of dy."""
+    BYTES: gl.constexpr = plan_bytes(PLAN, y_big.block_shape[1], y_box.block_shape[1],
+                                     y_box.dtype.primitive_bitwidth // 8)
+    mbarrier.expect(bar, 2 * BYTES)
+    _issue(y_big, y_box, bar, y_main, y_tail, row, start, PLAN, MAIN)
+    _issue(dy_big, dy_box, bar, dy_main, dy_tail, row, start, PLAN, MAIN)
+
+
+@gluon.jit
+def _dot(y_smem, dy_smem, n, part, SUB: gl.constexpr, START: gl.constexpr, SLICE: gl.constexpr,
+         N_COLS: gl.constexpr, layout: gl.constexpr):
+    """Σ dy·y over the first n sub-tiles of a tile of y and dy, per program (0 past the slice)."""
+    acc = gl.full([y_smem.shape[0], SUB], 0.0, gl.float32, layout)
+    for k in range(n):
+        y = _sub_tile(y_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)[0]
+        acc += y * _sub_tile(dy_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)[0]
+    return gl.sum(acc, axis=1)
+
+
+@gluon.jit
+def _store_dx(y_smem, dy_smem, s, n, dst, part, SUB: gl.constexpr, START: gl.constexpr, SLICE: gl.constexpr,
+              N_COLS: gl.constexpr, layout: gl.constexpr):
+    """Step 5 over the first n sub-tiles of a tile: dx = y·(dy - s)."""
+    for k in range(n):
+        y, cols, ok = _sub_tile(y_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)
+        d = _sub_tile(dy_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)[0]
+        gl.store(dst + cols, (y * (d - s)).to(dst.dtype.element_ty), mask=ok)
+
+
+@gluon.jit
+def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_stride_v, N_COLS: gl.constexpr,
+                                  SLICE: gl.constexpr, MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr,
+                                  OUT_VEC: gl.constexpr):
+    dtype: gl.constexpr = y_box.dtype
+    VEC: gl.constexpr = 128 // dtype.primitive_bitwidth
+    SUB: gl.constexpr = 32 * gl.num_warps() * VEC  # (a 16-byte vector of y and one of dy a thread at a time)
+    layout: gl.constexpr = split_layout(VEC, gl.num_warps(), PARTS)
+    part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
+    xchg = gl.inline_asm_elementwise(init_asm(PARTS, 1), "=r", [], dtype=gl.int32, is_pure=False, pack=1)  # 1.
+    shared: gl.constexpr = split_shared(dtype.primitive_bitwidth, PARTS)
+    y_main = gl.allocate_shared_memory(dtype, [PARTS, MAIN], shared)
+    dy_main = gl.allocate_shared_memory(dtype, [PARTS, MAIN], shared)
+    if TAIL > 0:
+        y_tail = gl.allocate_shared_memory(dtype, [PARTS, TAIL], shared)
+        dy_tail = gl.allocate_shared_memory(dtype, [PARTS, TAIL], shared)
+    else:
+        y_tail, dy_tail = y_main, dy_main
+    row = gl.program_id(0)  # (the cluster's number)
+    rank = gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r", [], dtype=gl.int32, is_pure=True,
+                                     pack=1)
+    bar = gl.allocate_shared_memory(gl.int64, [1], own_barrier(PARTS))
+    mbarrier.init(bar, count=1)
+    FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
+    if rank < FULL:  # 2. slices wholly in the row
+        _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, rank * SLICE,
+                        copy_plan(MAIN, TAIL, SLICE, y_big.block_shape[1], y_box.block_shape[1]), MAIN)
+    for r in gl.static_range(FULL, PARTS):  # 2. slices reaching past the row's end: plans of their own
+        if rank == r:
+            _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, r * SLICE,
+                            copy_plan(MAIN, TAIL, N_COLS - r * SLICE, y_big.block_shape[1], y_box.block_shape[1]),
+                            MAIN)
+    mbarrier.wait(bar, 0)  # 3.
+    mbarrier.invalidate(bar)
+    S_M: gl.constexpr = min(SUB, MAIN)
+    S_T: gl.constexpr = min(SUB, TAIL) if TAIL > 0 else 1
+    valid = gl.minimum(N_COLS - rank * SLICE, SLICE)  # (this program's columns: the loops stop past them)
+    n_main = _sub_tiles(valid, 0, MAIN, S_M)
+    n_tail = _sub_tiles(valid, MAIN, TAIL, S_T)
+    total = _dot(y_main, dy_main, n_main, part, S_M, 0, SLICE, N_COLS, layout)
+    if TAIL > 0:
+        total += _dot(y_tail, dy_tail, n_tail, part, S_T, MAIN, SLICE, N_COLS, layout)
+    xchg_p = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + xchg
+    s = gl.inline_asm_elementwise(sum_exchange_asm(PARTS), "=f,r,f", [xchg_p, total], dtype=gl.float32,  # 4.
+                                  is_pure=False, pack=1)[:, None]
+    dst = dx_ptr + row.to(gl.int64) * (dx_stride_v * OUT_VEC)
+    _store_dx(y_main, dy_main, s, n_main, dst, part, S_M, 0, SLICE, N_COLS, layout)  # 5.
+    if TAIL > 0:
+        _store_dx(y_tail, dy_tail, s, n_tail, dst, part, S_T, MAIN, SLICE, N_COLS, layout)
+
+
+def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | None = None,
+            num_warps: int | None = None) -> str:
+    """Why this GPU, these tensors or the knobs cannot take the kernel, or '' (knobs None: the defaults, 8 and 4)."""
+    parts, num_warps = parts or 8, num_warps or 4
+    if not y.dtype == dy.dtype == dx.dtype:
+        return (f"{NAME} takes y, dy and dx of one dtype; got {y.dtype}, {dy.dtype} and {dx.dtype}: use "
+                "softmax_backward")
+    if not 2 <= parts <= MAX_PARTS:
+        return f"{NAME}: parts must be 2 to {MAX_PARTS} (programs in a cluster), got {parts}"
+    if y.device.type != "cuda":
+        return f"{NAME} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run"
+    if y.numel() == 0:
+        return ""
+    vec = 16 // y.element_size()
+    if y.shape[1] % vec:
+        return (f"{NAME} copies rows with TMA in whole 16-byte vectors: a row of {y.shape[1]} elements is not a "
+                f"multiple of {vec}; use softmax_backward")
+    if y.shape[0] * parts >= 2**31:
+        return f"{NAME}: at most 2**31 programs (rows × parts); use softmax_backward"
+    why = vector_refusal(y, NAME, "y") or vector_refusal(dy, NAME, "dy") or vector_refusal(dx, NAME, "out (dx)")
+    if not why:
+        options = tiles(y.shape[1], parts, num_warps)
+        capability, shared = device_limits(y.device)
+        why = device_refusal(NAME, capability, shared, 2 * (options["MAIN"] + options["TAIL"]) * y.element_size(),
+                             True)
+    if not why and parts > PORTABLE_PARTS:
+        why = clusters_fit(y, dy, parts, num_warps)
+    return why.replace("cooperative_softmax", "softmax_backward")
+
+
+_CLUSTERS: dict = {}
+
+
+def clusters_fit(y, dy, parts, num_warps) -> str:
+    """``clustered.cluster_refusal`` for a cluster of more than 8 programs, asked of the driver once per GPU, dtype,
+    row length and knobs."""
+    key = (y.device.index, y.dtype, y.shape[1], parts, num_warps)
+    if key not in _CLUSTERS:
+        why = cluster_refusal(*launch_setup(torch.empty_like(y[:1]), y[:1], dy[:1], parts, num_warps))
+        _CLUSTERS[key] = why.replace("clustered_softmax", NAME).replace(" (with more warps or vectors)", "")
+    return _CLUSTERS[key]
+
+
+def launch_setup(dx, y, dy, parts=8, num_warps=4):
+    """(kernel, grid, args, options) of one launch; args[1:5] are the TMA descriptors of y and dy."""
+    options = tiles(y.shape[1], parts, num_warps)
+    options["OUT_VEC"] = out_vec = row_vector(y.shape[1], dx)
+    return (clustered_tma_backward_kernel, (y.shape[0],),
+            (dx, *descriptors(y, parts, num_warps), *descriptors(dy, parts, num_warps), dx.stride(0) // out_vec),
+            options)
+
+
+def plan(dx, y, dy, parts=8, num_warps=4):
+    """``run(dx_ptr, y_ptr, dy_ptr)`` for tensors like these (the dispatcher's fast path): the compiled kernel
+    launched again with the descriptors moved to the new addresses. None on the CPU."""
+    from ._launch import relauncher
+
+    kernel, grid, args, options = launch_setup(dx, y, dy, parts, num_warps)
+    run = relauncher(kernel, grid, args, per_call=5, **options)
+    if run is None:
+        return None
+    y_desc, dy_desc = [(list(d.shape), list(d.strides), d.padding) for d in (args[1], args[3])]
+
+    def run_tma(dx_ptr, y_ptr, dy_ptr):
+        y_d, dy_d = _Descriptor(y_ptr, *y_desc), _Descriptor(dy_ptr, *dy_desc)
+        run(dx_ptr, y_d, y_d, dy_d, dy_d)
+
+    return run_tma
+
+
+def clustered_tma_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None = None,
+                           parts: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+    """dx = y·(dy - Σ dy·y) over the last dim of 2-D ``y`` and ``dy`` of one dtype (Hopper GPU; rows on 16 bytes
+    and whole 16-byte vectors; each program's slices of y and dy in its shared memory). Knobs: ``parts`` (programs
+    per row, a power of two from 2 to 16; 16 only where the GPU can launch such clusters; default 8),
+    ``num_warps`` (default 4). ``out`` may be y or dy itself. One kernel is compiled per row length."""
+    for name, value, most in (("parts", parts, MAX_PARTS), ("num_warps", num_warps, 32)):
+        if value is not None and (type(value) is not int or value < 1 or value > most or value & (value - 1)):
+            raise ValueError(f"{NAME}: {name} must be a power of two up to {most}, got {value!r}")
+    y, dy, dx = backward_inputs(y, dy, out)
+    if y.numel() == 0:
+        return dx
+    why = refusal(y, dy, dx, parts, num_warps)
+    if why:
+        raise ValueError(why)
+    kernel, grid, args, options = launch_setup(dx, y, dy, parts or 8, num_warps or 4)
+    kernel[grid](*args, **options)
+    return dx
+
+
+__all__ = ["clustered_tma_backward"]
