@@ -5,6 +5,7 @@ QuACK on other kernels (2048×32768 and 2048×32000 bf16 on ``resident``, 8192×
 other knobs (1024×65536 bf16). GPU machine (sm_90), repository root:
 
     PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py OUT.json            # h200-tma-backward-round15.json
+    PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py --borders OUT.json  # ...-borders-round15.json
     PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py --forward OUT.json  # h200-tma-near-quack-round15.json
 
 ``bench.compare`` (buffers past the L2 cache, every result checked against float64 before and after it is
@@ -81,9 +82,25 @@ FORWARD = [(2048, 32768, BF16, [tma_forward(2, 8, False), tma_forward(2, 4, True
            (4096, 16384, BF16, [tma_forward(2, 4, False), tma_forward(2, 4, True)])]
 
 
-def main(path, forward=False):
+# ``--borders``: where the TMA backward's range should start and end (the first run, above, had it ahead from
+# 32,768 to 262,144 16-bit elements and from 65,536 to 151,936 fp32 ones, behind at 200,000 fp32): rows the tile
+# kernel (up to 16,384), ``resident_backward`` (16-bit rows of 16,385-57,344) and the cooperative kernel (fp32 rows
+# of 16,385-65,535 and past 151,936) run today.
+BORDERS = [(8192, 8192, BF16), (4096, 16384, BF16), (4096, 16384, F32), (4096, 20000, BF16), (4096, 20000, F32),
+           (2048, 32768, F32), (2048, 50000, BF16), (2048, 50000, F32), (2048, 57344, BF16), (1024, 100000, BF16),
+           (512, 163840, F32), (1024, 196608, BF16)]
+
+
+def main(path, forward=False, borders=False):
     if forward:
         bench.sweep(path, FORWARD, "PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py --forward OUT.json")
+        return
+    if borders:
+        cases = [(n_rows, n_cols, dtype, [tma_backward(p, w) for p in (2, 4, 8, 16) for w in (4, 8)
+                                          if fits(n_cols, dtype, p, w, 2) and n_cols // p >= 2048])
+                 for n_rows, n_cols, dtype in BORDERS]
+        bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py --borders OUT.json",
+                    kind="backward")
         return
     bad = edge_check([(4, 151936, F32, dict(parts=16, num_warps=4)), (4, 128256, BF16, dict(parts=8, num_warps=4)),
                       (3, 520, BF16, dict(parts=4, num_warps=4)), (5, 65544, F32, dict(parts=8, num_warps=8))])
@@ -100,7 +117,7 @@ def main(path, forward=False):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--forward":
-        main(sys.argv[2], forward=True)
+    if sys.argv[1] in ("--forward", "--borders"):
+        main(sys.argv[2], **{sys.argv[1][2:]: True})
     else:
         main(sys.argv[1])

@@ -46,8 +46,8 @@ from __future__ import annotations
 import torch
 
 from .device import ON_GPU
-from .kernels import (backward, clustered, clustered_tma, cooperative, fused, l2_reread, multirow, pipelined,
-                      resident, staged, unaligned, unaligned_resident)
+from .kernels import (backward, clustered, clustered_tma, clustered_tma_backward, cooperative, fused, l2_reread,
+                      multirow, pipelined, resident, staged, unaligned, unaligned_resident)
 from .kernels._launch import (device_limits, next_power_of_2, part_vector, power_of_2_at_most, relauncher,
                               scratch_pointers)
 # The policy this module applies (MULTIROW_TILE: also read here by chapter 7's checks).
@@ -254,6 +254,9 @@ def plan_backward_2d(y2: torch.Tensor, dy2: torch.Tensor):
     if y2.device.type != "cuda" or y2.numel() == 0:
         return None
     dx2 = torch.empty(y2.shape, dtype=y2.dtype, device=y2.device)
+    knobs = backward.tma_knobs(y2, dy2, dx2)
+    if knobs:  # (its TMA descriptors move to each call's y and dy: a plan of its own)
+        return clustered_tma_backward.plan(dx2, y2, dy2, **knobs)
     setup = backward.launch_setup(dx2, y2, dy2)
     if setup[4] is not None:
         return plan_cooperative(setup, (dx2, y2, dy2))

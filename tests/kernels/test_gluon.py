@@ -543,6 +543,15 @@ def test_the_tma_clustered_backward_says_what_it_cannot_take():
         clustered_tma_backward(y, y, parts=3)
     with pytest.raises(ValueError, match="parts must be 2 to 16"):
         clustered_tma_backward(y, y, parts=1)
+    # the dispatcher's rows for it (tuning.TMA_BACKWARD); off the GPU, softmax_backward keeps the cooperative kernel
+    from softmax_lab.kernels.backward import launch_setup, tma_knobs
+    from softmax_lab.kernels.tuning import TMA_BACKWARD, pick
+
+    assert pick(TMA_BACKWARD[4], 16384) is None and pick(TMA_BACKWARD[4], 151936) == dict(parts=16, num_warps=4)
+    assert pick(TMA_BACKWARD[4], 200000) is None and pick(TMA_BACKWARD[2], 16376) is None
+    assert pick(TMA_BACKWARD[2], 128256) == dict(parts=16, num_warps=4) and pick(TMA_BACKWARD[2], 262152) is None
+    assert tma_knobs(y, y, y) is None
+    assert launch_setup(torch.empty_like(y), y, y)[0].fn.__name__ == "cooperative_backward_kernel"
 
 
 def test_the_tma_clustered_kernel_says_what_it_cannot_take():

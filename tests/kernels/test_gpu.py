@@ -985,7 +985,7 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
         assert dx.data_ptr() == out.data_ptr()
         torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol, msg=lambda m: f"{knobs}: {m}")
         ran.append(knobs)
-    assert len(ran) >= 3
+    assert len(ran) >= 2  # (fp32 rows of 262,144: only 16 programs' slices fit)
     fits = ran[-1]
     for over in ("dy", "y"):  # in place
         z = (dy if over == "dy" else y).clone()
@@ -1026,56 +1026,56 @@ def test_clustered_tma_backward_every_row_of_many_inputs(n_cols, dtype, knobs):
 
 
 @HOPPER
-def test_clustered_tma_backward_more_than_2_31_elements():
-    # 2.15e9 elements: row * stride past 2**31 in dx's addresses; TMA's row coordinate stays below 2**31
-    from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward
-
-    n_rows, n_cols = (1 << 14) + 1, 131072
-    y = torch.empty((n_rows, n_cols), dtype=BF16, device="cuda").uniform_(0, 1e-4)
-    dy = torch.empty_like(y).normal_(0, 1)
-    dx = clustered_tma_backward(y, dy, parts=8, num_warps=4)
-    rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
-    torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows], dy[rows]), atol=1e-3, rtol=1e-2)
-
-
-@HOPPER
-@pytest.mark.parametrize("shape, dtype", [((64, 128256), BF16), ((16, 151936), torch.float32),
-                                          ((8, 65536), torch.float32), ((8, 65536), torch.float16)])
-def test_the_backward_takes_the_clustered_kernel_for_long_rows(shape, dtype):
-    # tuning.CLUSTERED_BACKWARD: softmax_backward, and the operator's plan (its second call), on the clustered
-    # backward; a row one vector shorter than 65,536 or past 151,936 keeps the cooperative kernel.
+@pytest.mark.parametrize("shape, dtype, knobs", [((64, 128256), BF16, dict(parts=16, num_warps=4)),
+                                                 ((16, 151936), torch.float32, dict(parts=16, num_warps=4)),
+                                                 ((8, 20000), torch.float32, dict(parts=8, num_warps=4)),
+                                                 ((8, 16384), torch.float16, dict(parts=4, num_warps=4)),
+                                                 ((8, 65536), torch.float16, dict(parts=8, num_warps=4)),
+                                                 ((3, 262144), BF16, dict(parts=16, num_warps=8))])
+def test_the_backward_takes_the_tma_kernel_for_long_rows(shape, dtype, knobs, monkeypatch):
+    # tuning.TMA_BACKWARD: softmax_backward, and the operator's plan (made on its first call, reused with new y and
+    # dy, whose TMA descriptors it moves), on the TMA backward; rows just outside its range keep what they ran
+    # before; where it refuses, rows of 65,536-151,936 fall back to the clustered backward (cp.async).
     from softmax_lab import op
-    from softmax_lab.kernels.backward import clustered_knobs
-
-    from softmax_lab.kernels import backward
+    from softmax_lab.kernels import backward, tuning
+    from softmax_lab.kernels.backward import clustered_knobs, tma_knobs
     from softmax_lab.kernels.clustered_backward import clustered_backward_kernel
+    from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward_kernel
 
     y = torch.softmax(_randn(shape), -1).to(dtype)
-    dy, dy2 = _randn(shape, dtype), _randn(shape, dtype)
-    assert clustered_knobs(y, dy, y) == dict(parts=8, num_warps=4, dsmem=True)
-    assert backward.launch_setup(torch.empty_like(y), y, dy)[0] is clustered_backward_kernel  # (what both run)
+    dys = [_randn(shape, dtype) for _ in range(3)]
+    assert tma_knobs(y, dys[0], y) == knobs
+    assert backward.launch_setup(torch.empty_like(y), y, dys[0])[0] is clustered_tma_backward_kernel
     op._BACKWARD_PLANS.clear()
     atol, rtol = tolerance(dtype)
-    for run, d in ((softmax_backward, dy), (op.softmax_backward, dy2), (op.softmax_backward, dy)):  # the launcher,
-        got = run(y, d)  # then the operator's plan, made and reused
+    for run, d in ((softmax_backward, dys[0]), (op.softmax_backward, dys[1]), (op.softmax_backward, dys[2])):
+        got = run(y, d)  # the launcher, then the operator's plan, made and reused
         torch.testing.assert_close(got.double(), softmax_backward_ref(y, d), atol=atol * 10, rtol=rtol)
+    y2 = torch.softmax(_randn(shape), -1).to(dtype)  # the plan again, with another y
+    torch.testing.assert_close(op.softmax_backward(y2, dys[0]).double(), softmax_backward_ref(y2, dys[0]),
+                               atol=atol * 10, rtol=rtol)
     vec = 16 // y.element_size()
-    for n in (65536 - vec, 151936 + vec):
+    low = 16384 if dtype == torch.float32 else 16384 - vec
+    for n in (low, (163840 if dtype == torch.float32 else 262144) + vec):
         z = torch.zeros((2, n), dtype=dtype, device="cuda")
-        assert clustered_knobs(z, z, z) is None
+        assert tma_knobs(z, z, z) is None, n
+    monkeypatch.setitem(tuning.TMA_BACKWARD, y.element_size(), [(None, None)])
+    if 65536 <= shape[1] <= 151936:
+        assert clustered_knobs(y, dys[0], y) == dict(parts=8, num_warps=4, dsmem=True)
+        assert backward.launch_setup(torch.empty_like(y), y, dys[0])[0] is clustered_backward_kernel
 
 
 @HOPPER
-@pytest.mark.parametrize("kernel, n_rows, n_cols, dtype", [("clustered", (1 << 14) + 1, 131072, BF16),
+@pytest.mark.parametrize("kernel, n_rows, n_cols, dtype", [("tma", (1 << 14) + 1, 131072, BF16),
                                                            ("resident", 42800, 50257, torch.float16)])
 def test_long_row_backward_more_than_2_31_elements(kernel, n_rows, n_cols, dtype):
     # 2.15e9 elements, row * stride past 2**31, on the kernel the dispatcher picks for those rows
-    from softmax_lab.kernels.backward import clustered_knobs, resident_knobs
+    from softmax_lab.kernels.backward import resident_knobs, tma_knobs
 
     y = torch.empty((n_rows, n_cols), dtype=dtype, device="cuda")
     y.uniform_(0, 1e-4)
     dy = torch.empty_like(y).normal_(0, 1)
-    assert (clustered_knobs if kernel == "clustered" else resident_knobs)(y, dy, y)
+    assert (tma_knobs if kernel == "tma" else resident_knobs)(y, dy, y)
     dx = softmax_backward(y, dy)
     rows = torch.tensor([0, 1, n_rows // 2, n_rows - 2, n_rows - 1], device="cuda")
     torch.testing.assert_close(dx[rows].double(), softmax_backward_ref(y[rows], dy[rows]), atol=1e-3, rtol=1e-2)

@@ -7,10 +7,12 @@ With y = softmax(x) and the incoming gradient dy, the gradient is, per row,
 (the Jacobian of softmax is diag(y) - y yᵀ). ``softmax_backward_kernel`` holds ROWS whole rows in one
 [ROWS, BLOCK] tile (rows up to ``tuning.BACKWARD_TILE_COLS``). Longer rows are shared by cooperating
 programs that keep their chunks of y and dy in registers (``cooperative.py``): one read of each, one write. On a
-Hopper GPU, rows whose y and dy fit one program's shared memory (16-bit rows of 16,385-57,337 elements, fp32 ones
-off whole vectors up to 28,669) keep them there instead (``resident_backward.py``, persistent programs), and rows
-of whole vectors from 65,536 to 151,936 elements keep them in the shared memory of a cluster of programs
-(``clustered_backward.py``).
+Hopper GPU, rows of whole 16-byte vectors (16-bit rows of 16,384-262,144 elements, fp32 ones of 16,385-163,840)
+go to a cluster of programs whose shared memory TMA fills with y and dy (``clustered_tma_backward.py``); other
+rows whose y and dy fit one program's shared memory (16-bit rows up to 57,337 elements, fp32 ones off whole vectors
+up to 28,669) keep them there (``resident_backward.py``, persistent programs); ``clustered_backward.py`` (copies by
+``cp.async``) takes rows of whole vectors from 65,536 to 151,936 elements that the TMA kernel refuses (a cluster of
+16 that does not fit the GPU).
 Asking for ``chunks`` picks the older two-launch path instead, as in split-row softmax: ``chunk_dot_kernel``
 writes each chunk's share of Σ dy·y, ``chunk_apply_kernel`` adds the shares, reads y and dy again and
 writes dx. Rows that do not start on 16 bytes (odd widths) go to ``unaligned.py``'s forms of both, which read
@@ -21,12 +23,15 @@ import triton
 import triton.language as tl
 
 from .tuning import (BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK, CLUSTERED_BACKWARD, GLUON_CAPABILITY,
-                     RESIDENT_BACKWARD, RESIDENT_BACKWARD_LINE, RESIDENT_BACKWARD_WHOLE_VECTORS, element_size, pick)
+                     RESIDENT_BACKWARD, RESIDENT_BACKWARD_LINE, RESIDENT_BACKWARD_WHOLE_VECTORS, TMA_BACKWARD,
+                     element_size, pick)
 from ._launch import (backward_inputs, cdiv, check_knobs, default_num_warps, device_limits, next_power_of_2, row_vector,
                       split_in_chunks)
 from .clustered import PORTABLE_PARTS
 from .clustered_backward import launch_setup as clustered_backward_setup  # (Gluon: GPU only)
 from .clustered_backward import refusal as clustered_refusal
+from .clustered_tma_backward import launch_setup as tma_backward_setup  # (Gluon: GPU only)
+from .clustered_tma_backward import refusal as tma_refusal
 from .cooperative import cooperative_backward, run_setup
 from .cooperative import backward_setup as cooperative_backward_setup
 from .resident_backward import launch_setup as resident_backward_setup  # (a Gluon kernel: GPU only)
@@ -116,11 +121,27 @@ def clustered_knobs(y, dy, dx) -> dict | None:
     return dict(knobs, dsmem=True)
 
 
+def tma_knobs(y, dy, dx) -> dict | None:
+    """The knobs with which the dispatcher sends this backward to ``clustered_tma_backward.py``, or None: a GPU like
+    the one it was tuned on, a row length ``tuning.TMA_BACKWARD`` gives knobs, tensors it takes (rows on 16 bytes
+    and whole 16-byte vectors, y, dy and dx of one dtype)."""
+    if (y.device.type != "cuda" or y.numel() == 0 or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
+            or device_limits(y.device)[0] != GLUON_CAPABILITY):
+        return None
+    knobs = pick(TMA_BACKWARD[element_size(y.dtype)], y.shape[1])
+    if knobs is None or tma_refusal(y, dy, dx, **knobs):
+        return None
+    return knobs
+
+
 def launch_setup(dx, y, dy):
     """``(kernel, grid, args, options, sizes, one)`` of the launch ``softmax_backward`` makes with no knobs, for
     checked 2-D ``y``, ``dy``, ``dx`` with contiguous rows (the dispatcher's plans reuse it): ``args[0:3]`` are
     dx, y, dy or the windows before them (``unaligned.py``); ``sizes`` None for a tile kernel (no scratch),
     else as in ``cooperative.launch_setup``."""
+    knobs = tma_knobs(y, dy, dx)
+    if knobs:  # rows of whole vectors on a cluster of programs, y and dy copied by TMA into their shared memory
+        return (*tma_backward_setup(dx, y, dy, **knobs), None, True)
     knobs = resident_knobs(y, dy, dx)
     if knobs:  # y and dy wait in shared memory (GPU, rows of 16,385 and more)
         return (*resident_backward_setup(dx, y, dy, **knobs), None, True)

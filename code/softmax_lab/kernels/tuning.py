@@ -132,6 +132,19 @@ RESIDENT_BACKWARD_LINE = 128  # its windows start on the 128-byte line before ea
 # 80.4-91.8; docs/performance.md, round 8); not below 65,536 or past 151,936, so those rows keep the cooperative one.
 CLUSTERED_BACKWARD = {4: [(65535, None), (151936, dict(parts=8, num_warps=4)), (None, None)],
                       2: [(65535, None), (151936, dict(parts=8, num_warps=4)), (None, None)]}
+# Rows of whole 16-byte vectors past the tile kernel's: ``clustered_tma_backward`` first (round 15), y's and dy's
+# slices copied by TMA into the shared memory of a cluster of programs, streamed from there twice (the dot, then dx),
+# the parts sent by st.async; knobs by row length (None: the kernels above). Measured on the H200
+# (h200-tma-backward{,-borders}-round15.json, % of copy against what ran there before): 16-bit rows 97.4-98.7
+# against 79.5-95.8 (the tile kernel at 16,384, ``resident_backward`` past it) up to 57,344, 97.5-99.5 against
+# 82.1-94.7 on the clustered and
+# cooperative kernels from 65,536 to 262,144; fp32 rows 99.3-100.0 against the cooperative kernel's 89.9-95.7 from
+# 20,000 to 50,000, 95.2-99.6 against 91.8-97.0 from 65,536 to 163,840. Not past those (fp32 200,000: 80.4 against
+# the cooperative kernel's 89.2), nor at fp32 16,384 (100.0 against the tile kernel's 99.1: within a run's spread).
+TMA_BACKWARD = {4: [(16384, None), (32768, dict(parts=8, num_warps=4)), (163840, dict(parts=16, num_warps=4)),
+                    (None, None)],
+                2: [(16383, None), (32768, dict(parts=4, num_warps=4)), (65536, dict(parts=8, num_warps=4)),
+                    (131072, dict(parts=16, num_warps=4)), (262144, dict(parts=16, num_warps=8)), (None, None)]}
 BACKWARD_TILE_COLS = 16384
 BACKWARD_TILE = 4096
 COOPERATIVE_BACKWARD_BYTES = 16384
