@@ -63,11 +63,10 @@ def split_shared(bits, parts):
                                 cga_layout=[[1 << i, 0] for i in range(parts.bit_length() - 1)])
 
 
-def own_shared(bits, parts, rank=2):
-    """A TMA box's layout: each program its own copy (a unicast copy into this program); ``rank`` 1 for the boxes
-    of a flat descriptor (``descriptors(..., flat=True)``)."""
-    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=rank,
-                                cga_layout=[[0] * rank for i in range(parts.bit_length() - 1)])
+def own_shared(bits, parts):
+    """A TMA box's layout: each program its own copy (a unicast copy into this program)."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2,
+                                cga_layout=[[0, 0] for i in range(parts.bit_length() - 1)])
 
 
 @constexpr_function
@@ -176,16 +175,11 @@ xchgWait:
 
 
 @gluon.jit
-def _copy(desc, bar, smem, row, start, INDEX: gl.constexpr, BASE: gl.constexpr, ROW_LEN: gl.constexpr = 0):
-    """One copy of a plan: ``desc``'s block (a box, or a box a warp) into its place in ``smem``. A flat descriptor
-    (rank 1, ``ROW_LEN`` elements a row) takes the row's columns at element row·ROW_LEN + column of the whole."""
-    SIZE: gl.constexpr = desc.block_shape[1] if len(desc.block_shape) == 2 else desc.block_shape[0]
-    if len(desc.block_shape) == 2:
-        view = smem._reinterpret(desc.dtype, [smem.shape[1] // SIZE, 1, SIZE], desc.layout).index(INDEX)
-        tma.async_copy_global_to_shared(desc, [row, start + BASE + INDEX * SIZE], bar, view)
-    else:
-        view = smem._reinterpret(desc.dtype, [smem.shape[1] // SIZE, SIZE], desc.layout).index(INDEX)
-        tma.async_copy_global_to_shared(desc, [row * ROW_LEN + start + BASE + INDEX * SIZE], bar, view)
+def _copy(desc, bar, smem, row, start, INDEX: gl.constexpr, BASE: gl.constexpr):
+    """One copy of a plan: ``desc``'s block (a box, or a box a warp) into its place in ``smem``."""
+    SIZE: gl.constexpr = desc.block_shape[1]
+    view = smem._reinterpret(desc.dtype, [smem.shape[1] // SIZE, 1, SIZE], desc.layout).index(INDEX)
+    tma.async_copy_global_to_shared(desc, [row, start + BASE + INDEX * SIZE], bar, view)
 
 
 @gluon.jit
@@ -197,20 +191,19 @@ def _copies(big_desc, box_desc, bar, main_smem, tail_smem, row, start, PLAN: gl.
 
 
 @gluon.jit
-def _issue(big_desc, box_desc, bar, main_smem, tail_smem, row, start, PLAN: gl.constexpr, MAIN: gl.constexpr,
-           ROW_LEN: gl.constexpr = 0):
+def _issue(big_desc, box_desc, bar, main_smem, tail_smem, row, start, PLAN: gl.constexpr, MAIN: gl.constexpr):
     """The plan's copies, counted on ``bar`` (armed by the caller)."""
     for i in gl.static_range(len(PLAN)):
         if plan_op(PLAN, i, 0) == 0:
             if plan_op(PLAN, i, 1):
-                _copy(big_desc, bar, main_smem, row, start, plan_op(PLAN, i, 2), 0, ROW_LEN)
+                _copy(big_desc, bar, main_smem, row, start, plan_op(PLAN, i, 2), 0)
             else:
-                _copy(box_desc, bar, main_smem, row, start, plan_op(PLAN, i, 2), 0, ROW_LEN)
+                _copy(box_desc, bar, main_smem, row, start, plan_op(PLAN, i, 2), 0)
         else:
             if plan_op(PLAN, i, 1):
-                _copy(big_desc, bar, tail_smem, row, start, plan_op(PLAN, i, 2), MAIN, ROW_LEN)
+                _copy(big_desc, bar, tail_smem, row, start, plan_op(PLAN, i, 2), MAIN)
             else:
-                _copy(box_desc, bar, tail_smem, row, start, plan_op(PLAN, i, 2), MAIN, ROW_LEN)
+                _copy(box_desc, bar, tail_smem, row, start, plan_op(PLAN, i, 2), MAIN)
 
 
 @gluon.jit
@@ -451,17 +444,10 @@ class _Address:
         return self.address
 
 
-def descriptors(x: torch.Tensor, parts: int, num_warps: int, flat: bool = False):
-    """The TMA descriptors of ``x``: copies of a box a warp (BOX·num_warps elements), and of one box. ``flat``: of
-    x's rows laid end to end (rows one after another, x starting on 16 bytes), as one line of elements: TMA asks a
-    row stride of whole 16-byte vectors, which rows that are not whole vectors lack; a flat box may start anywhere."""
+def descriptors(x: torch.Tensor, parts: int, num_warps: int):
+    """The TMA descriptors of ``x``: copies of a box a warp (BOX·num_warps elements), and of one box."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    if flat:
-        layout = own_shared(x.element_size() * 8, parts, rank=1)
-        shape, strides = [x.shape[0] * x.shape[1]], [1]
-        return (TensorDescriptor(x, shape, strides, [BOX * num_warps], layout),
-                TensorDescriptor(x, shape, strides, [BOX], layout))
     layout = own_shared(x.element_size() * 8, parts)
     shape = list(x.shape)
     strides = [x.stride(0) if x.shape[0] > 1 else x.shape[1], 1]  # (one row: any stride; the descriptor's whole)

@@ -63,14 +63,13 @@ sumWait:
 
 @gluon.jit
 def _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, start,
-                    PLAN: gl.constexpr, MAIN: gl.constexpr, ROW_LEN: gl.constexpr):
-    """Step 2: arm ``bar`` with the bytes of both plans (one arrival), then the copies of y and of dy (flat
-    descriptors: rows of ROW_LEN elements laid end to end)."""
-    BYTES: gl.constexpr = plan_bytes(PLAN, y_big.block_shape[-1], y_box.block_shape[-1],
+                    PLAN: gl.constexpr, MAIN: gl.constexpr):
+    """Step 2: arm ``bar`` with the bytes of both plans (one arrival), then the copies of y and of dy."""
+    BYTES: gl.constexpr = plan_bytes(PLAN, y_big.block_shape[1], y_box.block_shape[1],
                                      y_box.dtype.primitive_bitwidth // 8)
     mbarrier.expect(bar, 2 * BYTES)
-    _issue(y_big, y_box, bar, y_main, y_tail, row, start, PLAN, MAIN, ROW_LEN)
-    _issue(dy_big, dy_box, bar, dy_main, dy_tail, row, start, PLAN, MAIN, ROW_LEN)
+    _issue(y_big, y_box, bar, y_main, y_tail, row, start, PLAN, MAIN)
+    _issue(dy_big, dy_box, bar, dy_main, dy_tail, row, start, PLAN, MAIN)
 
 
 @gluon.jit
@@ -118,15 +117,14 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
     bar = gl.allocate_shared_memory(gl.int64, [1], own_barrier(PARTS))
     mbarrier.init(bar, count=1)
     FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
-    BIG: gl.constexpr = y_big.block_shape[-1]
-    BOX_: gl.constexpr = y_box.block_shape[-1]
     if rank < FULL:  # 2. slices wholly in the row
         _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, rank * SLICE,
-                        copy_plan(MAIN, TAIL, SLICE, BIG, BOX_), MAIN, N_COLS)
+                        copy_plan(MAIN, TAIL, SLICE, y_big.block_shape[1], y_box.block_shape[1]), MAIN)
     for r in gl.static_range(FULL, PARTS):  # 2. slices reaching past the row's end: plans of their own
         if rank == r:
             _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, r * SLICE,
-                            copy_plan(MAIN, TAIL, N_COLS - r * SLICE, BIG, BOX_), MAIN, N_COLS)
+                            copy_plan(MAIN, TAIL, N_COLS - r * SLICE, y_big.block_shape[1], y_box.block_shape[1]),
+                            MAIN)
     mbarrier.wait(bar, 0)  # 3.
     mbarrier.invalidate(bar)
     S_M: gl.constexpr = min(SUB, MAIN)
@@ -159,25 +157,13 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
         return f"{NAME} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run"
     if y.numel() == 0:
         return ""
+    vec = 16 // y.element_size()
+    if y.shape[1] % vec:
+        return (f"{NAME} copies rows with TMA in whole 16-byte vectors: a row of {y.shape[1]} elements is not a "
+                f"multiple of {vec}; use softmax_backward")
     if y.shape[0] * parts >= 2**31:
         return f"{NAME}: at most 2**31 programs (rows × parts); use softmax_backward"
-    if is_flat(y):  # rows that are not whole 16-byte vectors: copied as one line of elements (flat descriptors)
-        n_rows, n_cols = y.shape
-        why = ""
-        for name, t in (("y", y), ("dy", dy)):
-            if t.data_ptr() % 16 or (n_rows > 1 and t.stride(0) != n_cols):
-                why = (f"{NAME} copies rows that are not whole 16-byte vectors ({n_cols} elements) as one line, so "
-                       f"{name} must start on 16 bytes with its rows one after another (make it contiguous); use "
-                       "softmax_backward")
-                break
-        if not why and n_rows * n_cols >= 2**31:
-            why = (f"{NAME} copies rows that are not whole 16-byte vectors as one line of at most 2**31 elements; "
-                   f"this one has {n_rows * n_cols}: use softmax_backward")
-        if not why and n_rows > 1 and dx.stride(0) >= 2**31:
-            why = f"{NAME} takes rows of dx less than 2**31 elements apart: use softmax_backward"
-    else:
-        why = (vector_refusal(y, NAME, "y") or vector_refusal(dy, NAME, "dy")
-               or vector_refusal(dx, NAME, "out (dx)"))
+    why = vector_refusal(y, NAME, "y") or vector_refusal(dy, NAME, "dy") or vector_refusal(dx, NAME, "out (dx)")
     if not why:
         options = tiles(y.shape[1], parts, num_warps)
         capability, shared = device_limits(y.device)
@@ -201,21 +187,13 @@ def clusters_fit(y, dy, parts, num_warps) -> str:
     return _CLUSTERS[key]
 
 
-def is_flat(y) -> bool:
-    """Whether y's rows are copied as one line of elements (flat descriptors): rows that are not whole 16-byte
-    vectors, whose row stride TMA cannot take."""
-    return y.shape[1] % (16 // y.element_size()) != 0
-
-
 def launch_setup(dx, y, dy, parts=8, num_warps=4):
-    """(kernel, grid, args, options) of one launch; args[1:5] are the TMA descriptors of y and dy (flat ones for
-    rows that are not whole 16-byte vectors, ``is_flat``)."""
+    """(kernel, grid, args, options) of one launch; args[1:5] are the TMA descriptors of y and dy."""
     options = tiles(y.shape[1], parts, num_warps)
     options["OUT_VEC"] = out_vec = row_vector(y.shape[1], dx)
-    flat = is_flat(y)
     return (clustered_tma_backward_kernel, (y.shape[0],),
-            (dx, *descriptors(y, parts, num_warps, flat), *descriptors(dy, parts, num_warps, flat),
-             dx.stride(0) // out_vec), options)
+            (dx, *descriptors(y, parts, num_warps), *descriptors(dy, parts, num_warps), dx.stride(0) // out_vec),
+            options)
 
 
 def plan(dx, y, dy, parts=8, num_warps=4):
