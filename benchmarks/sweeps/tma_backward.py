@@ -7,6 +7,7 @@ other knobs (1024×65536 bf16). GPU machine (sm_90), repository root:
     PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py OUT.json            # h200-tma-backward-round15.json
     PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py --borders OUT.json  # ...-borders-round15.json
     PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py --forward OUT.json  # h200-tma-near-quack-round15.json
+    PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py --odd OUT.json      # h200-tma-backward-odd-round15.json
 
 ``bench.compare`` (buffers past the L2 cache, every result checked against float64 before and after it is
 timed); the backward after an edge check (one-hot rows of y, dy of ±1e4, dx written over dy, slices past the
@@ -91,15 +92,23 @@ BORDERS = [(8192, 8192, BF16), (4096, 16384, BF16), (4096, 16384, F32), (4096, 2
            (512, 163840, F32), (1024, 196608, BF16)]
 
 
-def main(path, forward=False, borders=False):
+# ``--odd``: rows that are not whole 16-byte vectors, copied as one line of elements (flat descriptors), beside what
+# the dispatcher runs there (``resident_backward`` for 16-bit rows up to 57,337 and fp32 ones up to 28,669, the
+# unaligned cooperative kernel past them).
+ODD = [(2048, 50257, BF16), (2048, 50257, F32), (4096, 20001, BF16), (4096, 20001, F32), (2048, 32001, BF16),
+       (1024, 100001, BF16), (1024, 128257, F32), (4096, 16385, BF16)]
+
+
+def main(path, forward=False, borders=False, odd=False):
     if forward:
         bench.sweep(path, FORWARD, "PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py --forward OUT.json")
         return
-    if borders:
+    if borders or odd:
+        option = "--borders" if borders else "--odd"
         cases = [(n_rows, n_cols, dtype, [tma_backward(p, w) for p in (2, 4, 8, 16) for w in (4, 8)
                                           if fits(n_cols, dtype, p, w, 2) and n_cols // p >= 2048])
-                 for n_rows, n_cols, dtype in BORDERS]
-        bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py --borders OUT.json",
+                 for n_rows, n_cols, dtype in (BORDERS if borders else ODD)]
+        bench.sweep(path, cases, f"PYTHONPATH=code python3 benchmarks/sweeps/tma_backward.py {option} OUT.json",
                     kind="backward")
         return
     bad = edge_check([(4, 151936, F32, dict(parts=16, num_warps=4)), (4, 128256, BF16, dict(parts=8, num_warps=4)),
@@ -117,7 +126,7 @@ def main(path, forward=False, borders=False):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] in ("--forward", "--borders"):
+    if sys.argv[1] in ("--forward", "--borders", "--odd"):
         main(sys.argv[2], **{sys.argv[1][2:]: True})
     else:
         main(sys.argv[1])

@@ -956,12 +956,14 @@ def test_clustered_backward_at_gpu_sizes(shape, dtype):
 
 
 @HOPPER
-@pytest.mark.parametrize("shape", [(64, 128256), (33, 151936), (5, 65536), (3, 8), (4, 520), (2, 262144)])
+@pytest.mark.parametrize("shape", [(64, 128256), (33, 151936), (5, 65536), (3, 8), (4, 520), (2, 262144),
+                                   (64, 50257), (5, 77), (3, 20001)])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
     # kernels/clustered_tma_backward.py: poisoned outputs, every knob that fits (slices past the row's end, some
-    # wholly: 8 and 520 elements on 4-16 programs), a one-hot row, in place over dy and over y, out beside dy in one
-    # buffer; the refusals say what to use instead.
+    # wholly: 8, 77 and 520 elements on 4-16 programs), a one-hot row, in place over dy and over y, out beside dy in
+    # one buffer; rows that are not whole 16-byte vectors copied as one line (flat descriptors: 50257, 77, 20001);
+    # the refusals say what to use instead.
     from softmax_lab.kernels.clustered_tma import tiles
     from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward
 
@@ -991,17 +993,23 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
         z = (dy if over == "dy" else y).clone()
         dx = clustered_tma_backward(z if over == "y" else y, z if over == "dy" else dy, out=z, **fits)
         torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol)
+    flat = n % (16 // y.element_size()) != 0
     both = torch.full((n_rows, 2 * n), float("nan"), dtype=dtype, device="cuda")
     both[:, :n] = dy
-    clustered_tma_backward(y, both[:, :n], out=both[:, n:], **fits)  # beside dy in one buffer
+    if flat:  # (one line of elements: dy's rows must lie one after another)
+        with pytest.raises(ValueError, match="dy must start on 16 bytes with its rows one after another"):
+            clustered_tma_backward(y, both[:, :n], out=both[:, n:], **fits)
+        dx = clustered_tma_backward(y, dy, out=both[:, n:], **fits)  # dx may lie anyhow
+    else:
+        clustered_tma_backward(y, both[:, :n], out=both[:, n:], **fits)  # beside dy in one buffer
+        torch.testing.assert_close(both[:, :n], dy)
     torch.testing.assert_close(both[:, n:].double(), want, atol=atol * 10, rtol=rtol)
-    torch.testing.assert_close(both[:, :n], dy)
     with pytest.raises(ValueError, match="one dtype"):
         clustered_tma_backward(y, dy.half() if dtype != torch.float16 else dy.float())
     with pytest.raises(ValueError, match="parts must be"):
         clustered_tma_backward(y, dy, parts=3)
-    if n % 16 == 0:
-        with pytest.raises(ValueError, match="whole 16-byte vectors"):
+    if n % 16 == 0:  # (a view one element in: its rows are not whole vectors, nor on 16 bytes)
+        with pytest.raises(ValueError, match="y must start on 16 bytes"):
             clustered_tma_backward(y[:, 1:], dy[:, 1:], **fits)
         wide = torch.zeros((n_rows, n + 8), dtype=dtype, device="cuda")
         with pytest.raises(ValueError, match="every row of dy must start on a 16-byte boundary"):
@@ -1011,7 +1019,8 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
 @HOPPER
 @pytest.mark.parametrize("n_cols, dtype, knobs", [(151936, torch.float32, dict(parts=16, num_warps=4)),
                                                   (128256, BF16, dict(parts=8, num_warps=4)),
-                                                  (65536, torch.float32, dict(parts=8, num_warps=8))])
+                                                  (65536, torch.float32, dict(parts=8, num_warps=8)),
+                                                  (50257, BF16, dict(parts=8, num_warps=4))])
 def test_clustered_tma_backward_every_row_of_many_inputs(n_cols, dtype, knobs):
     # The forward's race (round 14: an mbarrier's bytes reused for the reductions' scratch) would show as a wrong
     # row now and then: every row of 6 fresh inputs, checked.

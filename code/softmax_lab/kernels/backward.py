@@ -24,13 +24,14 @@ import triton.language as tl
 
 from .tuning import (BACKWARD_TILE, BACKWARD_TILE_COLS, CHUNKED_BACKWARD_BLOCK, CLUSTERED_BACKWARD, GLUON_CAPABILITY,
                      RESIDENT_BACKWARD, RESIDENT_BACKWARD_LINE, RESIDENT_BACKWARD_WHOLE_VECTORS, TMA_BACKWARD,
-                     element_size, pick)
+                     TMA_BACKWARD_FLAT, element_size, pick)
 from ._launch import (backward_inputs, cdiv, check_knobs, default_num_warps, device_limits, next_power_of_2, row_vector,
                       split_in_chunks)
 from .clustered import PORTABLE_PARTS
 from .clustered_backward import launch_setup as clustered_backward_setup  # (Gluon: GPU only)
 from .clustered_backward import refusal as clustered_refusal
 from .clustered_tma_backward import launch_setup as tma_backward_setup  # (Gluon: GPU only)
+from .clustered_tma_backward import is_flat
 from .clustered_tma_backward import refusal as tma_refusal
 from .cooperative import cooperative_backward, run_setup
 from .cooperative import backward_setup as cooperative_backward_setup
@@ -129,9 +130,9 @@ def tma_knobs(y, dy, dx) -> dict | None:
             or device_limits(y.device)[0] != GLUON_CAPABILITY):
         return None
     knobs = pick(TMA_BACKWARD[element_size(y.dtype)], y.shape[1])
-    if knobs is None or tma_refusal(y, dy, dx, **knobs):
+    if knobs is None or (is_flat(y) and not TMA_BACKWARD_FLAT[element_size(y.dtype)]):
         return None
-    return knobs
+    return None if tma_refusal(y, dy, dx, **knobs) else knobs
 
 
 def launch_setup(dx, y, dy):

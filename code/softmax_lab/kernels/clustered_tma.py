@@ -63,10 +63,11 @@ def split_shared(bits, parts):
                                 cga_layout=[[1 << i, 0] for i in range(parts.bit_length() - 1)])
 
 
-def own_shared(bits, parts):
-    """A TMA box's layout: each program its own copy (a unicast copy into this program)."""
-    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=2,
-                                cga_layout=[[0, 0] for i in range(parts.bit_length() - 1)])
+def own_shared(bits, parts, rank=2):
+    """A TMA box's layout: each program its own copy (a unicast copy into this program); ``rank`` 1 for the boxes
+    of a flat descriptor (``descriptors(..., flat=True)``)."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=bits, rank=rank,
+                                cga_layout=[[0] * rank for i in range(parts.bit_length() - 1)])
 
 
 @constexpr_function
@@ -176,10 +177,15 @@ xchgWait:
 
 @gluon.jit
 def _copy(desc, bar, smem, row, start, INDEX: gl.constexpr, BASE: gl.constexpr):
-    """One copy of a plan: ``desc``'s block (a box, or a box a warp) into its place in ``smem``."""
-    SIZE: gl.constexpr = desc.block_shape[1]
-    view = smem._reinterpret(desc.dtype, [smem.shape[1] // SIZE, 1, SIZE], desc.layout).index(INDEX)
-    tma.async_copy_global_to_shared(desc, [row, start + BASE + INDEX * SIZE], bar, view)
+    """One copy of a plan: ``desc``'s block (a box, or a box a warp) into its place in ``smem``. A flat descriptor
+    (rank 1: the rows laid end to end) takes ``start`` as an element of the whole, on 16 bytes, and ignores row."""
+    SIZE: gl.constexpr = desc.block_shape[-1]
+    if len(desc.block_shape) == 2:
+        view = smem._reinterpret(desc.dtype, [smem.shape[1] // SIZE, 1, SIZE], desc.layout).index(INDEX)
+        tma.async_copy_global_to_shared(desc, [row, start + BASE + INDEX * SIZE], bar, view)
+    else:
+        view = smem._reinterpret(desc.dtype, [smem.shape[1] // SIZE, SIZE], desc.layout).index(INDEX)
+        tma.async_copy_global_to_shared(desc, [start + BASE + INDEX * SIZE], bar, view)
 
 
 @gluon.jit
@@ -346,14 +352,16 @@ def clustered_tma_kernel(out_ptr, big_desc, box_desc, out_stride_v, N_COLS: gl.c
         _held(main_smem, tail_smem, part, SLICE, N_COLS, MAIN, TAIL, xchg_p, dst, layout)
 
 
-def tiles(n_cols: int, parts: int, num_warps: int) -> dict:
+def tiles(n_cols: int, parts: int, num_warps: int, room: int = 0) -> dict:
     """The launch's constexprs: SLICE (a program's columns, whole boxes), MAIN, the largest power of two it holds,
-    and TAIL, a power of two for the rest (0: none; one tile where it holds the slice as well)."""
+    and TAIL, a power of two for the rest (0: none; one tile where it holds the slice as well); ``room``: elements
+    the tiles hold beyond the slice (a flat copy's start, up to a vector before it)."""
     slice_ = cdiv(n_cols, parts * BOX) * BOX
-    main = 1 << (slice_.bit_length() - 1)
-    tail = next_power_of_2(slice_ - main) if slice_ > main else 0
-    if main + tail >= next_power_of_2(slice_):
-        main, tail = next_power_of_2(slice_), 0
+    size = slice_ + room
+    main = 1 << (size.bit_length() - 1)
+    tail = next_power_of_2(size - main) if size > main else 0
+    if main + tail >= next_power_of_2(size):
+        main, tail = next_power_of_2(size), 0
     return dict(N_COLS=n_cols, SLICE=slice_, MAIN=main, TAIL=tail, PARTS=parts, num_warps=num_warps, num_ctas=parts)
 
 
@@ -444,10 +452,19 @@ class _Address:
         return self.address
 
 
-def descriptors(x: torch.Tensor, parts: int, num_warps: int):
-    """The TMA descriptors of ``x``: copies of a box a warp (BOX·num_warps elements), and of one box."""
+def descriptors(x: torch.Tensor, parts: int, num_warps: int, flat: bool = False):
+    """The TMA descriptors of ``x``: copies of a box a warp (BOX·num_warps elements), and of one box. ``flat``: of
+    x's rows laid end to end (rows one after another, x starting on 16 bytes), as one line of elements: TMA asks a
+    row stride of whole 16-byte vectors, which rows that are not whole vectors lack. A box must still start on 16
+    bytes (one that did not stopped the H200 with an illegal instruction, round 15): a flat copy starts on the
+    vector before the slice (``clustered_tma_backward.py``)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+    if flat:
+        layout = own_shared(x.element_size() * 8, parts, rank=1)
+        shape, strides = [x.shape[0] * x.shape[1]], [1]
+        return (TensorDescriptor(x, shape, strides, [BOX * num_warps], layout),
+                TensorDescriptor(x, shape, strides, [BOX], layout))
     layout = own_shared(x.element_size() * 8, parts)
     shape = list(x.shape)
     strides = [x.stride(0) if x.shape[0] > 1 else x.shape[1], 1]  # (one row: any stride; the descriptor's whole)

@@ -27,8 +27,8 @@ from triton.runtime.jit import constexpr_function
 
 from ._launch import backward_inputs, device_limits, device_refusal, row_vector, vector_refusal
 from .clustered import MAX_PARTS, PORTABLE_PARTS, cluster_refusal, split_layout
-from .clustered_tma import (_issue, _sub_tile, _sub_tiles, copy_plan, descriptors, full_parts, init_asm,
-                            own_barrier, plan_bytes, split_shared, tiles)
+from .clustered_tma import (BOX, _issue, _sub_tile, _sub_tiles, copy_plan, descriptors, full_parts, init_asm,
+                            own_barrier, plan_bytes, split_shared, sub_tiles_shared, tiles)
 from .clustered_tma import _Descriptor
 
 NAME = "clustered_tma_backward"
@@ -65,7 +65,7 @@ sumWait:
 def _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, start,
                     PLAN: gl.constexpr, MAIN: gl.constexpr):
     """Step 2: arm ``bar`` with the bytes of both plans (one arrival), then the copies of y and of dy."""
-    BYTES: gl.constexpr = plan_bytes(PLAN, y_big.block_shape[1], y_box.block_shape[1],
+    BYTES: gl.constexpr = plan_bytes(PLAN, y_big.block_shape[-1], y_box.block_shape[-1],
                                      y_box.dtype.primitive_bitwidth // 8)
     mbarrier.expect(bar, 2 * BYTES)
     _issue(y_big, y_box, bar, y_main, y_tail, row, start, PLAN, MAIN)
@@ -73,23 +73,38 @@ def _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, 
 
 
 @gluon.jit
-def _dot(y_smem, dy_smem, n, part, SUB: gl.constexpr, START: gl.constexpr, SLICE: gl.constexpr,
-         N_COLS: gl.constexpr, layout: gl.constexpr):
+def _read(smem, k, SUB: gl.constexpr, START: gl.constexpr, part, lead, SLICE: gl.constexpr, N_COLS: gl.constexpr,
+          layout: gl.constexpr, FLAT: gl.constexpr):
+    """Sub-tile k of a tile of y or dy as floats, 0 off this program's columns; their columns and mask. A flat copy
+    starts on the vector before the slice, ``lead`` elements early: element i is column part·SLICE + i - lead."""
+    if FLAT:
+        PARTS: gl.constexpr = smem.shape[0]
+        view = smem._reinterpret(smem.dtype, [smem.shape[1] // SUB, PARTS, SUB], sub_tiles_shared(PARTS)).index(k)
+        at = (START + k * SUB + gl.arange(0, SUB, layout=gl.SliceLayout(0, layout)))[None, :] - lead[:, None]
+        ok = (at >= 0) & (at < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None])
+        return gl.where(ok, view.load(layout).to(gl.float32), 0.0), part[:, None] * SLICE + at, ok
+    else:
+        return _sub_tile(smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)
+
+
+@gluon.jit
+def _dot(y_smem, dy_smem, n, part, lead, SUB: gl.constexpr, START: gl.constexpr, SLICE: gl.constexpr,
+         N_COLS: gl.constexpr, layout: gl.constexpr, FLAT: gl.constexpr):
     """Σ dy·y over the first n sub-tiles of a tile of y and dy, per program (0 past the slice)."""
     acc = gl.full([y_smem.shape[0], SUB], 0.0, gl.float32, layout)
     for k in range(n):
-        y = _sub_tile(y_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)[0]
-        acc += y * _sub_tile(dy_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)[0]
+        y = _read(y_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)[0]
+        acc += y * _read(dy_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)[0]
     return gl.sum(acc, axis=1)
 
 
 @gluon.jit
-def _store_dx(y_smem, dy_smem, s, n, dst, part, SUB: gl.constexpr, START: gl.constexpr, SLICE: gl.constexpr,
-              N_COLS: gl.constexpr, layout: gl.constexpr):
+def _store_dx(y_smem, dy_smem, s, n, dst, part, lead, SUB: gl.constexpr, START: gl.constexpr, SLICE: gl.constexpr,
+              N_COLS: gl.constexpr, layout: gl.constexpr, FLAT: gl.constexpr):
     """Step 5 over the first n sub-tiles of a tile: dx = y·(dy - s)."""
     for k in range(n):
-        y, cols, ok = _sub_tile(y_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)
-        d = _sub_tile(dy_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)[0]
+        y, cols, ok = _read(y_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)
+        d = _read(dy_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)[0]
         gl.store(dst + cols, (y * (d - s)).to(dst.dtype.element_ty), mask=ok)
 
 
@@ -100,6 +115,7 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
     dtype: gl.constexpr = y_box.dtype
     VEC: gl.constexpr = 128 // dtype.primitive_bitwidth
     SUB: gl.constexpr = 32 * gl.num_warps() * VEC  # (a 16-byte vector of y and one of dy a thread at a time)
+    FLAT: gl.constexpr = len(y_box.block_shape) == 1  # (rows laid end to end: ``is_flat``)
     layout: gl.constexpr = split_layout(VEC, gl.num_warps(), PARTS)
     part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, layout))
     xchg = gl.inline_asm_elementwise(init_asm(PARTS, 1), "=r", [], dtype=gl.int32, is_pure=False, pack=1)  # 1.
@@ -116,32 +132,43 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
                                      pack=1)
     bar = gl.allocate_shared_memory(gl.int64, [1], own_barrier(PARTS))
     mbarrier.init(bar, count=1)
+    if FLAT:  # the slice's first element in the whole, and the vector before it, where its copies start
+        first = row * N_COLS + rank * SLICE
+        lead = first % VEC
+        start = first - lead
+        leads = (row * N_COLS + part * SLICE) % VEC  # (each program's, in the layout's rows)
+    else:
+        start = rank * SLICE
+        lead = 0
+        leads = part * 0
+    ROOM: gl.constexpr = VEC - 1 if FLAT else 0  # (a flat copy's elements before the slice, at most)
+    BIG: gl.constexpr = y_big.block_shape[-1]
+    BOX_: gl.constexpr = y_box.block_shape[-1]
     FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
     if rank < FULL:  # 2. slices wholly in the row
-        _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, rank * SLICE,
-                        copy_plan(MAIN, TAIL, SLICE, y_big.block_shape[1], y_box.block_shape[1]), MAIN)
+        _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, start,
+                        copy_plan(MAIN, TAIL, SLICE + ROOM, BIG, BOX_), MAIN)
     for r in gl.static_range(FULL, PARTS):  # 2. slices reaching past the row's end: plans of their own
         if rank == r:
-            _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, r * SLICE,
-                            copy_plan(MAIN, TAIL, N_COLS - r * SLICE, y_big.block_shape[1], y_box.block_shape[1]),
-                            MAIN)
+            _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, start,
+                            copy_plan(MAIN, TAIL, N_COLS - r * SLICE + ROOM, BIG, BOX_), MAIN)
     mbarrier.wait(bar, 0)  # 3.
     mbarrier.invalidate(bar)
     S_M: gl.constexpr = min(SUB, MAIN)
     S_T: gl.constexpr = min(SUB, TAIL) if TAIL > 0 else 1
-    valid = gl.minimum(N_COLS - rank * SLICE, SLICE)  # (this program's columns: the loops stop past them)
+    valid = gl.minimum(N_COLS - rank * SLICE, SLICE) + lead  # (this program's elements: the loops stop past them)
     n_main = _sub_tiles(valid, 0, MAIN, S_M)
     n_tail = _sub_tiles(valid, MAIN, TAIL, S_T)
-    total = _dot(y_main, dy_main, n_main, part, S_M, 0, SLICE, N_COLS, layout)
+    total = _dot(y_main, dy_main, n_main, part, leads, S_M, 0, SLICE, N_COLS, layout, FLAT)
     if TAIL > 0:
-        total += _dot(y_tail, dy_tail, n_tail, part, S_T, MAIN, SLICE, N_COLS, layout)
+        total += _dot(y_tail, dy_tail, n_tail, part, leads, S_T, MAIN, SLICE, N_COLS, layout, FLAT)
     xchg_p = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + xchg
     s = gl.inline_asm_elementwise(sum_exchange_asm(PARTS), "=f,r,f", [xchg_p, total], dtype=gl.float32,  # 4.
                                   is_pure=False, pack=1)[:, None]
     dst = dx_ptr + row.to(gl.int64) * (dx_stride_v * OUT_VEC)
-    _store_dx(y_main, dy_main, s, n_main, dst, part, S_M, 0, SLICE, N_COLS, layout)  # 5.
+    _store_dx(y_main, dy_main, s, n_main, dst, part, leads, S_M, 0, SLICE, N_COLS, layout, FLAT)  # 5.
     if TAIL > 0:
-        _store_dx(y_tail, dy_tail, s, n_tail, dst, part, S_T, MAIN, SLICE, N_COLS, layout)
+        _store_dx(y_tail, dy_tail, s, n_tail, dst, part, leads, S_T, MAIN, SLICE, N_COLS, layout, FLAT)
 
 
 def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | None = None,
@@ -157,15 +184,28 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
         return f"{NAME} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run"
     if y.numel() == 0:
         return ""
-    vec = 16 // y.element_size()
-    if y.shape[1] % vec:
-        return (f"{NAME} copies rows with TMA in whole 16-byte vectors: a row of {y.shape[1]} elements is not a "
-                f"multiple of {vec}; use softmax_backward")
     if y.shape[0] * parts >= 2**31:
         return f"{NAME}: at most 2**31 programs (rows × parts); use softmax_backward"
-    why = vector_refusal(y, NAME, "y") or vector_refusal(dy, NAME, "dy") or vector_refusal(dx, NAME, "out (dx)")
+    flat = is_flat(y)
+    if flat:  # rows that are not whole 16-byte vectors: copied as one line of elements (flat descriptors)
+        n_rows, n_cols = y.shape
+        why = ""
+        for name, t in (("y", y), ("dy", dy)):
+            if t.data_ptr() % 16 or (n_rows > 1 and t.stride(0) != n_cols):
+                why = (f"{NAME} copies rows that are not whole 16-byte vectors ({n_cols} elements) as one line, so "
+                       f"{name} must start on 16 bytes with its rows one after another (make it contiguous); use "
+                       "softmax_backward")
+                break
+        if not why and n_rows * n_cols + parts * BOX >= 2**31:
+            why = (f"{NAME} copies rows that are not whole 16-byte vectors as one line of less than 2**31 elements; "
+                   f"this one has {n_rows * n_cols}: use softmax_backward")
+        if not why and n_rows > 1 and dx.stride(0) >= 2**31:
+            why = f"{NAME} takes rows of dx less than 2**31 elements apart: use softmax_backward"
+    else:
+        why = (vector_refusal(y, NAME, "y") or vector_refusal(dy, NAME, "dy")
+               or vector_refusal(dx, NAME, "out (dx)"))
     if not why:
-        options = tiles(y.shape[1], parts, num_warps)
+        options = tiles(y.shape[1], parts, num_warps, BOX if flat else 0)
         capability, shared = device_limits(y.device)
         why = device_refusal(NAME, capability, shared, 2 * (options["MAIN"] + options["TAIL"]) * y.element_size(),
                              True)
@@ -187,13 +227,21 @@ def clusters_fit(y, dy, parts, num_warps) -> str:
     return _CLUSTERS[key]
 
 
+def is_flat(y) -> bool:
+    """Whether y's rows are copied as one line of elements (flat descriptors): rows that are not whole 16-byte
+    vectors, whose row stride TMA cannot take. Each program's copy then starts on the vector before its slice."""
+    return y.shape[1] % (16 // y.element_size()) != 0
+
+
 def launch_setup(dx, y, dy, parts=8, num_warps=4):
-    """(kernel, grid, args, options) of one launch; args[1:5] are the TMA descriptors of y and dy."""
-    options = tiles(y.shape[1], parts, num_warps)
+    """(kernel, grid, args, options) of one launch; args[1:5] are the TMA descriptors of y and dy (flat ones for
+    rows that are not whole 16-byte vectors, ``is_flat``: then the tiles hold a box more than the slice)."""
+    flat = is_flat(y)
+    options = tiles(y.shape[1], parts, num_warps, BOX if flat else 0)
     options["OUT_VEC"] = out_vec = row_vector(y.shape[1], dx)
     return (clustered_tma_backward_kernel, (y.shape[0],),
-            (dx, *descriptors(y, parts, num_warps), *descriptors(dy, parts, num_warps), dx.stride(0) // out_vec),
-            options)
+            (dx, *descriptors(y, parts, num_warps, flat), *descriptors(dy, parts, num_warps, flat),
+             dx.stride(0) // out_vec), options)
 
 
 def plan(dx, y, dy, parts=8, num_warps=4):

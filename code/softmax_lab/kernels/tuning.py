@@ -145,6 +145,8 @@ TMA_BACKWARD = {4: [(16384, None), (32768, dict(parts=8, num_warps=4)), (163840,
                     (None, None)],
                 2: [(16383, None), (32768, dict(parts=4, num_warps=4)), (65536, dict(parts=8, num_warps=4)),
                     (131072, dict(parts=16, num_warps=4)), (262144, dict(parts=16, num_warps=8)), (None, None)]}
+# Rows that are not whole 16-byte vectors, copied as one line of elements (flat descriptors): not yet (unmeasured).
+TMA_BACKWARD_FLAT = {4: False, 2: False}
 BACKWARD_TILE_COLS = 16384
 BACKWARD_TILE = 4096
 COOPERATIVE_BACKWARD_BYTES = 16384
