@@ -164,19 +164,11 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
         total += _dot(y_tail, dy_tail, n_tail, part, leads, S_T, MAIN, SLICE, N_COLS, layout, FLAT)
     xchg_p = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + xchg
     s = gl.inline_asm_elementwise(sum_exchange_asm(PARTS), "=f,r,f", [xchg_p, total], dtype=gl.float32,  # 4.
-                                  is_pure=False, pack=1)
+                                  is_pure=False, pack=1)[:, None]
     dst = dx_ptr + row.to(gl.int64) * (dx_stride_v * OUT_VEC)
-    # 5. Rows off 16 bytes are stored an element a thread, so that each store of a warp is one run of memory
-    # (16-bit rows stored a thread's 8 elements at a time ran at 28-41% of copy, round 15).
-    store_layout: gl.constexpr = split_layout(1 if FLAT else VEC, gl.num_warps(), PARTS)
-    if FLAT:
-        part = gl.arange(0, PARTS, layout=gl.SliceLayout(1, store_layout))
-        leads = (row * N_COLS + part * SLICE) % VEC
-        s = gl.convert_layout(s, gl.SliceLayout(1, store_layout))
-    _store_dx(y_main, dy_main, s[:, None], n_main, dst, part, leads, S_M, 0, SLICE, N_COLS, store_layout, FLAT)
+    _store_dx(y_main, dy_main, s, n_main, dst, part, leads, S_M, 0, SLICE, N_COLS, layout, FLAT)  # 5.
     if TAIL > 0:
-        _store_dx(y_tail, dy_tail, s[:, None], n_tail, dst, part, leads, S_T, MAIN, SLICE, N_COLS, store_layout,
-                  FLAT)
+        _store_dx(y_tail, dy_tail, s, n_tail, dst, part, leads, S_T, MAIN, SLICE, N_COLS, layout, FLAT)
 
 
 def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | None = None,
