@@ -1040,9 +1040,7 @@ def test_clustered_tma_backward_every_row_of_many_inputs(n_cols, dtype, knobs):
                                                  ((8, 20000), torch.float32, dict(parts=8, num_warps=4)),
                                                  ((8, 16384), torch.float16, dict(parts=4, num_warps=4)),
                                                  ((8, 65536), torch.float16, dict(parts=8, num_warps=4)),
-                                                 ((3, 262144), BF16, dict(parts=16, num_warps=8)),
-                                                 ((16, 50257), torch.float32, dict(parts=16, num_warps=4)),
-                                                 ((8, 20001), torch.float32, dict(parts=8, num_warps=4))])
+                                                 ((3, 262144), BF16, dict(parts=16, num_warps=8))])
 def test_the_backward_takes_the_tma_kernel_for_long_rows(shape, dtype, knobs, monkeypatch):
     # tuning.TMA_BACKWARD: softmax_backward, and the operator's plan (made on its first call, reused with new y and
     # dy, whose TMA descriptors it moves), on the TMA backward; rows just outside its range keep what they ran
@@ -1065,8 +1063,6 @@ def test_the_backward_takes_the_tma_kernel_for_long_rows(shape, dtype, knobs, mo
     y2 = torch.softmax(_randn(shape), -1).to(dtype)  # the plan again, with another y
     torch.testing.assert_close(op.softmax_backward(y2, dys[0]).double(), softmax_backward_ref(y2, dys[0]),
                                atol=atol * 10, rtol=rtol)
-    odd = torch.zeros((2, 50257), dtype=BF16, device="cuda")  # (16-bit rows off whole vectors: not flat, tuning)
-    assert tma_knobs(odd, odd, odd) is None
     vec = 16 // y.element_size()
     low = 16384 if dtype == torch.float32 else 16384 - vec
     for n in (low, (163840 if dtype == torch.float32 else 262144) + vec):
