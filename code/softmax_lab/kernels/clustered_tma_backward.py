@@ -14,10 +14,17 @@ dy (their TMA descriptors, a box a warp and one box, as the forward's); dx throu
    them up in rank order (so every program gets the same sum);
 5. dx = y·(dy - s) from shared memory, stored.
 
+Rows that are not whole 16-byte vectors have no row stride TMA takes: their descriptors are flat (the rows laid
+end to end as one line, ``is_flat``), and since a box must start on 16 bytes (one that did not stopped the GPU with
+an illegal instruction), each program's copy starts on the vector before its slice, ``lead`` elements early: its
+tiles hold a box more, its reads shift by ``lead``, and dx is stored an element at a time. Measured faster for fp32
+rows, not for 16-bit ones (docs/performance.md, round 15); the dispatcher does not take it yet
+(``tuning.TMA_BACKWARD_FLAT``).
+
 ``clustered_backward.py`` does the same with ``cp.async`` copies (one instruction per 16-byte vector) and a
 barrier of the whole cluster for the exchange. Hopper GPUs only (TMA, clusters); y and dy of one dtype, rows that
-start on 16 bytes and are whole 16-byte vectors (TMA's rules); dx may be y or dy itself (each program reads its
-slices whole before it writes).
+start on 16 bytes, and rows one after another where they are not whole vectors; dx may be y or dy itself (each
+program reads its slices whole before it writes).
 """
 import torch
 from triton.experimental import gluon
@@ -264,8 +271,9 @@ def plan(dx, y, dy, parts=8, num_warps=4):
 
 def clustered_tma_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None = None,
                            parts: int | None = None, num_warps: int | None = None) -> torch.Tensor:
-    """dx = y·(dy - Σ dy·y) over the last dim of 2-D ``y`` and ``dy`` of one dtype (Hopper GPU; rows on 16 bytes
-    and whole 16-byte vectors; each program's slices of y and dy in its shared memory). Knobs: ``parts`` (programs
+    """dx = y·(dy - Σ dy·y) over the last dim of 2-D ``y`` and ``dy`` of one dtype (Hopper GPU; rows on 16 bytes,
+    one after another where they are not whole 16-byte vectors; each program's slices of y and dy in its shared
+    memory). Knobs: ``parts`` (programs
     per row, a power of two from 2 to 16; 16 only where the GPU can launch such clusters; default 8),
     ``num_warps`` (default 4). ``out`` may be y or dy itself. One kernel is compiled per row length."""
     for name, value, most in (("parts", parts, MAX_PARTS), ("num_warps", num_warps, 32)):
