@@ -133,7 +133,7 @@ def sass_ops(compiled) -> tuple[Counter, int]:
         cubin.write_bytes(compiled.asm["cubin"])
         sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True).stdout
         usage = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
-    ops = Counter(re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+(?:\.[A-Z0-9_]+)*)", sass))
+    ops = Counter(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+(?:\.[A-Z0-9_]+)*)", sass))
     return ops, int(re.search(r"REG:(\d+)", usage).group(1))
 
 

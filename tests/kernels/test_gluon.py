@@ -495,12 +495,14 @@ TMA_BACKWARD_SCRIPT = textwrap.dedent("""
 
     DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     for dtype, n_cols, parts, warps in (("fp32", 151936, 16, 4), ("fp32", 151936, 8, 8), ("bf16", 128256, 8, 4),
-                                        ("fp32", 65536, 8, 4), ("bf16", 8200, 16, 4), ("fp16", 262144, 16, 8)):
+                                        ("fp32", 65536, 8, 4), ("bf16", 8200, 16, 4), ("fp16", 262144, 16, 8),
+                                        ("fp32", 50257, 16, 4), ("bf16", 20001, 4, 8)):  # (the last two: flat)
         x = torch.empty((2, n_cols), dtype=DTYPES[dtype])
-        big, box = descriptors(x, parts, warps)
-        o = tiles(n_cols, parts, warps)
+        flat = n_cols % (4 if dtype == "fp32" else 8) != 0
+        big, box = descriptors(x, parts, warps, flat)
+        o = tiles(n_cols, parts, warps, 256 if flat else 0)
         constexprs = dict(N_COLS=n_cols, SLICE=o["SLICE"], MAIN=o["MAIN"], TAIL=o["TAIL"], PARTS=parts,
-                          OUT_VEC=4 if dtype == "fp32" else 8)
+                          OUT_VEC=1 if flat else 4 if dtype == "fp32" else 8)
         sig = {"dx_ptr": f"*{dtype}", "y_big": mangle_type(big), "y_box": mangle_type(box),
                "dy_big": mangle_type(big), "dy_box": mangle_type(box), "dx_stride_v": "i32",
                **{k: "constexpr" for k in constexprs}}
@@ -510,23 +512,27 @@ TMA_BACKWARD_SCRIPT = textwrap.dedent("""
         count = lambda *names: sum(n for op, n in ops.items() if op.split(".")[0] in names)
         narrow = sum(n for op, n in ops.items() if op.startswith("STG") and not op.endswith(".128"))
         ptx = compiled.asm["ptx"]
+        wait, inval = ptx.find("waitLoop:"), ptx.find("mbarrier.inval")
+        synced = 0 <= wait < inval and "bar.sync" in ptx[wait:inval]
         print(dtype, n_cols, parts, compiled.metadata.num_ctas, compiled.metadata.shared, count("UTMALDG"),
-              count("LDG", "LDGSTS"), count("STL", "LDL"), narrow, count("STG"), regs, ptx.count("st.async"),
-              ptx.count("barrier.cluster.arrive"), ptx.count("barrier.cluster.wait"), ptx.count("mbarrier.inval"))
+              count("LDG", "LDGSTS"), count("STL", "LDL"), narrow if not flat else 0, count("STG"), regs,
+              ptx.count("st.async"), ptx.count("barrier.cluster.arrive"), ptx.count("barrier.cluster.wait"),
+              ptx.count("mbarrier.inval"), synced)
     """)
 
 
 def test_the_tma_clustered_backward_copies_by_tma_and_never_spills():
     # kernels/clustered_tma_backward.py, compiled for an H200: y and dy copied by TMA (no loads by the threads),
-    # streamed from shared memory in few registers, no spill, dx stored 16 bytes at a time; the parts sent by
-    # st.async, one cluster barrier; the copies' mbarrier invalidated once waited on (the forward's round-14 race).
-    for line in compiled_lines(TMA_BACKWARD_SCRIPT, 6):
+    # streamed from shared memory in few registers, no spill, dx stored 16 bytes at a time (rows of whole vectors;
+    # the flat form's rows, off 16 bytes, an element at a time); the parts sent by st.async, one cluster barrier;
+    # the copies' mbarrier invalidated once waited on, after a CTA barrier (the forward's round-14 race).
+    for line in compiled_lines(TMA_BACKWARD_SCRIPT, 8):
         (dtype, n_cols, parts, ctas, shared, tma_copies, loads, spills, narrow, stores, regs, st_async, arrive,
-         wait, invalidated) = line.split()
+         wait, invalidated, synced) = line.split()
         assert ctas == parts, line
         assert int(tma_copies) > 0 and loads == "0" and spills == "0", line
         assert narrow == "0" and int(stores) > 0 and int(regs) <= 48, line
-        assert st_async == arrive == wait == invalidated == "1", line
+        assert st_async == arrive == wait == invalidated == "1" and synced == "True", line
         size = 4 if dtype == "fp32" else 2
         assert int(shared) >= 2 * (-(-int(n_cols) // int(parts))) * size, line  # y's and dy's slices
 
@@ -543,6 +549,16 @@ def test_the_tma_clustered_backward_says_what_it_cannot_take():
         clustered_tma_backward(y, y, parts=3)
     with pytest.raises(ValueError, match="parts must be 2 to 16"):
         clustered_tma_backward(y, y, parts=1)
+    with pytest.raises(ValueError, match="num_warps must be 4 or 8"):  # (with 1 or 2 the unrolled copies spill)
+        clustered_tma_backward(y, y, num_warps=2)
+    with pytest.raises(ValueError, match="one dtype"):  # (empty inputs too)
+        clustered_tma_backward(y[:0], y[:0].half())
+    # the flat form's plans: a last copy starting past the end of the rows is refused (helper-87's review)
+    from softmax_lab.kernels.clustered_tma_backward import box_past_end
+
+    assert box_past_end(1, 255, 4, 2, 4) and box_past_end(4, 32767, 4, 8, 4) and box_past_end(4, 65535, 4, 16, 4)
+    assert not any(box_past_end(r, n, size, p, w) for r, n in ((64, 50257), (5, 77), (3, 20001), (2048, 50257))
+                   for size in (2, 4) for p, w in ((2, 8), (4, 4), (8, 4), (8, 8), (16, 4), (16, 8)))
     # the dispatcher's rows for it (tuning.TMA_BACKWARD); off the GPU, softmax_backward keeps the cooperative kernel
     from softmax_lab.kernels.backward import launch_setup, tma_knobs
     from softmax_lab.kernels.tuning import TMA_BACKWARD, pick

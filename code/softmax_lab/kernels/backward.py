@@ -125,7 +125,8 @@ def clustered_knobs(y, dy, dx) -> dict | None:
 def tma_knobs(y, dy, dx) -> dict | None:
     """The knobs with which the dispatcher sends this backward to ``clustered_tma_backward.py``, or None: a GPU like
     the one it was tuned on, a row length ``tuning.TMA_BACKWARD`` gives knobs, tensors it takes (rows on 16 bytes
-    and whole 16-byte vectors, y, dy and dx of one dtype)."""
+    and whole 16-byte vectors, y, dy and dx of one dtype; rows that are not whole vectors, through its flat form,
+    only where ``tuning.TMA_BACKWARD_FLAT`` says so)."""
     if (y.device.type != "cuda" or y.numel() == 0 or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
             or device_limits(y.device)[0] != GLUON_CAPABILITY):
         return None

@@ -113,7 +113,8 @@ def full_parts(n_cols, slice_, parts):
 
 @constexpr_function
 def xchg_bytes(parts):
-    """The exchange's static shared memory: its mbarrier and PARTS slots (8 bytes each), padded to 128 bytes."""
+    """The exchange's static shared memory: its mbarrier and PARTS slots (8 bytes each at most: a (max, sum) pair, or
+    one float in the backward's), padded to 128 bytes."""
     return -(-8 * (1 + parts) // XCHG_ALIGN) * XCHG_ALIGN
 
 
@@ -355,7 +356,8 @@ def clustered_tma_kernel(out_ptr, big_desc, box_desc, out_stride_v, N_COLS: gl.c
 def tiles(n_cols: int, parts: int, num_warps: int, room: int = 0) -> dict:
     """The launch's constexprs: SLICE (a program's columns, whole boxes), MAIN, the largest power of two it holds,
     and TAIL, a power of two for the rest (0: none; one tile where it holds the slice as well); ``room``: elements
-    the tiles hold beyond the slice (a flat copy's start, up to a vector before it)."""
+    the tiles hold beyond the slice (a flat copy starts up to a vector before its slice, and copies whole boxes: the
+    backward passes a box)."""
     slice_ = cdiv(n_cols, parts * BOX) * BOX
     size = slice_ + room
     main = 1 << (size.bit_length() - 1)

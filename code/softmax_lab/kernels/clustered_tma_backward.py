@@ -143,13 +143,14 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
         first = row * N_COLS + rank * SLICE
         lead = first % VEC
         start = first - lead
-        leads = (row * N_COLS + part * SLICE) % VEC  # (each program's, in the layout's rows)
+        leads = (row * N_COLS + part * SLICE) % VEC  # (lead in the layout's rows: the same for all, SLICE being
+        # whole vectors)
     else:
         start = rank * SLICE
         lead = 0
         leads = part * 0
     ROOM: gl.constexpr = VEC - 1 if FLAT else 0  # (a flat copy's elements before the slice, at most)
-    BIG: gl.constexpr = y_big.block_shape[-1]
+    BIG: gl.constexpr = y_big.block_shape[-1]  # (the copies' sizes: a box a warp, and one box)
     BOX_: gl.constexpr = y_box.block_shape[-1]
     FULL: gl.constexpr = full_parts(N_COLS, SLICE, PARTS)
     if rank < FULL:  # 2. slices wholly in the row
@@ -161,9 +162,10 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
                             copy_plan(MAIN, TAIL, N_COLS - r * SLICE + ROOM, BIG, BOX_), MAIN)
     mbarrier.wait(bar, 0)  # 3.
     mbarrier.invalidate(bar)
-    S_M: gl.constexpr = min(SUB, MAIN)
+    S_M: gl.constexpr = min(SUB, MAIN)  # (the sub-tiles of the two tiles)
     S_T: gl.constexpr = min(SUB, TAIL) if TAIL > 0 else 1
-    valid = gl.minimum(N_COLS - rank * SLICE, SLICE) + lead  # (this program's elements: the loops stop past them)
+    valid = gl.minimum(N_COLS - rank * SLICE, SLICE) + lead  # (the tiles' elements up to this program's last
+    # column: the loops stop past them)
     n_main = _sub_tiles(valid, 0, MAIN, S_M)
     n_tail = _sub_tiles(valid, MAIN, TAIL, S_T)
     total = _dot(y_main, dy_main, n_main, part, leads, S_M, 0, SLICE, N_COLS, layout, FLAT)
@@ -187,10 +189,13 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
                 "softmax_backward")
     if not 2 <= parts <= MAX_PARTS:
         return f"{NAME}: parts must be 2 to {MAX_PARTS} (programs in a cluster), got {parts}"
-    if y.device.type != "cuda":
-        return f"{NAME} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run"
+    if num_warps not in (4, 8):
+        return (f"{NAME}: num_warps must be 4 or 8, got {num_warps} (with fewer, the unrolled copies spill "
+                "registers; more were not measured)")
     if y.numel() == 0:
         return ""
+    if y.device.type != "cuda":
+        return f"{NAME} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run"
     if y.shape[0] * parts >= 2**31:
         return f"{NAME}: at most 2**31 programs (rows × parts); use softmax_backward"
     flat = is_flat(y)
@@ -204,8 +209,12 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
                        "softmax_backward")
                 break
         if not why and n_rows * n_cols + parts * BOX >= 2**31:
-            why = (f"{NAME} copies rows that are not whole 16-byte vectors as one line of less than 2**31 elements; "
-                   f"this one has {n_rows * n_cols}: use softmax_backward")
+            why = (f"{NAME} copies rows that are not whole 16-byte vectors as one line, whose elements it counts in "
+                   f"32 bits: {n_rows} rows of {n_cols} are too many; use softmax_backward")
+        if not why and box_past_end(n_rows, n_cols, y.element_size(), parts, num_warps):
+            why = (f"{NAME}: at {n_rows} rows of {n_cols} elements on {parts} programs, the last row's last copy "
+                   "would start past the end of y (a box TMA has not been tried on: not run); use other parts or "
+                   "softmax_backward")
         if not why and n_rows > 1 and dx.stride(0) >= 2**31:
             why = f"{NAME} takes rows of dx less than 2**31 elements apart: use softmax_backward"
     else:
@@ -232,6 +241,25 @@ def clusters_fit(y, dy, parts, num_warps) -> str:
         why = cluster_refusal(*launch_setup(torch.empty_like(y[:1]), y[:1], dy[:1], parts, num_warps))
         _CLUSTERS[key] = why.replace("clustered_softmax", NAME).replace(" (with more warps or vectors)", "")
     return _CLUSTERS[key]
+
+
+def box_past_end(n_rows: int, n_cols: int, element_size: int, parts: int, num_warps: int) -> bool:
+    """Whether a flat launch would issue, in the last row, a box that starts at or past the end of the rows laid end
+    to end (its plan copies up to VEC - 1 elements past each slice, for the start on the vector before it). TMA
+    zero-fills a box's part past the end, but a box wholly past it was not tried on a GPU: such launches are
+    refused."""
+    vec = 16 // element_size
+    o = tiles(n_cols, parts, num_warps, BOX)
+    slice_, main, end = o["SLICE"], o["MAIN"], n_rows * n_cols
+    big = BOX * num_warps
+    for r in range(parts):
+        columns = min(slice_, n_cols - r * slice_)  # (as the kernel's plans: none, or a box, where it is <= 0)
+        first = (n_rows - 1) * n_cols + r * slice_
+        start = first - first % vec
+        for buffer, whole, index in copy_plan(main, o["TAIL"], columns + vec - 1, big, BOX):
+            if start + (main if buffer else 0) + index * (big if whole else BOX) >= end:
+                return True
+    return False
 
 
 def is_flat(y) -> bool:
@@ -280,11 +308,11 @@ def clustered_tma_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor 
         if value is not None and (type(value) is not int or value < 1 or value > most or value & (value - 1)):
             raise ValueError(f"{NAME}: {name} must be a power of two up to {most}, got {value!r}")
     y, dy, dx = backward_inputs(y, dy, out)
-    if y.numel() == 0:
-        return dx
     why = refusal(y, dy, dx, parts, num_warps)
     if why:
         raise ValueError(why)
+    if y.numel() == 0:
+        return dx
     kernel, grid, args, options = launch_setup(dx, y, dy, parts or 8, num_warps or 4)
     kernel[grid](*args, **options)
     return dx
