@@ -1075,6 +1075,33 @@ def test_the_backward_takes_the_tma_kernel_for_long_rows(shape, dtype, knobs, mo
 
 
 @HOPPER
+@pytest.mark.parametrize("shape, knobs", [((8, 20001), dict(parts=8, num_warps=4)),
+                                          ((16, 50257), dict(parts=16, num_warps=4)),
+                                          ((1, 100001), dict(parts=16, num_warps=4))])
+def test_the_flat_tma_backward_through_the_dispatcher(shape, knobs, monkeypatch):
+    # tuning.TMA_BACKWARD_FLAT turned on for fp32 (off in the tree until this test has passed on a GPU, round 15):
+    # softmax_backward and the operator's plan (flat descriptors moved to each call's y and dy) on the flat form;
+    # views one element in and 16-bit rows keep their kernels.
+    from softmax_lab import op
+    from softmax_lab.kernels import backward, tuning
+    from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward_kernel
+
+    monkeypatch.setitem(tuning.TMA_BACKWARD_FLAT, 4, True)
+    y = torch.softmax(_randn(shape), -1)
+    dys = [_randn(shape) for _ in range(3)]
+    assert backward.tma_knobs(y, dys[0], y) == knobs
+    assert backward.launch_setup(torch.empty_like(y), y, dys[0])[0] is clustered_tma_backward_kernel
+    op._BACKWARD_PLANS.clear()
+    atol, rtol = tolerance(torch.float32)
+    for run, d in ((softmax_backward, dys[0]), (op.softmax_backward, dys[1]), (op.softmax_backward, dys[2])):
+        torch.testing.assert_close(run(y, d).double(), softmax_backward_ref(y, d), atol=atol * 10, rtol=rtol)
+    wide = torch.softmax(_randn((shape[0], shape[1] + 1)), -1)[:, 1:]  # (rows one element in: not flat)
+    assert backward.tma_knobs(wide, wide, torch.empty_like(wide)) is None
+    half = y.to(BF16)
+    assert backward.tma_knobs(half, half, half) is None
+
+
+@HOPPER
 @pytest.mark.parametrize("kernel, n_rows, n_cols, dtype", [("tma", (1 << 14) + 1, 131072, BF16),
                                                            ("resident", 42800, 50257, torch.float16)])
 def test_long_row_backward_more_than_2_31_elements(kernel, n_rows, n_cols, dtype):
