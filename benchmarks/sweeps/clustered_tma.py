@@ -70,8 +70,8 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 from triton.runtime.jit import constexpr_function
 
 from softmax_lab.kernels.clustered import split_layout
-from softmax_lab.kernels.clustered_tma import (_sub_tile, copy_plan, full_parts, init_asm, own_barrier, own_shared,
-                                               plan_bytes, plan_op, split_shared)
+from softmax_lab.kernels.clustered_tma import (SEND_REGS, _sub_tile, copy_plan, full_parts, init_asm, own_barrier,
+                                               own_shared, plan_bytes, plan_op, send_and_wait, split_shared)
 
 LOG2E_HEX = "0f3FB8AA3B"  # 1.4426950408889634 as a PTX float
 BOX = 256  # elements in one TMA box (the most a box may have in a dimension)
@@ -83,7 +83,8 @@ MODES = {"full": 0, "copy": 1, "exchange": 2}  # tma_kernel's MODE (--check-part
 # ---------------------------------------------------------------------------------------------- layouts and plans
 # (Since round 14 the layouts, the copy plans, the sub-tiles and the exchange's set-up (``init_asm``, its array
 # padded to 128 bytes) are the library's, ``kernels/clustered_tma.py``, which took them from here; the compiled
-# kernels are the same, ``--compile`` before and after. The exchange below returns M too, for the probes.)
+# kernels are the same, ``--compile`` before and after. The exchange below returns M too, for the probes; its sends
+# and wait are the library's ``send_and_wait`` since round 15.)
 
 @constexpr_function
 def exchange_asm(parts):
@@ -94,22 +95,9 @@ def exchange_asm(parts):
     sums = "\n".join(f"    sub.f32 %t, %m{i}, %mx;\n    mul.f32 %t, %t, {LOG2E_HEX};\n    ex2.approx.f32 %t, %t;\n"
                      f"    fma.rn.f32 %s, %l{i}, %t, %s;" for i in range(parts))
     return gl.constexpr(f"""{{
-    .reg .pred %p, %done;
-    .reg .b32 %bar, %tx, %rank, %a, %ra, %rb;
+{SEND_REGS}
     .reg .f32 %m<{parts}>, %l<{parts}>, %mx, %t, %s;
-    mov.u32 %bar, $4;
-    barrier.cluster.wait.acquire.aligned;
-    mov.u32 %tx, %tid.x;
-    mov.u32 %rank, %cluster_ctarank;
-    setp.lt.u32 %p, %tx, {parts};
-    mad.lo.u32 %a, %rank, 8, %bar;
-    add.u32 %a, %a, 8;
-    @%p mapa.shared::cluster.u32 %ra, %a, %tx;
-    @%p mapa.shared::cluster.u32 %rb, %bar, %tx;
-    @%p st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%ra], {{$2, $3}}, [%rb];
-xchgWait:
-    mbarrier.try_wait.parity.shared::cta.b64 %done, [%bar], 0;
-    @!%done bra.uni xchgWait;
+{send_and_wait(parts, "$4", "{$2, $3}")}
 {loads}
     mov.f32 %mx, %m0;
 {maxes}

@@ -138,6 +138,31 @@ def init_asm(parts, words=2):
 }}""")
 
 
+SEND_REGS = """    .reg .pred %p, %done;
+    .reg .b32 %bar, %tx, %rank, %a, %ra, %rb;"""  # (what ``send_and_wait`` uses, declared by its caller)
+
+
+@constexpr_function
+def send_and_wait(parts, bar, values, words=2):
+    """Step 4's first half, PTX (registers ``SEND_REGS``): wait at the cluster barrier (step 1 arrived long before,
+    so every partner runs); thread t < PARTS stores ``values`` (``words`` floats, e.g. "{$2, $3}") into program t's
+    slot for this program with ``st.async``, which counts its bytes on program t's mbarrier; then wait on this
+    program's own mbarrier (``bar``, an operand such as "$1", from ``init_asm``) until all PARTS parts are in."""
+    return f"""    mov.u32 %bar, {bar};
+    barrier.cluster.wait.acquire.aligned;
+    mov.u32 %tx, %tid.x;
+    mov.u32 %rank, %cluster_ctarank;
+    setp.lt.u32 %p, %tx, {parts};
+    mad.lo.u32 %a, %rank, {4 * words}, %bar;
+    add.u32 %a, %a, 8;
+    @%p mapa.shared::cluster.u32 %ra, %a, %tx;
+    @%p mapa.shared::cluster.u32 %rb, %bar, %tx;
+    @%p st.async.shared::cluster.mbarrier::complete_tx::bytes.{"v2." if words == 2 else ""}f32 [%ra], {values}, [%rb];
+xchgWait:
+    mbarrier.try_wait.parity.shared::cta.b64 %done, [%bar], 0;
+    @!%done bra.uni xchgWait;"""
+
+
 @constexpr_function
 def exchange_asm(parts):
     """Step 4: $0 = exp(($2 - M)) / L (this program's scale), from each program's ($2, $3) = (max, sum of
@@ -148,22 +173,9 @@ def exchange_asm(parts):
     sums = "\n".join(f"    sub.f32 %t, %m{i}, %mx;\n    mul.f32 %t, %t, {LOG2E_HEX};\n    ex2.approx.f32 %t, %t;\n"
                      f"    fma.rn.f32 %s, %l{i}, %t, %s;" for i in range(parts))
     return gl.constexpr(f"""{{
-    .reg .pred %p, %done;
-    .reg .b32 %bar, %tx, %rank, %a, %ra, %rb;
+{SEND_REGS}
     .reg .f32 %m<{parts}>, %l<{parts}>, %mx, %t, %s;
-    mov.u32 %bar, $1;
-    barrier.cluster.wait.acquire.aligned;
-    mov.u32 %tx, %tid.x;
-    mov.u32 %rank, %cluster_ctarank;
-    setp.lt.u32 %p, %tx, {parts};
-    mad.lo.u32 %a, %rank, 8, %bar;
-    add.u32 %a, %a, 8;
-    @%p mapa.shared::cluster.u32 %ra, %a, %tx;
-    @%p mapa.shared::cluster.u32 %rb, %bar, %tx;
-    @%p st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%ra], {{$2, $3}}, [%rb];
-xchgWait:
-    mbarrier.try_wait.parity.shared::cta.b64 %done, [%bar], 0;
-    @!%done bra.uni xchgWait;
+{send_and_wait(parts, "$1", "{$2, $3}")}
 {loads}
     mov.f32 %mx, %m0;
 {maxes}

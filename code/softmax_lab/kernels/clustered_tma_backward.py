@@ -35,7 +35,8 @@ from triton.runtime.jit import constexpr_function
 from ._launch import backward_inputs, device_limits, device_refusal, row_vector, vector_refusal
 from .clustered import MAX_PARTS, PORTABLE_PARTS, cluster_refusal, split_layout
 from .clustered_tma import (BOX, _issue, _sub_tile, _sub_tiles, copy_plan, descriptors, full_parts, init_asm,
-                            own_barrier, plan_bytes, split_shared, sub_tiles_shared, tiles)
+                            own_barrier, plan_bytes, send_and_wait, split_shared, sub_tiles_shared, tiles)
+from .clustered_tma import SEND_REGS
 from .clustered_tma import _Descriptor
 
 NAME = "clustered_tma_backward"
@@ -47,22 +48,9 @@ def sum_exchange_asm(parts):
     float a slot)."""
     adds = "\n".join(f"    ld.shared.f32 %t, [%bar+{8 + 4 * i}];\n    add.f32 $0, $0, %t;" for i in range(1, parts))
     return gl.constexpr(f"""{{
-    .reg .pred %p, %done;
-    .reg .b32 %bar, %tx, %rank, %a, %ra, %rb;
+{SEND_REGS}
     .reg .f32 %t;
-    mov.u32 %bar, $1;
-    barrier.cluster.wait.acquire.aligned;
-    mov.u32 %tx, %tid.x;
-    mov.u32 %rank, %cluster_ctarank;
-    setp.lt.u32 %p, %tx, {parts};
-    mad.lo.u32 %a, %rank, 4, %bar;
-    add.u32 %a, %a, 8;
-    @%p mapa.shared::cluster.u32 %ra, %a, %tx;
-    @%p mapa.shared::cluster.u32 %rb, %bar, %tx;
-    @%p st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%ra], $2, [%rb];
-sumWait:
-    mbarrier.try_wait.parity.shared::cta.b64 %done, [%bar], 0;
-    @!%done bra.uni sumWait;
+{send_and_wait(parts, "$1", "$2", words=1)}
     ld.shared.f32 $0, [%bar+8];
 {adds}
 }}""")
