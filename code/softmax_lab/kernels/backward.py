@@ -93,13 +93,19 @@ def chunk_apply_kernel(dx_ptr, y_ptr, dy_ptr, dot_ptr, y_row_stride, dy_row_stri
                  mask=mask, eviction_policy="evict_first")
 
 
+def _gluon_tuned(y) -> bool:
+    """Whether the Gluon backwards may take y: a non-empty float16/bfloat16/float32 tensor on a GPU like the one
+    they were tuned on (``tuning.GLUON_CAPABILITY``)."""
+    return (y.device.type == "cuda" and y.numel() > 0 and y.dtype in (torch.float16, torch.bfloat16, torch.float32)
+            and device_limits(y.device)[0] == GLUON_CAPABILITY)
+
+
 def resident_knobs(y, dy, dx) -> dict | None:
     """The knobs with which the dispatcher sends this backward to ``resident_backward.py``, or None where it does
     not: a GPU like the one it was tuned on, a row length ``tuning.RESIDENT_BACKWARD`` gives warps (for fp32, rows
     that ``unaligned.py`` takes), windows that fit its shared memory; windows from ``RESIDENT_BACKWARD_LINE`` bytes
     before each row where y and dy lie alike around such lines, else from its vector."""
-    if (y.device.type != "cuda" or y.numel() == 0 or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
-            or device_limits(y.device)[0] != GLUON_CAPABILITY):
+    if not _gluon_tuned(y):
         return None
     warps = pick(RESIDENT_BACKWARD[element_size(y.dtype)], y.shape[1])
     if warps is None or not (RESIDENT_BACKWARD_WHOLE_VECTORS[element_size(y.dtype)] or takes(y, dy, dx)):
@@ -113,8 +119,7 @@ def resident_knobs(y, dy, dx) -> dict | None:
 def clustered_knobs(y, dy, dx) -> dict | None:
     """The knobs with which the dispatcher sends this backward to ``clustered_backward.py``, or None: a GPU like
     the one it was tuned on, a row length ``tuning.CLUSTERED_BACKWARD`` gives knobs, tensors it takes."""
-    if (y.device.type != "cuda" or y.numel() == 0 or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
-            or device_limits(y.device)[0] != GLUON_CAPABILITY):
+    if not _gluon_tuned(y):
         return None
     knobs = pick(CLUSTERED_BACKWARD[element_size(y.dtype)], y.shape[1])
     if knobs is None or knobs.get("parts", 1) > PORTABLE_PARTS or clustered_refusal(y, dy, dx, **knobs):
@@ -127,8 +132,7 @@ def tma_knobs(y, dy, dx) -> dict | None:
     the one it was tuned on, a row length ``tuning.TMA_BACKWARD`` gives knobs, tensors it takes (rows on 16 bytes
     and whole 16-byte vectors, y, dy and dx of one dtype; rows that are not whole vectors, through its flat form,
     only where ``tuning.TMA_BACKWARD_FLAT`` says so)."""
-    if (y.device.type != "cuda" or y.numel() == 0 or y.dtype not in (torch.float16, torch.bfloat16, torch.float32)
-            or device_limits(y.device)[0] != GLUON_CAPABILITY):
+    if not _gluon_tuned(y):
         return None
     knobs = pick(TMA_BACKWARD[element_size(y.dtype)], y.shape[1])
     if knobs is None or (is_flat(y) and not TMA_BACKWARD_FLAT[element_size(y.dtype)]):
