@@ -16,8 +16,9 @@ from softmax_lab import bench
 from softmax_lab.kernels.clustered_backward import clustered_backward
 
 
-def edge_check(cases):
-    """One-hot rows of y, a y of zeros but one element, dy of ±1e4, and dx written over dy: against float64."""
+def edge_check(cases, run=clustered_backward):
+    """One-hot rows of y, a y of zeros but one element, dy of ±1e4, and dx written over dy: against float64, for
+    ``run(y, dy, out=..., **knobs)`` (also ``tma_backward.py``'s)."""
     bad = []
     for rows, cols, dtype, knobs in cases:
         y = torch.softmax(torch.randn(rows, cols, device="cuda") * 4, -1).to(dtype)
@@ -27,7 +28,7 @@ def edge_check(cases):
         want = y.double() * (dy.double() - (y.double() * dy.double()).sum(-1, keepdim=True))
         for in_place in (False, True):  # dx into a poisoned tensor, then over dy itself
             d = dy.clone() if in_place else dy
-            got = clustered_backward(y, d, out=d if in_place else torch.full_like(y, float("nan")), **knobs).double()
+            got = run(y, d, out=d if in_place else torch.full_like(y, float("nan")), **knobs).double()
             err = ((got - want).abs() / (want.abs() + 1)).max().item()
             if not err < (1e-5 if dtype == torch.float32 else 2e-2):
                 bad.append(f"{rows}x{cols} {dtype} {knobs}: {err:.3g}")
