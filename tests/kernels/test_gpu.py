@@ -897,6 +897,23 @@ def test_resident_backward_at_gpu_sizes(shape, dtype):
             torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol)
 
 
+def _backward_case(shape, dtype):
+    """The clustered backwards' inputs: y (softmax rows, row 0 one-hot), dy, and float64's dx."""
+    y = torch.softmax(_randn(shape), -1).to(dtype)
+    y[0] = 0
+    y[0, shape[1] // 2] = 1  # a one-hot row
+    dy = _randn(shape, dtype)
+    return y, dy, softmax_backward_ref(y, dy)
+
+
+def _check_in_place(run, y, dy, want, atol, rtol):
+    """``run(y, dy, out)`` with out dy itself, then y itself: dx as float64's."""
+    for over in ("dy", "y"):
+        z = (dy if over == "dy" else y).clone()
+        dx = run(z if over == "y" else y, z if over == "dy" else dy, z)
+        torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol)
+
+
 @HOPPER
 @pytest.mark.parametrize("shape", [(64, 128256), (33, 151936), (5, 65536), (3, 8), (2, 524288)])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -907,11 +924,7 @@ def test_clustered_backward_at_gpu_sizes(shape, dtype):
 
     n_rows, n = shape
     atol, rtol = tolerance(dtype)
-    y = torch.softmax(_randn(shape), -1).to(dtype)
-    y[0] = 0
-    y[0, n // 2] = 1  # a one-hot row
-    dy = _randn(shape, dtype)
-    want = softmax_backward_ref(y, dy)
+    y, dy, want = _backward_case(shape, dtype)
     ran = 0
     for knobs in (dict(), dict(parts=4, num_warps=8), dict(parts=8, num_warps=4), dict(parts=16, num_warps=4),
                   dict(parts=16, num_warps=8, vectors=2), dict(parts=1)):
@@ -936,10 +949,8 @@ def test_clustered_backward_at_gpu_sizes(shape, dtype):
         assert ran == 0
         return
     assert ran >= 2
-    for over in ("dy", "y"):  # in place
-        z = (dy if over == "dy" else y).clone()
-        dx = clustered_backward(z if over == "y" else y, z if over == "dy" else dy, out=z, **fits, dsmem=True)
-        torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol)
+    _check_in_place(lambda y, dy, out: clustered_backward(y, dy, out=out, **fits, dsmem=True), y, dy, want, atol,
+                    rtol)
     both = torch.full((n_rows, 2 * n), float("nan"), dtype=dtype, device="cuda")
     both[:, :n] = dy
     clustered_backward(y, both[:, :n], out=both[:, n:], **fits)  # beside dy in one buffer
@@ -969,11 +980,7 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
 
     n_rows, n = shape
     atol, rtol = tolerance(dtype)
-    y = torch.softmax(_randn(shape), -1).to(dtype)
-    y[0] = 0
-    y[0, n // 2] = 1  # a one-hot row
-    dy = _randn(shape, dtype)
-    want = softmax_backward_ref(y, dy)
+    y, dy, want = _backward_case(shape, dtype)
     ran = []
     for knobs in (dict(), dict(parts=2, num_warps=8), dict(parts=4, num_warps=4), dict(parts=8, num_warps=8),
                   dict(parts=16, num_warps=4), dict(parts=16, num_warps=8)):
@@ -989,10 +996,7 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
         ran.append(knobs)
     assert len(ran) >= 2  # (fp32 rows of 262,144: only 16 programs' slices fit)
     fits = ran[-1]
-    for over in ("dy", "y"):  # in place
-        z = (dy if over == "dy" else y).clone()
-        dx = clustered_tma_backward(z if over == "y" else y, z if over == "dy" else dy, out=z, **fits)
-        torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol)
+    _check_in_place(lambda y, dy, out: clustered_tma_backward(y, dy, out=out, **fits), y, dy, want, atol, rtol)
     flat = n % (16 // y.element_size()) != 0
     both = torch.full((n_rows, 2 * n), float("nan"), dtype=dtype, device="cuda")
     both[:, :n] = dy
