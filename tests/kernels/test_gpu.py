@@ -1000,14 +1000,18 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
     flat = n % (16 // y.element_size()) != 0
     both = torch.full((n_rows, 2 * n), float("nan"), dtype=dtype, device="cuda")
     both[:, :n] = dy
-    if flat:  # (one line of elements: dy's rows must lie one after another)
+    if flat:  # (one line of elements: dy's and dx's rows must lie one after another)
         with pytest.raises(ValueError, match="dy must start on 16 bytes with its rows one after another"):
             clustered_tma_backward(y, both[:, :n], out=both[:, n:], **fits)
-        dx = clustered_tma_backward(y, dy, out=both[:, n:], **fits)  # dx may lie anyhow
+        with pytest.raises(ValueError, match=r"out \(dx\) must start on 16 bytes with its rows one after"):
+            clustered_tma_backward(y, dy, out=both[:, n:], **fits)
+        with pytest.raises(ValueError, match=r"out \(dx\) must start on 16 bytes"):  # (one element in)
+            clustered_tma_backward(y, dy, out=torch.empty(n_rows * n + 1, dtype=dtype, device="cuda")[1:].view(
+                n_rows, n), **fits)
     else:
         clustered_tma_backward(y, both[:, :n], out=both[:, n:], **fits)  # beside dy in one buffer
         torch.testing.assert_close(both[:, :n], dy)
-    torch.testing.assert_close(both[:, n:].double(), want, atol=atol * 10, rtol=rtol)
+        torch.testing.assert_close(both[:, n:].double(), want, atol=atol * 10, rtol=rtol)
     with pytest.raises(ValueError, match="one dtype"):
         clustered_tma_backward(y, dy.half() if dtype != torch.float16 else dy.float())
     with pytest.raises(ValueError, match="parts must be"):
@@ -1079,30 +1083,37 @@ def test_the_backward_takes_the_tma_kernel_for_long_rows(shape, dtype, knobs, mo
 
 
 @HOPPER
-@pytest.mark.parametrize("shape, knobs", [((8, 20001), dict(parts=8, num_warps=4)),
-                                          ((16, 50257), dict(parts=16, num_warps=4)),
-                                          ((1, 100001), dict(parts=16, num_warps=4))])
-def test_the_flat_tma_backward_through_the_dispatcher(shape, knobs, monkeypatch):
-    # tuning.TMA_BACKWARD_FLAT turned on for fp32 (off in the tree until this test has passed on a GPU, round 15):
-    # softmax_backward and the operator's plan (flat descriptors moved to each call's y and dy) on the flat form;
-    # views one element in and 16-bit rows keep their kernels.
+@pytest.mark.parametrize("shape, dtype, knobs", [((8, 20001), torch.float32, dict(parts=8, num_warps=4)),
+                                                 ((16, 50257), torch.float32, dict(parts=16, num_warps=4)),
+                                                 ((1, 100001), torch.float32, dict(parts=16, num_warps=4)),
+                                                 ((8, 20001), BF16, dict(parts=4, num_warps=4)),
+                                                 ((16, 50257), BF16, dict(parts=8, num_warps=4)),
+                                                 ((3, 100001), torch.float16, dict(parts=16, num_warps=4))])
+def test_the_flat_tma_backward_through_the_dispatcher(shape, dtype, knobs, monkeypatch):
+    # tuning.TMA_BACKWARD_FLAT: softmax_backward and the operator's plan (flat descriptors moved to each call's y
+    # and dy) on the flat form where it is on; views one element in keep their kernels, and so does every odd row
+    # where it is off.
     from softmax_lab import op
     from softmax_lab.kernels import backward, tuning
     from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward_kernel
 
-    monkeypatch.setitem(tuning.TMA_BACKWARD_FLAT, 4, True)
-    y = torch.softmax(_randn(shape), -1)
-    dys = [_randn(shape) for _ in range(3)]
+    size = torch.empty((), dtype=dtype).element_size()
+    monkeypatch.setitem(tuning.TMA_BACKWARD_FLAT, size, True)
+    y = torch.softmax(_randn(shape), -1).to(dtype)
+    dys = [_randn(shape, dtype) for _ in range(3)]
     assert backward.tma_knobs(y, dys[0], y) == knobs
     assert backward.launch_setup(torch.empty_like(y), y, dys[0])[0] is clustered_tma_backward_kernel
     op._BACKWARD_PLANS.clear()
-    atol, rtol = tolerance(torch.float32)
+    atol, rtol = tolerance(dtype)
     for run, d in ((softmax_backward, dys[0]), (op.softmax_backward, dys[1]), (op.softmax_backward, dys[2])):
         torch.testing.assert_close(run(y, d).double(), softmax_backward_ref(y, d), atol=atol * 10, rtol=rtol)
-    wide = torch.softmax(_randn((shape[0], shape[1] + 1)), -1)[:, 1:]  # (rows one element in: not flat)
+    y2 = torch.softmax(_randn(shape), -1).to(dtype)  # the plan again, with another y
+    torch.testing.assert_close(op.softmax_backward(y2, dys[0]).double(), softmax_backward_ref(y2, dys[0]),
+                               atol=atol * 10, rtol=rtol)
+    wide = torch.softmax(_randn((shape[0], shape[1] + 1)), -1).to(dtype)[:, 1:]  # (rows one element in: not flat)
     assert backward.tma_knobs(wide, wide, torch.empty_like(wide)) is None
-    half = y.to(BF16)
-    assert backward.tma_knobs(half, half, half) is None
+    monkeypatch.setitem(tuning.TMA_BACKWARD_FLAT, size, False)
+    assert backward.tma_knobs(y, dys[0], y) is None
 
 
 @HOPPER

@@ -17,14 +17,15 @@ dy (their TMA descriptors, a box a warp and one box, as the forward's); dx throu
 Rows that are not whole 16-byte vectors have no row stride TMA takes: their descriptors are flat (the rows laid
 end to end as one line, ``is_flat``), and since a box must start on 16 bytes (one that did not stopped the GPU with
 an illegal instruction), each program's copy starts on the vector before its slice, ``lead`` elements early: its
-tiles hold a box more, its reads shift by ``lead``, and dx is stored an element at a time. Measured faster for fp32
-rows, not for 16-bit ones (docs/performance.md, round 15); the dispatcher does not take it yet
-(``tuning.TMA_BACKWARD_FLAT``).
+tiles hold a box more and its reads shift by ``lead``. dx, flat too, is stored where the copy's elements came
+from: the vectors wholly this program's 16 bytes at a time, the two it shares with its neighbours an element at a
+time (all of it an element at a time ran 16-bit rows at 38-41% of copy: docs/performance.md, round 15). The
+dispatcher takes it where ``tuning.TMA_BACKWARD_FLAT`` says so.
 
 ``clustered_backward.py`` does the same with ``cp.async`` copies (one instruction per 16-byte vector) and a
-barrier of the whole cluster for the exchange. Hopper GPUs only (TMA, clusters); y and dy of one dtype, rows that
-start on 16 bytes, and rows one after another where they are not whole vectors; dx may be y or dy itself (each
-program reads its slices whole before it writes).
+barrier of the whole cluster for the exchange. Hopper GPUs only (TMA, clusters); y, dy and dx of one dtype, rows
+that start on 16 bytes, and rows one after another where they are not whole vectors; dx may be y or dy itself
+(each program reads its slices whole before it writes).
 """
 import torch
 from triton.experimental import gluon
@@ -95,12 +96,37 @@ def _dot(y_smem, dy_smem, n, part, lead, SUB: gl.constexpr, START: gl.constexpr,
 
 @gluon.jit
 def _store_dx(y_smem, dy_smem, s, n, dst, part, lead, SUB: gl.constexpr, START: gl.constexpr, SLICE: gl.constexpr,
-              N_COLS: gl.constexpr, layout: gl.constexpr, FLAT: gl.constexpr):
-    """Step 5 over the first n sub-tiles of a tile: dx = y·(dy - s)."""
+              N_COLS: gl.constexpr, layout: gl.constexpr, FLAT: gl.constexpr, valid=0):
+    """Step 5 over the first n sub-tiles of a tile: dx = y·(dy - s). Flat: ``dst`` is where each program's copy
+    starts in dx (on 16 bytes), ``valid`` this program's tile elements up to its last column (``lead`` + its
+    columns)."""
     for k in range(n):
         y, cols, ok = _read(y_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)
         d = _read(dy_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)[0]
-        gl.store(dst + cols, (y * (d - s)).to(dst.dtype.element_ty), mask=ok)
+        dx = (y * (d - s)).to(dst.dtype.element_ty)
+        if FLAT:
+            _store_flat(dst, dx, ok, k, lead, SUB, START, part, SLICE, N_COLS, layout, valid)
+        else:
+            gl.store(dst + cols, dx, mask=ok)
+
+
+@gluon.jit
+def _store_flat(dst, dx, ok, k, lead, SUB: gl.constexpr, START: gl.constexpr, part, SLICE: gl.constexpr,
+                N_COLS: gl.constexpr, layout: gl.constexpr, valid):
+    """A flat sub-tile of dx stored where element i of the tile goes: dst + i. The 16-byte vectors wholly this
+    program's as vectors (an element at a time, a 16-bit row ran at 38-41% of copy: round 15); the two it shares with
+    its neighbours, the one before its first column and the one after its last, an element at a time, in the
+    sub-tiles that hold them."""
+    VEC: gl.constexpr = 128 // dst.dtype.element_ty.primitive_bitwidth
+    i = (START + k * SUB + gl.arange(0, SUB, layout=gl.SliceLayout(0, layout)))[None, :]
+    first = (lead + VEC - 1) // VEC * VEC  # (this program's first and last whole vectors, in tile elements)
+    end = (lead + gl.minimum(N_COLS - part * SLICE, SLICE)) // VEC * VEC
+    whole = (i >= first[:, None]) & (i < end[:, None])
+    gl.store(dst + i, dx, mask=whole)
+    at = START + k * SUB
+    last = valid // VEC * VEC  # (end, for this program)
+    if (at == 0) | ((at <= last) & (last < at + SUB)):
+        gl.store(dst + i, dx, mask=ok & ~whole)
 
 
 @gluon.jit
@@ -129,14 +155,16 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
     mbarrier.init(bar, count=1)
     if FLAT:  # the slice's first element in the whole, and the vector before it, where its copies start
         first = row * N_COLS + rank * SLICE
-        lead = first % VEC
-        start = first - lead
-        leads = (row * N_COLS + part * SLICE) % VEC  # (lead in the layout's rows: the same for all, SLICE being
-        # whole vectors)
+        start = first // VEC * VEC
+        lead = first - start
+        firsts = row * N_COLS + part * SLICE  # (the same in the layout's rows, one a program)
+        starts = firsts // VEC * VEC
+        leads = firsts - starts
     else:
         start = rank * SLICE
         lead = 0
         leads = part * 0
+        starts = leads
     ROOM: gl.constexpr = VEC - 1 if FLAT else 0  # (a flat copy's elements before the slice, at most)
     BIG: gl.constexpr = y_big.block_shape[-1]  # (the copies' sizes: a box a warp, and one box)
     BOX_: gl.constexpr = y_box.block_shape[-1]
@@ -162,10 +190,13 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
     xchg_p = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + xchg
     s = gl.inline_asm_elementwise(sum_exchange_asm(PARTS), "=f,r,f", [xchg_p, total], dtype=gl.float32,  # 4.
                                   is_pure=False, pack=1)[:, None]
-    dst = dx_ptr + row.to(gl.int64) * (dx_stride_v * OUT_VEC)
-    _store_dx(y_main, dy_main, s, n_main, dst, part, leads, S_M, 0, SLICE, N_COLS, layout, FLAT)  # 5.
+    if FLAT:  # (dx flat too, on 16 bytes: refusal)
+        dst = dx_ptr + starts[:, None]
+    else:
+        dst = dx_ptr + row.to(gl.int64) * (dx_stride_v * OUT_VEC)
+    _store_dx(y_main, dy_main, s, n_main, dst, part, leads, S_M, 0, SLICE, N_COLS, layout, FLAT, valid)  # 5.
     if TAIL > 0:
-        _store_dx(y_tail, dy_tail, s, n_tail, dst, part, leads, S_T, MAIN, SLICE, N_COLS, layout, FLAT)
+        _store_dx(y_tail, dy_tail, s, n_tail, dst, part, leads, S_T, MAIN, SLICE, N_COLS, layout, FLAT, valid)
 
 
 def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | None = None,
@@ -190,11 +221,11 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
     if flat:  # rows that are not whole 16-byte vectors: copied as one line of elements (flat descriptors)
         n_rows, n_cols = y.shape
         why = ""
-        for name, t in (("y", y), ("dy", dy)):
+        for name, t in (("y", y), ("dy", dy), ("out (dx)", dx)):
             if t.data_ptr() % 16 or (n_rows > 1 and t.stride(0) != n_cols):
-                why = (f"{NAME} copies rows that are not whole 16-byte vectors ({n_cols} elements) as one line, so "
-                       f"{name} must start on 16 bytes with its rows one after another (make it contiguous); use "
-                       "softmax_backward")
+                why = (f"{NAME} copies and stores rows that are not whole 16-byte vectors ({n_cols} elements) as one "
+                       f"line, so {name} must start on 16 bytes with its rows one after another (make it contiguous); "
+                       "use softmax_backward")
                 break
         if not why and n_rows * n_cols + parts * BOX >= 2**31:
             why = (f"{NAME} copies rows that are not whole 16-byte vectors as one line, whose elements it counts in "
@@ -203,8 +234,6 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
             why = (f"{NAME}: at {n_rows} rows of {n_cols} elements on {parts} programs, the last row's last copy "
                    "would start past the end of y (a box TMA has not been tried on: not run); use other parts or "
                    "softmax_backward")
-        if not why and n_rows > 1 and dx.stride(0) >= 2**31:
-            why = f"{NAME} takes rows of dx less than 2**31 elements apart: use softmax_backward"
     else:
         why = (vector_refusal(y, NAME, "y") or vector_refusal(dy, NAME, "dy")
                or vector_refusal(dx, NAME, "out (dx)"))
@@ -288,10 +317,10 @@ def plan(dx, y, dy, parts=8, num_warps=4):
 def clustered_tma_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None = None,
                            parts: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """dx = y·(dy - Σ dy·y) over the last dim of 2-D ``y`` and ``dy`` of one dtype (Hopper GPU; rows on 16 bytes,
-    one after another where they are not whole 16-byte vectors; each program's slices of y and dy in its shared
-    memory). Knobs: ``parts`` (programs
-    per row, a power of two from 2 to 16; 16 only where the GPU can launch such clusters; default 8),
-    ``num_warps`` (default 4). ``out`` may be y or dy itself. One kernel is compiled per row length."""
+    one after another where they are not whole 16-byte vectors, dx's too; each program's slices of y and dy in its
+    shared memory). Knobs: ``parts`` (programs per row, a power of two from 2 to 16; 16 only where the GPU can
+    launch such clusters; default 8), ``num_warps`` (4 or 8, default 4). ``out`` may be y or dy itself. One
+    kernel is compiled per row length."""
     for name, value, most in (("parts", parts, MAX_PARTS), ("num_warps", num_warps, 32)):
         if value is not None and (type(value) is not int or value < 1 or value > most or value & (value - 1)):
             raise ValueError(f"{NAME}: {name} must be a power of two up to {most}, got {value!r}")
