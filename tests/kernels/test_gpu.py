@@ -1083,22 +1083,23 @@ def test_the_backward_takes_the_tma_kernel_for_long_rows(shape, dtype, knobs, mo
 
 
 @HOPPER
-@pytest.mark.parametrize("shape, dtype, knobs", [((8, 20001), torch.float32, dict(parts=8, num_warps=4)),
+@pytest.mark.parametrize("shape, dtype, knobs", [((8, 20001), torch.float32, dict(parts=4, num_warps=8)),
                                                  ((16, 50257), torch.float32, dict(parts=16, num_warps=4)),
-                                                 ((1, 100001), torch.float32, dict(parts=16, num_warps=4)),
-                                                 ((8, 20001), BF16, dict(parts=4, num_warps=4)),
+                                                 ((1, 100001), torch.float32, dict(parts=16, num_warps=8)),
+                                                 ((3, 128257), torch.float32, dict(parts=16, num_warps=8)),
+                                                 ((8, 16385), BF16, dict(parts=2, num_warps=4)),
+                                                 ((8, 32001), BF16, dict(parts=4, num_warps=4)),
                                                  ((16, 50257), BF16, dict(parts=8, num_warps=4)),
                                                  ((3, 100001), torch.float16, dict(parts=16, num_warps=4))])
 def test_the_flat_tma_backward_through_the_dispatcher(shape, dtype, knobs, monkeypatch):
     # tuning.TMA_BACKWARD_FLAT: softmax_backward and the operator's plan (flat descriptors moved to each call's y
-    # and dy) on the flat form where it is on; views one element in keep their kernels, and so does every odd row
-    # where it is off.
+    # and dy) on the flat form, with the knobs of each range; views one element in keep their kernels, and so does
+    # every odd row where the table gives no knobs.
     from softmax_lab import op
     from softmax_lab.kernels import backward, tuning
     from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward_kernel
 
     size = torch.empty((), dtype=dtype).element_size()
-    monkeypatch.setitem(tuning.TMA_BACKWARD_FLAT, size, True)
     y = torch.softmax(_randn(shape), -1).to(dtype)
     dys = [_randn(shape, dtype) for _ in range(3)]
     assert backward.tma_knobs(y, dys[0], y) == knobs
@@ -1112,8 +1113,9 @@ def test_the_flat_tma_backward_through_the_dispatcher(shape, dtype, knobs, monke
                                atol=atol * 10, rtol=rtol)
     wide = torch.softmax(_randn((shape[0], shape[1] + 1)), -1).to(dtype)[:, 1:]  # (rows one element in: not flat)
     assert backward.tma_knobs(wide, wide, torch.empty_like(wide)) is None
-    monkeypatch.setitem(tuning.TMA_BACKWARD_FLAT, size, False)
+    monkeypatch.setitem(tuning.TMA_BACKWARD_FLAT, size, [(None, None)])
     assert backward.tma_knobs(y, dys[0], y) is None
+    assert backward.launch_setup(torch.empty_like(y), y, dys[0])[0] is not clustered_tma_backward_kernel
 
 
 @HOPPER

@@ -131,11 +131,11 @@ def tma_knobs(y, dy, dx) -> dict | None:
     """The knobs with which the dispatcher sends this backward to ``clustered_tma_backward.py``, or None: a GPU like
     the one it was tuned on, a row length ``tuning.TMA_BACKWARD`` gives knobs, tensors it takes (rows on 16 bytes
     and whole 16-byte vectors, y, dy and dx of one dtype; rows that are not whole vectors, through its flat form,
-    only where ``tuning.TMA_BACKWARD_FLAT`` says so)."""
+    with the knobs of ``tuning.TMA_BACKWARD_FLAT``)."""
     if not _gluon_tuned(y):
         return None
-    knobs = pick(TMA_BACKWARD[element_size(y.dtype)], y.shape[1])
-    if knobs is None or (is_flat(y) and not TMA_BACKWARD_FLAT[element_size(y.dtype)]):
+    knobs = pick((TMA_BACKWARD_FLAT if is_flat(y) else TMA_BACKWARD)[element_size(y.dtype)], y.shape[1])
+    if knobs is None:
         return None
     return None if tma_refusal(y, dy, dx, **knobs) else knobs
 

@@ -145,14 +145,17 @@ TMA_BACKWARD = {4: [(16384, None), (32768, dict(parts=8, num_warps=4)), (163840,
                     (None, None)],
                 2: [(16383, None), (32768, dict(parts=4, num_warps=4)), (65536, dict(parts=8, num_warps=4)),
                     (131072, dict(parts=16, num_warps=4)), (262144, dict(parts=16, num_warps=8)), (None, None)]}
-# Rows that are not whole 16-byte vectors, copied as one line of elements (flat descriptors), by element size: not
-# yet. fp32 rows measured faster on the same knobs (h200-tma-backward-odd-round15.json: 94.7 against 92.0 at
-# 4096×20001 on 8 × 4, 95.3 against 87.7 at 2048×50257 and 89.5 against 89.1 at 1024×128257 on 16 × 4), and the
-# kernel passed its GPU tests on them, but the dispatcher's route to it (the plan with flat descriptors) has not
-# run on a GPU: the next round turns 4 on after that run. 16-bit rows: dx stored an element at a time ran 28-41% of
-# copy; an element a thread, each warp's store one run, ran 82-92 but hung in 2 of 31 GPU tests
-# (h200-tma-backward-flat3-tests-round15.log): not taken.
-TMA_BACKWARD_FLAT = {4: False, 2: False}
+# Rows that are not whole 16-byte vectors, copied as one line of elements (flat descriptors), by element size,
+# as TMA_BACKWARD (h200-tma-backward-odd-round16.json, % of copy, best knobs against the dispatcher's kernel before:
+# resident_backward or the unaligned cooperative kernel). 16-bit: 4096×16385 92.8 (2 × 4) against 86.0, 4096×20001
+# 92.0 (2 × 4) against 84.8, 2048×32001 92.1 (4 × 4) against 86.1, 2048×50257 91.7 (8 × 4) against 85.8,
+# 1024×100001 89.0 (16 × 4) against 68.6; the border between 2 × 4 and 4 × 4 (24,576) not measured. fp32:
+# 4096×20001 96.3 (4 × 8) against 92.9, 2048×50257 95.2 (16 × 4; 8 × 8 95.4) against 86.8, 1024×128257 92.1
+# (16 × 8) against 88.1. Round 15 stored dx an element at a time here (16-bit rows 28-41%): not taken then.
+TMA_BACKWARD_FLAT = {4: [(16384, None), (32768, dict(parts=4, num_warps=8)), (65536, dict(parts=16, num_warps=4)),
+                         (163840, dict(parts=16, num_warps=8)), (None, None)],
+                     2: [(16383, None), (24576, dict(parts=2, num_warps=4)), (32768, dict(parts=4, num_warps=4)),
+                         (65536, dict(parts=8, num_warps=4)), (131072, dict(parts=16, num_warps=4)), (None, None)]}
 BACKWARD_TILE_COLS = 16384
 BACKWARD_TILE = 4096
 COOPERATIVE_BACKWARD_BYTES = 16384
