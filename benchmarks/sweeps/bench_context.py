@@ -6,6 +6,9 @@ dispatcher's line (a new output each call), the same kernel and knobs into a pre
 8 warps streamed, 16 of 4, and ``clustered`` (copies by ``cp.async``, not TMA). GPU machine, repository root:
 
     PYTHONPATH=code python3 benchmarks/sweeps/bench_context.py OUT.json        # h200-bench-context-round15.json
+    PYTHONPATH=code python3 benchmarks/sweeps/bench_context.py OUT.json --empty-cache  # ...-empty-cache-round16.json
+
+``--empty-cache`` (round 16) measures once more after ``torch.cuda.empty_cache()``.
 """
 import sys
 
@@ -42,6 +45,9 @@ def main(path):
               eager=True)
     measure("after three bench shapes")
     measure("after three bench shapes")
+    if "--empty-cache" in sys.argv:  # (round 16: the caching allocator's blocks given back to the driver first)
+        torch.cuda.empty_cache()
+        measure("after empty_cache")
     bench.save(path, records, "PYTHONPATH=code python3 benchmarks/sweeps/bench_context.py OUT.json")
 
 
