@@ -16,6 +16,8 @@ import triton
 
 from softmax_lab import op, softmax
 from softmax_lab.dispatch import plan_2d
+from softmax_lab.kernels import multirow
+from softmax_lab.kernels._launch import relauncher
 
 
 def per_call(f, n=20000):
@@ -69,10 +71,26 @@ def launchers():
     cu_launch = cuda.cuLaunchKernel
     cu_launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
     assert cu_launch(function, 1, 1, 1, 32 * compiled.metadata.num_warps, 1, 1, 0, stream, params, None) == 0
-    return {"Triton's launcher, empty kernel": per_call(lambda: launch(1, 1, 1, stream, function, False, False, None,
-                                                                       None, meta, None, None, None, x_ptr, 5)),
-            "cuLaunchKernel (ctypes), empty kernel": per_call(lambda: cu_launch(
-                function, 1, 1, 1, 32 * compiled.metadata.num_warps, 1, 1, 0, stream, params, None))}
+    got = {"Triton's launcher, empty kernel": per_call(lambda: launch(1, 1, 1, stream, function, False, False, None,
+                                                                      None, meta, None, None, None, x_ptr, 5)),
+           "cuLaunchKernel (ctypes), empty kernel": per_call(lambda: cu_launch(
+               function, 1, 1, 1, 32 * compiled.metadata.num_warps, 1, 1, 0, stream, params, None))}
+    run = relauncher(empty_kernel, (1,), (x, 5))
+    got["relauncher's run, empty kernel"] = per_call(lambda: run(x_ptr, 5))
+    # the dispatcher's kernel for 32×1024 fp32 (multirow), by Triton's launcher with its arguments prebuilt, and
+    # by the relauncher's run
+    x, y = torch.randn(32, 1024, device="cuda"), torch.empty(32, 1024, device="cuda")
+    kernel, grid, args, options = multirow.launch_setup(y, x)
+    compiled = kernel.warmup(*args, grid=grid, **options)
+    compiled._init_handles()
+    fixed = (compiled.function, False, False, None, None, compiled.packed_metadata, None, None, None, y.data_ptr(),
+             x.data_ptr(), *args[2:], *[options[name] for name in kernel.arg_names[len(args):]])
+    g = (*grid, 1, 1)[:3]
+    got["Triton's launcher, multirow 32x1024"] = per_call(lambda: compiled.run.launch(*g, stream, *fixed))
+    run = relauncher(kernel, grid, args, **options)
+    y_ptr, x_ptr = y.data_ptr(), x.data_ptr()
+    got["relauncher's run, multirow 32x1024"] = per_call(lambda: run(y_ptr, x_ptr))
+    return got
 
 
 def main(path, shapes=((1, 128), (32, 1024), (4096, 1024))):

@@ -182,3 +182,38 @@ def test_backward_plans_on_two_streams_and_3d():
     for got in outs:
         for dx, want in zip(got, wants):
             torch.testing.assert_close(dx, want, atol=0, rtol=0)
+
+
+@GPU
+def test_planned_calls_launch_directly_and_still_reach_a_profilers_hook(monkeypatch):
+    # _launch.relauncher: a planned call goes straight to Triton's launcher while Triton's launch-hook chains are
+    # empty (round 16: an empty chain counted as a hook, so every planned call took Triton's runner, 11-12 µs a
+    # call against 4-6); a hook added to the chain (a profiler's) still sees every planned launch, with its name.
+    from triton import knobs
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    op.TORCH_BELOW, below = 0, op.TORCH_BELOW  # (small inputs on the course's kernels, not torch's)
+    try:
+        op._PLANS.clear()
+        x = randn((32, 1024), device=DEV)
+        want = torch.softmax(x.double(), -1)
+        softmax_lab.softmax(x)  # (the plan, made)
+        through_runner = []
+        real = CudaLauncher.__call__
+        monkeypatch.setattr(CudaLauncher, "__call__", lambda self, *a: through_runner.append(1) or real(self, *a))
+        for _ in range(3):
+            torch.testing.assert_close(softmax_lab.softmax(x).double(), want, atol=1e-6, rtol=1e-5)
+        assert not through_runner  # straight to the compiled launcher
+        seen = []
+        hook = lambda metadata: seen.append(metadata["name"])
+        knobs.runtime.launch_enter_hook.add(hook)
+        try:
+            torch.testing.assert_close(softmax_lab.softmax(x).double(), want, atol=1e-6, rtol=1e-5)
+        finally:
+            knobs.runtime.launch_enter_hook.remove(hook)
+        assert seen and "softmax" in seen[0] and through_runner, seen
+        softmax_lab.softmax(x)
+        assert len(seen) == 1 and len(through_runner) == 1  # (the hook gone, the direct launch again)
+    finally:
+        op.TORCH_BELOW = below
+        op._PLANS.clear()
