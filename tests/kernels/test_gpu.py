@@ -1025,6 +1025,29 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
 
 
 @HOPPER
+@pytest.mark.parametrize("shape, knobs", [((3, 257), dict(parts=2, num_warps=4)),
+                                          ((3, 263), dict(parts=2, num_warps=4)),
+                                          ((5, 77), dict(parts=4, num_warps=4)),
+                                          ((3, 1031), dict(parts=4, num_warps=8)),
+                                          ((4, 20001), dict(parts=8, num_warps=4))], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_flat_tma_backward_stores_only_dx(shape, knobs, dtype):
+    # The flat form stores dx's vectors whole and the ones it shares with its neighbours an element at a time
+    # (helper-88's review, round 16): dx between NaN guards, a program holding 1 or 7 columns (257 and 263 on 2
+    # programs), slices past the row's end; every element right, the guards untouched.
+    from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward
+
+    n_rows, n = shape
+    atol, rtol = tolerance(dtype)
+    y, dy, want = _backward_case(shape, dtype)
+    guard = 64  # (elements: dx stays on 16 bytes)
+    buf = torch.full((n_rows * n + 2 * guard,), float("nan"), dtype=dtype, device="cuda")
+    dx = clustered_tma_backward(y, dy, out=buf[guard:guard + n_rows * n].view(shape), **knobs)
+    torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol)
+    assert torch.isnan(buf[:guard]).all() and torch.isnan(buf[guard + n_rows * n:]).all()
+
+
+@HOPPER
 @pytest.mark.parametrize("n_cols, dtype, knobs", [(151936, torch.float32, dict(parts=16, num_warps=4)),
                                                   (128256, BF16, dict(parts=8, num_warps=4)),
                                                   (65536, torch.float32, dict(parts=8, num_warps=8)),

@@ -25,7 +25,9 @@ dispatcher takes it where ``tuning.TMA_BACKWARD_FLAT`` says so.
 ``clustered_backward.py`` does the same with ``cp.async`` copies (one instruction per 16-byte vector) and a
 barrier of the whole cluster for the exchange. Hopper GPUs only (TMA, clusters); y, dy and dx of one dtype, rows
 that start on 16 bytes, and rows one after another where they are not whole vectors; dx may be y or dy itself
-(each program reads its slices whole before it writes).
+(each program reads its slices whole before it writes; a flat copy also reads up to a vector of the programs
+before and after it, which they may have overwritten, but those elements are never used: ``_read`` zeroes them
+and the stores leave them out).
 """
 import torch
 from triton.experimental import gluon
@@ -96,7 +98,7 @@ def _dot(y_smem, dy_smem, n, part, lead, SUB: gl.constexpr, START: gl.constexpr,
 
 @gluon.jit
 def _store_dx(y_smem, dy_smem, s, n, dst, part, lead, SUB: gl.constexpr, START: gl.constexpr, SLICE: gl.constexpr,
-              N_COLS: gl.constexpr, layout: gl.constexpr, FLAT: gl.constexpr, valid=0):
+              N_COLS: gl.constexpr, layout: gl.constexpr, FLAT: gl.constexpr, valid):
     """Step 5 over the first n sub-tiles of a tile: dx = y·(dy - s). Flat: ``dst`` is where each program's copy
     starts in dx (on 16 bytes), ``valid`` this program's tile elements up to its last column (``lead`` + its
     columns)."""
@@ -114,18 +116,18 @@ def _store_dx(y_smem, dy_smem, s, n, dst, part, lead, SUB: gl.constexpr, START: 
 def _store_flat(dst, dx, ok, k, lead, SUB: gl.constexpr, START: gl.constexpr, part, SLICE: gl.constexpr,
                 N_COLS: gl.constexpr, layout: gl.constexpr, valid):
     """A flat sub-tile of dx stored where element i of the tile goes: dst + i. The 16-byte vectors wholly this
-    program's as vectors (an element at a time, a 16-bit row ran at 38-41% of copy: round 15); the two it shares with
-    its neighbours, the one before its first column and the one after its last, an element at a time, in the
-    sub-tiles that hold them."""
+    program's as vectors (an element at a time, a 16-bit row ran at 38-41% of copy: round 15); the vectors that
+    hold its first and its last columns, shared with the programs before and after it (of its cluster, or of the
+    row before or after), an element at a time, in the sub-tiles that hold them."""
     VEC: gl.constexpr = 128 // dst.dtype.element_ty.primitive_bitwidth
     i = (START + k * SUB + gl.arange(0, SUB, layout=gl.SliceLayout(0, layout)))[None, :]
-    first = (lead + VEC - 1) // VEC * VEC  # (this program's first and last whole vectors, in tile elements)
+    first = (lead + VEC - 1) // VEC * VEC  # (its first whole vector and the end of its last, in tile elements)
     end = (lead + gl.minimum(N_COLS - part * SLICE, SLICE)) // VEC * VEC
     whole = (i >= first[:, None]) & (i < end[:, None])
     gl.store(dst + i, dx, mask=whole)
     at = START + k * SUB
-    last = valid // VEC * VEC  # (end, for this program)
-    if (at == 0) | ((at <= last) & (last < at + SUB)):
+    own_end = valid // VEC * VEC  # (end, for this program: where its last, shared vector starts)
+    if (at == 0) | ((at <= own_end) & (own_end < at + SUB)):
         gl.store(dst + i, dx, mask=ok & ~whole)
 
 
