@@ -4,7 +4,8 @@ kernel), and the pieces of our fast path: the output's allocation, the compiled 
 (``_launch.relauncher``), the route check; then an empty Triton kernel launched by Triton's launcher and by
 ``cuLaunchKernel`` itself (ctypes), to part the launcher from the driver. GPU machine, repository root:
 
-    PYTHONPATH=code python3 benchmarks/sweeps/launch_cost.py OUT.json           # h200-launch-cost-round16.json
+    PYTHONPATH=code python3 benchmarks/sweeps/launch_cost.py OUT.json           # h200-launch-cost-direct-round16.json
+    PYTHONPATH=code python3 benchmarks/sweeps/launch_cost.py OUT.json --launchers  # ...-launchers2-round16.json
 """
 import ctypes
 import json
