@@ -975,16 +975,17 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
     # wholly: 8, 77 and 520 elements on 4-16 programs), a one-hot row, in place over dy and over y, out beside dy in
     # one buffer; rows that are not whole 16-byte vectors copied as one line (flat descriptors: 50257, 77, 20001);
     # the refusals say what to use instead.
-    from softmax_lab.kernels.clustered_tma import tiles
+    from softmax_lab.kernels.clustered_tma import BOX, tiles
     from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward
 
     n_rows, n = shape
     atol, rtol = tolerance(dtype)
     y, dy, want = _backward_case(shape, dtype)
+    flat = n % (16 // y.element_size()) != 0
     ran = []
     for knobs in (dict(), dict(parts=2, num_warps=8), dict(parts=4, num_warps=4), dict(parts=8, num_warps=8),
                   dict(parts=16, num_warps=4), dict(parts=16, num_warps=8)):
-        o = tiles(n, knobs.get("parts", 8), knobs.get("num_warps", 4))
+        o = tiles(n, knobs.get("parts", 8), knobs.get("num_warps", 4), BOX if flat else 0)  # (flat: a box more)
         if 2 * (o["MAIN"] + o["TAIL"]) * y.element_size() > 227 * 1024:
             with pytest.raises(ValueError, match="shared memory"):
                 clustered_tma_backward(y, dy, **knobs)
@@ -997,7 +998,6 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
     assert len(ran) >= 2  # (fp32 rows of 262,144: only 16 programs' slices fit)
     fits = ran[-1]
     _check_in_place(lambda y, dy, out: clustered_tma_backward(y, dy, out=out, **fits), y, dy, want, atol, rtol)
-    flat = n % (16 // y.element_size()) != 0
     both = torch.full((n_rows, 2 * n), float("nan"), dtype=dtype, device="cuda")
     both[:, :n] = dy
     if flat:  # (one line of elements: dy's and dx's rows must lie one after another)
