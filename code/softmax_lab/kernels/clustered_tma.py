@@ -244,14 +244,21 @@ def sub_tiles_shared(parts):
 
 @gluon.jit
 def _sub_tile(smem, k, SUB: gl.constexpr, START: gl.constexpr, part, SLICE: gl.constexpr, N_COLS: gl.constexpr,
-              layout: gl.constexpr, FILL: gl.constexpr = float("-inf")):
+              layout: gl.constexpr, FILL: gl.constexpr = float("-inf"), lead=None):
     """Sub-tile ``k`` (SUB columns) of each program's tile ``smem``, whose first column is START of the slice, as
-    floats, FILL (-inf: nothing to a max) past the slice and the row; its columns and mask."""
+    floats, FILL (-inf: nothing to a max) past the slice and the row; its columns and mask. ``lead`` (per program):
+    the tile starts that many elements before the slice (a flat copy, ``clustered_tma_backward.py``), FILL there too."""
     PARTS: gl.constexpr = smem.shape[0]
     view = smem._reinterpret(smem.dtype, [smem.shape[1] // SUB, PARTS, SUB], sub_tiles_shared(PARTS)).index(k)
     offs = START + k * SUB + gl.arange(0, SUB, layout=gl.SliceLayout(0, layout))
-    ok = offs[None, :] < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]
-    return gl.where(ok, view.load(layout).to(gl.float32), FILL), part[:, None] * SLICE + offs[None, :], ok
+    columns = gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]
+    if lead is None:
+        at = offs[None, :]
+        ok = at < columns
+    else:
+        at = offs[None, :] - lead[:, None]
+        ok = (at >= 0) & (at < columns)
+    return gl.where(ok, view.load(layout).to(gl.float32), FILL), part[:, None] * SLICE + at, ok
 
 
 @gluon.jit

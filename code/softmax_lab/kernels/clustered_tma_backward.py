@@ -38,7 +38,7 @@ from triton.runtime.jit import constexpr_function
 from ._launch import backward_inputs, device_limits, device_refusal, row_vector, vector_refusal
 from .clustered import MAX_PARTS, PORTABLE_PARTS, cluster_refusal, split_layout
 from .clustered_tma import (BOX, _issue, _sub_tile, _sub_tiles, copy_plan, descriptors, full_parts, init_asm,
-                            own_barrier, plan_bytes, send_and_wait, split_shared, sub_tiles_shared, tiles)
+                            own_barrier, plan_bytes, send_and_wait, split_shared, tiles)
 from .clustered_tma import SEND_REGS
 from .clustered_tma import _Descriptor
 
@@ -76,11 +76,7 @@ def _read(smem, k, SUB: gl.constexpr, START: gl.constexpr, part, lead, SLICE: gl
     """Sub-tile k of a tile of y or dy as floats, 0 off this program's columns; their columns and mask. A flat copy
     starts on the vector before the slice, ``lead`` elements early: element i is column part·SLICE + i - lead."""
     if FLAT:
-        PARTS: gl.constexpr = smem.shape[0]
-        view = smem._reinterpret(smem.dtype, [smem.shape[1] // SUB, PARTS, SUB], sub_tiles_shared(PARTS)).index(k)
-        at = (START + k * SUB + gl.arange(0, SUB, layout=gl.SliceLayout(0, layout)))[None, :] - lead[:, None]
-        ok = (at >= 0) & (at < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None])
-        return gl.where(ok, view.load(layout).to(gl.float32), 0.0), part[:, None] * SLICE + at, ok
+        return _sub_tile(smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0, lead)
     else:
         return _sub_tile(smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)
 
