@@ -608,3 +608,26 @@ def test_the_tma_clustered_kernel_says_what_it_cannot_take():
     assert "start on 16 bytes" in shape_refusal(4, 65536, 65538, 0, 4, 8, 8)
     assert "start on 16 bytes" in shape_refusal(4, 65536, 65536, 4, 4, 8, 8)
     assert "2**31 programs" in shape_refusal(2**28, 8, 8, 0, 2, 16, 4)  # (the grid would wrap: rows unwritten)
+
+
+def test_the_tma_kernels_ask_the_driver_about_big_clusters_once(monkeypatch):
+    # clustered_tma.cluster_fits: a cluster of more than 8 programs must fit one group of multiprocessors; the
+    # forward and the backward (flat rows too) build their launch on one row, ask once per GPU, dtype, row and knobs,
+    # and answer in their own names.
+    from softmax_lab.kernels import clustered_tma
+    from softmax_lab.kernels import clustered_tma_backward as backward
+
+    asked = []
+
+    def refusal(kernel, grid, args, options):
+        asked.append((kernel.fn.__name__, grid, options["PARTS"], options["num_warps"]))
+        return "clustered_softmax: too big a cluster (with more warps or vectors)"
+
+    monkeypatch.setattr(clustered_tma, "cluster_refusal", refusal)
+    monkeypatch.setattr(clustered_tma, "_CLUSTERS", {})
+    x = torch.empty(4, 131072, dtype=torch.bfloat16)
+    y = torch.empty(4, 50257)  # (not whole 16-byte vectors: the flat launch)
+    for _ in range(2):
+        assert clustered_tma.clusters_fit(x, 16, 4, True) == "clustered_tma_softmax: too big a cluster"
+        assert backward.clusters_fit(y, y, 16, 8) == "clustered_tma_backward: too big a cluster"
+    assert asked == [("clustered_tma_kernel", (1,), 16, 4), ("clustered_tma_backward_kernel", (1,), 16, 8)]

@@ -443,15 +443,22 @@ def shape_refusal(n_rows: int, n_cols: int, row_stride: int, data_ptr: int, elem
 _CLUSTERS: dict = {}
 
 
-def clusters_fit(x: torch.Tensor, parts: int, num_warps: int, stream: bool) -> str:
-    """``clustered.cluster_refusal`` for a cluster of more than 8 programs (it must fit one group of
-    multiprocessors with its shared memory), asked of the driver once per GPU and kernel."""
-    key = (x.device.index, x.dtype, x.shape[1], parts, num_warps, stream)
+def cluster_fits(name: str, key: tuple, setup) -> str:
+    """``clustered.cluster_refusal`` of the launch ``setup()`` gives, in ``name``'s words: a cluster of more than 8
+    programs must fit one group of multiprocessors with its shared memory. Asked of the driver once per ``key``
+    (the GPU, dtype, row length and knobs that decide it)."""
+    key = (name, *key)
     if key not in _CLUSTERS:
-        one = x[:1]
-        why = cluster_refusal(*launch_setup(torch.empty_like(one), one, parts, num_warps, stream))
-        _CLUSTERS[key] = why.replace("clustered_softmax", NAME).replace(" (with more warps or vectors)", "")
+        why = cluster_refusal(*setup())
+        _CLUSTERS[key] = why.replace("clustered_softmax", name).replace(" (with more warps or vectors)", "")
     return _CLUSTERS[key]
+
+
+def clusters_fit(x: torch.Tensor, parts: int, num_warps: int, stream: bool) -> str:
+    """``cluster_fits`` for this kernel's launch on one row of x."""
+    one = x[:1]
+    return cluster_fits(NAME, (x.device.index, x.dtype, x.shape[1], parts, num_warps, stream),
+                        lambda: launch_setup(torch.empty_like(one), one, parts, num_warps, stream))
 
 
 class _Descriptor:

@@ -36,9 +36,9 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from triton.runtime.jit import constexpr_function
 
 from ._launch import backward_inputs, device_limits, device_refusal, row_vector, vector_refusal
-from .clustered import MAX_PARTS, PORTABLE_PARTS, cluster_refusal, split_layout
-from .clustered_tma import (BOX, _issue, _sub_tile, _sub_tiles, copy_plan, descriptors, full_parts, init_asm,
-                            own_barrier, plan_bytes, send_and_wait, split_shared, tiles)
+from .clustered import MAX_PARTS, PORTABLE_PARTS, split_layout
+from .clustered_tma import (BOX, _issue, _sub_tile, _sub_tiles, cluster_fits, copy_plan, descriptors, full_parts,
+                            init_asm, own_barrier, plan_bytes, send_and_wait, split_shared, tiles)
 from .clustered_tma import SEND_REGS
 from .clustered_tma import _Descriptor
 
@@ -245,17 +245,10 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
     return why.replace("cooperative_softmax", "softmax_backward")
 
 
-_CLUSTERS: dict = {}
-
-
 def clusters_fit(y, dy, parts, num_warps) -> str:
-    """``clustered.cluster_refusal`` for a cluster of more than 8 programs, asked of the driver once per GPU, dtype,
-    row length and knobs."""
-    key = (y.device.index, y.dtype, y.shape[1], parts, num_warps)
-    if key not in _CLUSTERS:
-        why = cluster_refusal(*launch_setup(torch.empty_like(y[:1]), y[:1], dy[:1], parts, num_warps))
-        _CLUSTERS[key] = why.replace("clustered_softmax", NAME).replace(" (with more warps or vectors)", "")
-    return _CLUSTERS[key]
+    """``clustered_tma.cluster_fits`` for this kernel's launch on one row of y and dy (flat or not, as y's rows)."""
+    return cluster_fits(NAME, (y.device.index, y.dtype, y.shape[1], parts, num_warps),
+                        lambda: launch_setup(torch.empty_like(y[:1]), y[:1], dy[:1], parts, num_warps))
 
 
 def box_past_end(n_rows: int, n_cols: int, element_size: int, parts: int, num_warps: int) -> bool:
