@@ -41,16 +41,14 @@ Written by a helper acting as a PyTorch user; it could not be run on a GPU where
 """
 import math
 import os
-import queue
 import re
-import subprocess
 import sys
-import threading
 import time
+
+from trial_harness import drive, run_cases  # (beside this script: python3 puts its folder on the path)
 
 BUDGET_S = float(os.environ.get("TRIAL_BUDGET", "300"))
 CASE_TIMEOUT_S = float(os.environ.get("TRIAL_CASE_TIMEOUT", "150"))
-RESULT_RE = re.compile(r"^(PASS|FAIL|EXC|SKIP)\s+#\s*(\d+)\s")
 
 
 def parse_args(argv):
@@ -92,102 +90,7 @@ def passthrough(opts):
 
 # ------------------------------------------------------------------------------------------------ driver
 def driver(opts):
-    t0 = time.time()
-    env = dict(os.environ, TRIAL_T0=str(t0))
-    results, names = {}, {}
-    start, total = 0, None
-    while True:
-        cmd = [sys.executable, "-u", os.path.abspath(__file__), "--child", str(start)] + passthrough(opts)
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
-        q = queue.Queue()
-
-        def pump(stream=p.stdout, q=q):
-            for ln in stream:
-                q.put(ln)
-            q.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        current, t_case, killed = None, time.time(), None
-        while True:
-            try:
-                line = q.get(timeout=1.0)
-            except queue.Empty:
-                now = time.time()
-                if current is not None and now - t_case > CASE_TIMEOUT_S:
-                    killed = f"no result after {now - t_case:.0f}s (TRIAL_CASE_TIMEOUT): child killed"
-                elif now - t0 > BUDGET_S + CASE_TIMEOUT_S:
-                    killed = "past the budget: child killed"
-                if killed:
-                    p.kill()
-                    break
-                if p.poll() is not None and q.empty():
-                    time.sleep(0.5)
-                    if q.empty():
-                        break
-                continue
-            if line is None:
-                break
-            if line.startswith("@@START "):
-                parts = line.rstrip("\n").split(" ", 2)
-                current, t_case = int(parts[1]), time.time()
-                continue
-            if line.startswith("@@TOTAL "):
-                total = int(line.split()[1])
-                continue
-            if line.startswith("@@NAME "):
-                parts = line.rstrip("\n").split(" ", 2)
-                names[int(parts[1])] = parts[2]
-                continue
-            m = RESULT_RE.match(line)
-            if m:
-                idx = int(m.group(2))
-                results[idx] = (m.group(1), line.rstrip("\n"))
-                if idx == current:
-                    current = None
-            sys.stdout.write(line)
-            sys.stdout.flush()
-        rc = p.wait()
-        if rc == 0 and not killed:
-            break
-        if current is not None and current not in results:
-            why = killed or f"child died (rc={rc}) during the case"
-            line = f"EXC  #{current:3d} {names.get(current, '?')} [{time.time() - t_case:.1f}s] {why}"
-            results[current] = ("EXC", line)
-            print(line, flush=True)
-        print(f"!! child exited rc={rc}{' (' + killed + ')' if killed else ''}; t={time.time() - t0:.0f}s",
-              flush=True)
-        if current is not None:
-            nxt = current + 1
-        else:
-            done = [i for i in results if i >= start]
-            nxt = (max(done) + 1) if done else start
-        if nxt <= start and current is None:
-            print("!! no case finished in that child: giving up", flush=True)
-            break
-        start = nxt
-        if total is not None and start >= total:
-            break
-        if time.time() - t0 > BUDGET_S + CASE_TIMEOUT_S:
-            break
-    # ---- summary
-    total = total if total is not None else (max(results) + 1 if results else 0)
-    counts = {"PASS": 0, "FAIL": 0, "EXC": 0, "SKIP": 0}
-    bad = []
-    selected = 0
-    for i in range(total):
-        if opts["only"] is not None and not re.search(opts["only"], names.get(i, "")):
-            continue
-        selected += 1
-        st, line = results.get(i, ("SKIP", f"SKIP #{i:3d} {names.get(i, '?')}: not reached"))
-        counts[st] += 1
-        if st != "PASS":
-            bad.append(line)
-    print(f"== summary: {selected} cases: {counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['EXC']} EXC, "
-          f"{counts['SKIP']} SKIP in {time.time() - t0:.0f}s (budget {BUDGET_S:.0f}s)", flush=True)
-    for line in bad:
-        print("   " + (line if len(line) < 400 else line[:400] + " ..."), flush=True)
-    print(f"== driver done in {time.time() - t0:.0f}s", flush=True)
-    return 0 if counts["FAIL"] == counts["EXC"] == 0 else 1
+    return drive(__file__, passthrough(opts), BUDGET_S, CASE_TIMEOUT_S, opts["only"])
 
 
 # ------------------------------------------------------------------------------------------------ the cases
@@ -1381,38 +1284,14 @@ def child(opts):
             where = "CPU (Triton interpreter)" if not opts["fake"] else "CPU"
         print(f"== torch {torch.__version__} triton {triton.__version__} on {where}; {len(cases)} cases"
               f"{' FAKE (torch itself under test)' if opts['fake'] else ''}; budget {BUDGET_S:.0f}s", flush=True)
-    for i in range(start, len(cases)):
-        name, fn, tags = cases[i]
+
+    def skip(i, case):
+        name, _, tags = case
         if opts["only"] is not None and not re.search(opts["only"], name):
-            continue
-        if not ctx["gpu"] and tags & {"gpu", "huge"}:
-            print(f"SKIP #{i:3d} {name}: needs a GPU", flush=True)
-            continue
-        if time.time() - T0 > BUDGET_S:
-            print(f"SKIP #{i:3d} {name}: out of time (TRIAL_BUDGET={BUDGET_S:.0f}s)", flush=True)
-            continue
-        print(f"@@START {i} {name}", flush=True)
-        torch.manual_seed(1000 + i)
-        t = time.time()
-        try:
-            ok, det = fn()
-            if ctx["gpu"]:
-                torch.cuda.synchronize()
-            print(f"{'PASS' if ok else 'FAIL'} #{i:3d} {name} [{time.time() - t:.1f}s] {det}", flush=True)
-        except Exception as e:
-            msg = str(e).replace("\n", " / ")
-            print(f"EXC  #{i:3d} {name} [{time.time() - t:.1f}s] {type(e).__name__}: {msg[:700]}", flush=True)
-        try:
-            import gc
-            gc.collect()
-            if ctx["gpu"]:
-                torch.cuda.synchronize()
-                torch.cuda.empty_cache()
-        except Exception as e:
-            print(f"!! CUDA context broken after #{i}: {type(e).__name__}: {str(e)[:300]}", flush=True)
-            sys.stdout.flush()
-            os._exit(3)
-    print(f"== child done at t={time.time() - T0:.0f}s", flush=True)
+            return ""
+        return "needs a GPU" if not ctx["gpu"] and tags & {"gpu", "huge"} else None
+
+    run_cases(cases, start, T0, BUDGET_S, ctx["gpu"], skip)
 
 
 def list_cases(opts):

@@ -3,51 +3,23 @@
 
 Run from the repository root on the GPU machine (one device call of about 400 s):
     PYTHONPATH=code python3 benchmarks/user_trial_long_rows.py 2>&1 | tee $OUT/trial.log
-(a driver process; each case runs in a child process, which is restarted after the case that broke the CUDA
-context, if one does). One line per case: PASS / FAIL / EXC / SKIP.
+(a driver process; each case runs in a child process, which is restarted after a case that broke the CUDA
+context or hung for TRIAL_CASE_TIMEOUT seconds, default 150: ``trial_harness.py``). One line per case: PASS /
+FAIL / EXC / SKIP, then a summary. TRIAL_BUDGET (seconds, default 365): cases not started by then are SKIPped.
+TRIAL_DRY=1 runs the script itself on the CPU against torch.softmax (TRIAL_DRY_SKIP: name prefixes to leave out).
 
 Written in round 13 of issue 28 by a helper acting as a PyTorch user; round 14 added the streamed form's ranges
 (2b.) and ran it (benchmarks/records/h200-user-trial-round14.log).
 """
 import math
 import os
-import subprocess
 import sys
 import time
 
+from trial_harness import drive, run_cases  # (beside this script: python3 puts its folder on the path)
+
 BUDGET_S = float(os.environ.get("TRIAL_BUDGET", "365"))
-
-
-# ------------------------------------------------------------------------------------------------ driver
-def driver():
-    t0 = time.time()
-    os.environ["TRIAL_T0"] = str(t0)
-    start = 0
-    while True:
-        p = subprocess.Popen([sys.executable, "-u", os.path.abspath(__file__), "--child", str(start)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-        last, total = start - 1, None
-        for line in p.stdout:
-            if line.startswith("@@START "):
-                last = int(line.split()[1])
-                continue
-            if line.startswith("@@TOTAL "):
-                total = int(line.split()[1])
-                continue
-            sys.stdout.write(line)
-            sys.stdout.flush()
-        rc = p.wait()
-        if rc == 0:
-            break
-        print(f"!! child exited rc={rc} during case #{last}; restarting after it "
-              f"(t={time.time() - t0:.0f}s)", flush=True)
-        if last < start:
-            print("!! no case started in that child: giving up", flush=True)
-            break
-        start = last + 1
-        if (total is not None and start >= total) or time.time() - t0 > BUDGET_S:
-            break
-    print(f"== driver done in {time.time() - t0:.0f}s", flush=True)
+CASE_TIMEOUT_S = float(os.environ.get("TRIAL_CASE_TIMEOUT", "150"))
 
 
 # ------------------------------------------------------------------------------------------------ child
@@ -639,36 +611,13 @@ def child(start):
         import triton
         gpu = "DRY-CPU" if DRY else f"{torch.cuda.get_device_name()} cap {torch.cuda.get_device_capability()}"
         print(f"== torch {torch.__version__} triton {triton.__version__} GPU {gpu} cases {len(cases)}", flush=True)
-    for i in range(start, len(cases)):
-        name, fn = cases[i]
-        if DRY and any(name.startswith(p) for p in os.environ.get("TRIAL_DRY_SKIP", "").split(",") if p):
-            continue
-        if time.time() - T0 > BUDGET_S:
-            print(f"SKIP #{i:3d} {name}: out of time", flush=True)
-            continue
-        print(f"@@START {i}", flush=True)
-        torch.manual_seed(1000 + i)
-        t = time.time()
-        try:
-            ok, det = fn()
-            sync()
-            print(f"{'PASS' if ok else 'FAIL'} #{i:3d} {name} [{time.time() - t:.1f}s] {det}", flush=True)
-        except Exception as e:
-            msg = str(e).replace("\n", " / ")
-            print(f"EXC  #{i:3d} {name} [{time.time() - t:.1f}s] {type(e).__name__}: {msg[:700]}", flush=True)
-        try:
-            sync()
-            if not DRY:
-                torch.cuda.empty_cache()
-        except Exception as e:
-            print(f"!! CUDA context broken after #{i}: {type(e).__name__}: {str(e)[:300]}", flush=True)
-            sys.stdout.flush()
-            os._exit(3)
-    print(f"== child done at t={time.time() - T0:.0f}s", flush=True)
+    dry_skip = [p for p in os.environ.get("TRIAL_DRY_SKIP", "").split(",") if p]
+    run_cases(cases, start, T0, BUDGET_S, not DRY,
+              lambda i, case: "" if DRY and any(case[0].startswith(p) for p in dry_skip) else None)
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child(int(sys.argv[2]))
     else:
-        driver()
+        sys.exit(drive(__file__, [], BUDGET_S, CASE_TIMEOUT_S))
