@@ -8,13 +8,12 @@ segments), timed as ``bench.compare`` does (two inputs and two outputs in turn, 
     PYTHONPATH=code:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages \\
         python3 benchmarks/sweeps/buffer_offset.py OUT.json                     # h200-buffer-offset-round16.json
 """
-import json
 import sys
 
 import torch
-import triton
 
-from output_reuse import impls, timed  # (the sweep beside this one)
+from output_reuse import add, impls, save  # (the sweep beside this one)
+from softmax_lab import bench
 
 SHAPES = [(1024, 128256, torch.bfloat16), (1024, 65536, torch.bfloat16)]
 OFFSETS = [0, 512, 4096, 65536, 1 << 20, (2 << 20) - 512]  # bytes past a 2 MiB boundary
@@ -42,19 +41,14 @@ def main(path):
                 outs = [placed((n_rows, n_cols), dtype, offset if where == "output" else 0, False) for _ in range(2)]
                 base = None
                 for impl, (into, _) in impls().items():
-                    ms = timed(lambda i: into(xs[i], outs[i]))
+                    ms = bench._time(lambda i: into(xs[i], outs[i]), 2, 60)
                     base = base or ms
                     into(xs[1], outs[1])
                     ok = torch.allclose(outs[1][[0, -1]].double(), torch.softmax(xs[1][[0, -1]].double(), -1),
                                         atol=1e-2, rtol=2e-2) if impl != "copy" else None
-                    rec = dict(rows=n_rows, cols=n_cols, dtype=str(dtype).split(".")[1], placed=where, offset=offset,
-                               impl=impl, ms=ms, pct_copy=100 * base / ms, checked=ok)
-                    records.append(rec)
-                    print(f"{n_rows}x{n_cols} {where:6s} +{offset:8d} {impl:12s} {ms * 1e3:8.1f} us "
-                          f"{rec['pct_copy']:6.1f}% {ok}", flush=True)
-    json.dump(dict(records=records, device=torch.cuda.get_device_name(), torch=torch.__version__,
-                   triton=triton.__version__, command="PYTHONPATH=code:/tmp/site:... python3 "
-                   "benchmarks/sweeps/buffer_offset.py OUT.json"), open(path, "w"), indent=1)
+                    add(records, base, f"{n_rows}x{n_cols} {where:6s} +{offset:8d} {impl:12s}", ms, ok, rows=n_rows,
+                        cols=n_cols, dtype=str(dtype).split(".")[1], placed=where, offset=offset, impl=impl)
+    save(path, records, "benchmarks/sweeps/buffer_offset.py")
 
 
 if __name__ == "__main__":

@@ -14,24 +14,25 @@ import json
 import sys
 
 import torch
-import triton.testing
+import triton
 
-from softmax_lab import softmax
+from softmax_lab import bench, softmax
 
 F32, BF16 = torch.float32, torch.bfloat16
 SHAPES = [(1024, 128256, BF16), (1024, 65536, BF16), (2048, 32768, BF16), (512, 151936, F32)]
 
 
-def timed(fn, n_buf=2, rep_ms=60):
-    state = {"i": 0}
+def add(records, base_ms, label, ms, checked, **fields):
+    """Keep one timing (``pct_copy`` against ``base_ms``, the copy's) and print it after ``label``."""
+    rec = dict(fields, ms=ms, pct_copy=100 * base_ms / ms, checked=checked)
+    records.append(rec)
+    print(f"{label} {ms * 1e3:8.1f} us {rec['pct_copy']:6.1f}% {checked}", flush=True)
 
-    def call():
-        state["i"] = (state["i"] + 1) % n_buf
-        fn(state["i"])
 
-    call()
-    torch.cuda.synchronize()
-    return triton.testing.do_bench_cudagraph(call, rep=rep_ms, return_mode="median")
+def save(path, records, script):
+    json.dump(dict(records=records, device=torch.cuda.get_device_name(), torch=torch.__version__,
+                   triton=triton.__version__, command=f"PYTHONPATH=code:/tmp/site:... python3 {script} OUT.json"),
+              open(path, "w"), indent=1)
 
 
 def impls():
@@ -61,22 +62,17 @@ def main(path):
         for impl, (into, alloc) in impls().items():
             for mode, fn in (("rotate", lambda i: into(xs[i], outs[i])), ("one", lambda i: into(xs[i], outs[0])),
                              ("new", lambda i: alloc(xs[i]))):
-                ms = timed(fn)
+                ms = bench._time(fn, 2, 60)
                 ok = "not checked"
                 if impl != "copy":
                     y = alloc(xs[1]) if mode == "new" else into(xs[1], outs[1])
                     y = outs[1] if y is None else y
                     ok = "ok" if torch.allclose(y[[0, n_rows - 1]].double(), ref[1], atol=1e-2, rtol=2e-2) else "WRONG"
                 base = base or ms
-                rec = dict(rows=n_rows, cols=n_cols, dtype=str(dtype).split(".")[1], impl=impl, mode=mode, ms=ms,
-                           pct_copy=100 * base / ms, checked=ok)
-                records.append(rec)
-                print(f"{n_rows}x{n_cols} {rec['dtype']:9s} {impl:12s} {mode:7s} {ms * 1e3:8.1f} us "
-                      f"{rec['pct_copy']:6.1f}% {ok}", flush=True)
-
-    json.dump(dict(records=records, device=torch.cuda.get_device_name(), torch=torch.__version__,
-                   triton=triton.__version__, command="PYTHONPATH=code:/tmp/site:... python3 "
-                   "benchmarks/sweeps/output_reuse.py OUT.json"), open(path, "w"), indent=1)
+                name = str(dtype).split(".")[1]
+                add(records, base, f"{n_rows}x{n_cols} {name:9s} {impl:12s} {mode:7s}", ms, ok, rows=n_rows,
+                    cols=n_cols, dtype=name, impl=impl, mode=mode)
+    save(path, records, "benchmarks/sweeps/output_reuse.py")
 
 
 if __name__ == "__main__":
