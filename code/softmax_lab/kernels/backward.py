@@ -135,9 +135,9 @@ def tma_knobs(y, dy, dx) -> dict | None:
     if not _gluon_tuned(y):
         return None
     knobs = pick((TMA_BACKWARD_FLAT if is_flat(y) else TMA_BACKWARD)[element_size(y.dtype)], y.shape[1])
-    if knobs is None:
+    if knobs is None or tma_refusal(y, dy, dx, **knobs):
         return None
-    return None if tma_refusal(y, dy, dx, **knobs) else knobs
+    return knobs
 
 
 def launch_setup(dx, y, dy):

@@ -26,7 +26,7 @@ dispatcher takes it where ``tuning.TMA_BACKWARD_FLAT`` says so.
 barrier of the whole cluster for the exchange. Hopper GPUs only (TMA, clusters); y, dy and dx of one dtype, rows
 that start on 16 bytes, and rows one after another where they are not whole vectors; dx may be y or dy itself
 (each program reads its slices whole before it writes; a flat copy also reads up to a vector of the programs
-before and after it, which they may have overwritten, but those elements are never used: ``_read`` zeroes them
+before and after it, which they may have overwritten, but those elements are never used: ``_sub_tile`` zeroes them
 and the stores leave them out).
 """
 import torch
@@ -71,24 +71,14 @@ def _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, 
 
 
 @gluon.jit
-def _read(smem, k, SUB: gl.constexpr, START: gl.constexpr, part, lead, SLICE: gl.constexpr, N_COLS: gl.constexpr,
-          layout: gl.constexpr, FLAT: gl.constexpr):
-    """Sub-tile k of a tile of y or dy as floats, 0 off this program's columns; their columns and mask. A flat copy
-    starts on the vector before the slice, ``lead`` elements early: element i is column part·SLICE + i - lead."""
-    if FLAT:
-        return _sub_tile(smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0, lead)
-    else:
-        return _sub_tile(smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0)
-
-
-@gluon.jit
 def _dot(y_smem, dy_smem, n, part, lead, SUB: gl.constexpr, START: gl.constexpr, SLICE: gl.constexpr,
-         N_COLS: gl.constexpr, layout: gl.constexpr, FLAT: gl.constexpr):
-    """Σ dy·y over the first n sub-tiles of a tile of y and dy, per program (0 past the slice)."""
+         N_COLS: gl.constexpr, layout: gl.constexpr):
+    """Σ dy·y over the first n sub-tiles of a tile of y and dy, per program (0 past the slice; ``lead``: a flat
+    copy's elements before it, or None, ``_sub_tile``)."""
     acc = gl.full([y_smem.shape[0], SUB], 0.0, gl.float32, layout)
     for k in range(n):
-        y = _read(y_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)[0]
-        acc += y * _read(dy_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)[0]
+        y = _sub_tile(y_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0, lead)[0]
+        acc += y * _sub_tile(dy_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0, lead)[0]
     return gl.sum(acc, axis=1)
 
 
@@ -99,8 +89,8 @@ def _store_dx(y_smem, dy_smem, s, n, dst, part, lead, SUB: gl.constexpr, START: 
     starts in dx (on 16 bytes), ``valid`` this program's tile elements up to its last column (``lead`` + its
     columns)."""
     for k in range(n):
-        y, cols, ok = _read(y_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)
-        d = _read(dy_smem, k, SUB, START, part, lead, SLICE, N_COLS, layout, FLAT)[0]
+        y, cols, ok = _sub_tile(y_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0, lead)
+        d = _sub_tile(dy_smem, k, SUB, START, part, SLICE, N_COLS, layout, 0.0, lead)[0]
         dx = (y * (d - s)).to(dst.dtype.element_ty)
         if FLAT:
             _store_flat(dst, dx, ok, k, lead, SUB, START, part, SLICE, N_COLS, layout, valid)
@@ -161,8 +151,7 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
     else:
         start = rank * SLICE
         lead = 0
-        leads = part * 0
-        starts = leads
+        leads = None  # (the tiles start on the slices: ``_sub_tile``)
     ROOM: gl.constexpr = VEC - 1 if FLAT else 0  # (a flat copy's elements before the slice, at most)
     BIG: gl.constexpr = y_big.block_shape[-1]  # (the copies' sizes: a box a warp, and one box)
     BOX_: gl.constexpr = y_box.block_shape[-1]
@@ -182,9 +171,9 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
     # column: the loops stop past them)
     n_main = _sub_tiles(valid, 0, MAIN, S_M)
     n_tail = _sub_tiles(valid, MAIN, TAIL, S_T)
-    total = _dot(y_main, dy_main, n_main, part, leads, S_M, 0, SLICE, N_COLS, layout, FLAT)
+    total = _dot(y_main, dy_main, n_main, part, leads, S_M, 0, SLICE, N_COLS, layout)
     if TAIL > 0:
-        total += _dot(y_tail, dy_tail, n_tail, part, leads, S_T, MAIN, SLICE, N_COLS, layout, FLAT)
+        total += _dot(y_tail, dy_tail, n_tail, part, leads, S_T, MAIN, SLICE, N_COLS, layout)
     xchg_p = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + xchg
     s = gl.inline_asm_elementwise(sum_exchange_asm(PARTS), "=f,r,f", [xchg_p, total], dtype=gl.float32,  # 4.
                                   is_pure=False, pack=1)[:, None]
