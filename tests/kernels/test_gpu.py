@@ -974,7 +974,8 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
     # kernels/clustered_tma_backward.py: poisoned outputs, every knob that fits (slices past the row's end, some
     # wholly: 8, 77 and 520 elements on 4-16 programs), a one-hot row, in place over dy and over y, out beside dy in
     # one buffer; rows that are not whole 16-byte vectors copied as one line (flat descriptors: 50257, 77, 20001);
-    # the refusals say what to use instead.
+    # held=True (the columns past MAIN in registers) last, so the in-place and strided checks run it where it
+    # applies; the refusals say what to use instead.
     from softmax_lab.kernels.clustered_tma import BOX, tiles
     from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward
 
@@ -984,9 +985,14 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
     flat = n % (16 // y.element_size()) != 0
     ran = []
     for knobs in (dict(), dict(parts=2, num_warps=8), dict(parts=4, num_warps=4), dict(parts=8, num_warps=8),
-                  dict(parts=16, num_warps=4), dict(parts=16, num_warps=8)):
+                  dict(parts=16, num_warps=4), dict(parts=16, num_warps=8), dict(parts=8, num_warps=4, held=True),
+                  dict(parts=16, num_warps=4, held=True)):
         o = tiles(n, knobs.get("parts", 8), knobs.get("num_warps", 4), BOX if flat else 0)  # (flat: a box more)
-        if 2 * (o["MAIN"] + o["TAIL"]) * y.element_size() > 227 * 1024:
+        if flat and knobs.get("held"):
+            with pytest.raises(ValueError, match="held=True is for rows of whole 16-byte vectors"):
+                clustered_tma_backward(y, dy, **knobs)
+            continue
+        if 2 * (o["MAIN"] + (0 if knobs.get("held") else o["TAIL"])) * y.element_size() > 227 * 1024:
             with pytest.raises(ValueError, match="shared memory"):
                 clustered_tma_backward(y, dy, **knobs)
             continue
@@ -1012,6 +1018,10 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
         clustered_tma_backward(y, both[:, :n], out=both[:, n:], **fits)  # beside dy in one buffer
         torch.testing.assert_close(both[:, :n], dy)
         torch.testing.assert_close(both[:, n:].double(), want, atol=atol * 10, rtol=rtol)
+        wide_y = torch.full((n_rows, n + 64), float("nan"), dtype=dtype, device="cuda")
+        wide_y[:, 64:] = y  # (y's rows 64 elements apart more than their length: the held loads' row stride)
+        dx = clustered_tma_backward(wide_y[:, 64:], dy, **fits)
+        torch.testing.assert_close(dx.double(), want, atol=atol * 10, rtol=rtol)
     with pytest.raises(ValueError, match="one dtype"):
         clustered_tma_backward(y, dy.half() if dtype != torch.float16 else dy.float())
     with pytest.raises(ValueError, match="parts must be"):
@@ -1049,6 +1059,8 @@ def test_flat_tma_backward_stores_only_dx(shape, knobs, dtype):
 
 @HOPPER
 @pytest.mark.parametrize("n_cols, dtype, knobs", [(151936, torch.float32, dict(parts=16, num_warps=4)),
+                                                  (151936, torch.float32, dict(parts=16, num_warps=4,
+                                                                                held=True)),
                                                   (128256, BF16, dict(parts=8, num_warps=4)),
                                                   (65536, torch.float32, dict(parts=8, num_warps=8)),
                                                   (50257, BF16, dict(parts=8, num_warps=4))])

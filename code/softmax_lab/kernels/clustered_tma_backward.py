@@ -118,9 +118,10 @@ def _store_flat(dst, dx, ok, k, lead, SUB: gl.constexpr, START: gl.constexpr, pa
 
 
 @gluon.jit
-def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_stride_v, N_COLS: gl.constexpr,
-                                  SLICE: gl.constexpr, MAIN: gl.constexpr, TAIL: gl.constexpr, PARTS: gl.constexpr,
-                                  OUT_VEC: gl.constexpr):
+def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, y_ptr, dy_ptr, dx_stride_v, y_stride_v,
+                                  dy_stride_v, N_COLS: gl.constexpr, SLICE: gl.constexpr, MAIN: gl.constexpr,
+                                  TAIL: gl.constexpr, PARTS: gl.constexpr, OUT_VEC: gl.constexpr,
+                                  HELD: gl.constexpr = 0):
     dtype: gl.constexpr = y_box.dtype
     VEC: gl.constexpr = 128 // dtype.primitive_bitwidth
     SUB: gl.constexpr = 32 * gl.num_warps() * VEC  # (a 16-byte vector of y and one of dy a thread at a time)
@@ -163,6 +164,12 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
         if rank == r:
             _copies_of_both(y_big, y_box, dy_big, dy_box, bar, y_main, y_tail, dy_main, dy_tail, row, start,
                             copy_plan(MAIN, TAIL, N_COLS - r * SLICE + ROOM, BIG, BOX_), MAIN)
+    if HELD > 0:  # 2. the slice's columns past MAIN loaded into registers, on their way during the copies
+        h_offs = MAIN + gl.arange(0, HELD, layout=gl.SliceLayout(0, layout))
+        h_cols = (part * SLICE)[:, None] + h_offs[None, :]
+        h_ok = h_offs[None, :] < gl.minimum(N_COLS - part * SLICE, SLICE)[:, None]
+        y_h = gl.load(y_ptr + row.to(gl.int64) * (y_stride_v * VEC) + h_cols, mask=h_ok, other=0.0)
+        dy_h = gl.load(dy_ptr + row.to(gl.int64) * (dy_stride_v * VEC) + h_cols, mask=h_ok, other=0.0)
     mbarrier.wait(bar, 0)  # 3.
     mbarrier.invalidate(bar)
     S_M: gl.constexpr = min(SUB, MAIN)  # (the sub-tiles of the two tiles)
@@ -174,6 +181,9 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
     total = _dot(y_main, dy_main, n_main, part, leads, S_M, 0, SLICE, N_COLS, layout)
     if TAIL > 0:
         total += _dot(y_tail, dy_tail, n_tail, part, leads, S_T, MAIN, SLICE, N_COLS, layout)
+    if HELD > 0:
+        y_h, dy_h = y_h.to(gl.float32), dy_h.to(gl.float32)
+        total += gl.sum(y_h * dy_h, axis=1)
     xchg_p = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + xchg
     s = gl.inline_asm_elementwise(sum_exchange_asm(PARTS), "=f,r,f", [xchg_p, total], dtype=gl.float32,  # 4.
                                   is_pure=False, pack=1)[:, None]
@@ -184,10 +194,12 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_strid
     _store_dx(y_main, dy_main, s, n_main, dst, part, leads, S_M, 0, SLICE, N_COLS, layout, FLAT, valid)  # 5.
     if TAIL > 0:
         _store_dx(y_tail, dy_tail, s, n_tail, dst, part, leads, S_T, MAIN, SLICE, N_COLS, layout, FLAT, valid)
+    if HELD > 0:
+        gl.store(dst + h_cols, (y_h * (dy_h - s)).to(dst.dtype.element_ty), mask=h_ok)
 
 
 def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | None = None,
-            num_warps: int | None = None) -> str:
+            num_warps: int | None = None, held: bool = False) -> str:
     """Why this GPU, these tensors or the knobs cannot take the kernel, or '' (knobs None: the defaults, 8 and 4)."""
     parts, num_warps = parts or 8, num_warps or 4
     if not y.dtype == dy.dtype == dx.dtype:
@@ -205,6 +217,9 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
     if y.shape[0] * parts >= 2**31:
         return f"{NAME}: at most 2**31 programs (rows × parts); use softmax_backward"
     flat = is_flat(y)
+    if flat and held:
+        return (f"{NAME}: held=True is for rows of whole 16-byte vectors; a row of {y.shape[1]} elements is copied "
+                "as one line (flat): leave held False")
     if flat:  # rows that are not whole 16-byte vectors: copied as one line of elements (flat descriptors)
         n_rows, n_cols = y.shape
         why = ""
@@ -227,17 +242,17 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
     if not why:
         options = tiles(y.shape[1], parts, num_warps, BOX if flat else 0)
         capability, shared = device_limits(y.device)
-        why = device_refusal(NAME, capability, shared, 2 * (options["MAIN"] + options["TAIL"]) * y.element_size(),
-                             True)
+        tile = options["MAIN"] + (0 if held else options["TAIL"])
+        why = device_refusal(NAME, capability, shared, 2 * tile * y.element_size(), True)
     if not why and parts > PORTABLE_PARTS:
-        why = clusters_fit(y, dy, parts, num_warps)
+        why = clusters_fit(y, dy, parts, num_warps, held)
     return why.replace("cooperative_softmax", "softmax_backward")
 
 
-def clusters_fit(y, dy, parts, num_warps) -> str:
+def clusters_fit(y, dy, parts, num_warps, held=False) -> str:
     """``clustered_tma.cluster_fits`` for this kernel's launch on one row of y and dy (flat or not, as y's rows)."""
-    return cluster_fits(NAME, (y.device.index, y.dtype, y.shape[1], parts, num_warps),
-                        lambda: launch_setup(torch.empty_like(y[:1]), y[:1], dy[:1], parts, num_warps))
+    return cluster_fits(NAME, (y.device.index, y.dtype, y.shape[1], parts, num_warps, held),
+                        lambda: launch_setup(torch.empty_like(y[:1]), y[:1], dy[:1], parts, num_warps, held))
 
 
 def box_past_end(n_rows: int, n_cols: int, element_size: int, parts: int, num_warps: int) -> bool:
@@ -265,52 +280,59 @@ def is_flat(y) -> bool:
     return y.shape[1] % (16 // y.element_size()) != 0
 
 
-def launch_setup(dx, y, dy, parts=8, num_warps=4):
+def launch_setup(dx, y, dy, parts=8, num_warps=4, held=False):
     """(kernel, grid, args, options) of one launch; args[1:5] are the TMA descriptors of y and dy (flat ones for
-    rows that are not whole 16-byte vectors, ``is_flat``: then the tiles hold a box more than the slice)."""
+    rows that are not whole 16-byte vectors, ``is_flat``: then the tiles hold a box more than the slice), args[5:7]
+    y and dy themselves (the held columns' loads); ``held``: the slice's columns past MAIN in registers (HELD)."""
     flat = is_flat(y)
     options = tiles(y.shape[1], parts, num_warps, BOX if flat else 0)
+    if held and not flat:
+        options["HELD"], options["TAIL"] = options["TAIL"], 0
     options["OUT_VEC"] = out_vec = row_vector(y.shape[1], dx)
+    vec = 16 // y.element_size()
     return (clustered_tma_backward_kernel, (y.shape[0],),
-            (dx, *descriptors(y, parts, num_warps, flat), *descriptors(dy, parts, num_warps, flat),
-             dx.stride(0) // out_vec), options)
+            (dx, *descriptors(y, parts, num_warps, flat), *descriptors(dy, parts, num_warps, flat), y, dy,
+             dx.stride(0) // out_vec, y.stride(0) // vec, dy.stride(0) // vec), options)
 
 
-def plan(dx, y, dy, parts=8, num_warps=4):
+def plan(dx, y, dy, parts=8, num_warps=4, held=False):
     """``run(dx_ptr, y_ptr, dy_ptr)`` for tensors like these (the dispatcher's fast path): the compiled kernel
     launched again with the descriptors moved to the new addresses. None on the CPU."""
     from ._launch import relauncher
 
-    kernel, grid, args, options = launch_setup(dx, y, dy, parts, num_warps)
-    run = relauncher(kernel, grid, args, per_call=5, **options)
+    kernel, grid, args, options = launch_setup(dx, y, dy, parts, num_warps, held)
+    run = relauncher(kernel, grid, args, per_call=7, **options)
     if run is None:
         return None
     y_desc, dy_desc = [(list(d.shape), list(d.strides), d.padding) for d in (args[1], args[3])]
 
     def run_tma(dx_ptr, y_ptr, dy_ptr):
         y_d, dy_d = _Descriptor(y_ptr, *y_desc), _Descriptor(dy_ptr, *dy_desc)
-        run(dx_ptr, y_d, y_d, dy_d, dy_d)
+        run(dx_ptr, y_d, y_d, dy_d, dy_d, y_ptr, dy_ptr)
 
     return run_tma
 
 
 def clustered_tma_backward(y: torch.Tensor, dy: torch.Tensor, out: torch.Tensor | None = None,
-                           parts: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+                           parts: int | None = None, num_warps: int | None = None, held: bool = False
+                           ) -> torch.Tensor:
     """dx = y·(dy - Σ dy·y) over the last dim of 2-D ``y`` and ``dy`` of one dtype (Hopper GPU; rows on 16 bytes,
     one after another where they are not whole 16-byte vectors, dx's too; each program's slices of y and dy in its
     shared memory). Knobs: ``parts`` (programs per row, a power of two from 2 to 16; 16 only where the GPU can
-    launch such clusters; default 8), ``num_warps`` (4 or 8, default 4). ``out`` may be y or dy itself. One
-    kernel is compiled per row length."""
+    launch such clusters; default 8), ``num_warps`` (4 or 8, default 4), ``held`` (rows of whole vectors: the
+    slice's columns past its largest power of two loaded into registers rather than copied into a second shared
+    tile, so more programs share a multiprocessor). ``out`` may be y or dy itself. One kernel is compiled per row
+    length."""
     for name, value, most in (("parts", parts, MAX_PARTS), ("num_warps", num_warps, 32)):
         if value is not None and (type(value) is not int or value < 1 or value > most or value & (value - 1)):
             raise ValueError(f"{NAME}: {name} must be a power of two up to {most}, got {value!r}")
     y, dy, dx = backward_inputs(y, dy, out)
-    why = refusal(y, dy, dx, parts, num_warps)
+    why = refusal(y, dy, dx, parts, num_warps, held)
     if why:
         raise ValueError(why)
     if y.numel() == 0:
         return dx
-    kernel, grid, args, options = launch_setup(dx, y, dy, parts or 8, num_warps or 4)
+    kernel, grid, args, options = launch_setup(dx, y, dy, parts or 8, num_warps or 4, held)
     kernel[grid](*args, **options)
     return dx
 
