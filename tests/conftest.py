@@ -34,9 +34,9 @@ from softmax_lab import DEVICE
 
 _counter = itertools.count()
 
-# Eager calls on small CUDA inputs run PyTorch's kernel (softmax_lab.op.torch_is_quicker); the GPU tests compare
-# the course's kernels' bits, so they keep every input on them (whatever the shell says). tests/op/
-# test_eager_torch_route.py turns it on.
+# Eager calls on small CUDA inputs can run PyTorch's kernel (softmax_lab.op.torch_is_quicker, off by default); the
+# GPU tests compare the course's kernels' bits, so they keep every input on them (whatever the shell says). tests/
+# op/test_eager_torch_route.py turns it on.
 os.environ["SOFTMAX_LAB_TORCH_BELOW"] = "0"
 
 

@@ -502,8 +502,8 @@ _PLANS_LOCK = threading.Lock()
 MAX_PLANS = 256
 
 
-# Inputs up to this many bytes (0: none) run torch's kernel in eager calls; SOFTMAX_LAB_TORCH_BELOW=0 (read at
-# import) keeps every input on the course's kernels.
+# Inputs up to this many bytes (0, the default since round 17: none) run torch's kernel in eager calls;
+# SOFTMAX_LAB_TORCH_BELOW=<bytes> (read at import) sends inputs up to that size there.
 TORCH_BELOW = int(os.environ.get("SOFTMAX_LAB_TORCH_BELOW", TORCH_EAGER_BYTES))
 
 

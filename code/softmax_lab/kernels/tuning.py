@@ -172,9 +172,12 @@ STREAM_BLOCK = 4096  # the tile of online and split-row softmax (rows streamed t
 SPLIT_ROW_PROGRAMS_PER_SM = 4  # split-row: enough (row, chunk) programs to fill the GPU about 4 times
 
 
-# --- Plain eager calls on small inputs: PyTorch's own kernel (``op._plan``). There a call costs its launch, not
-# its bytes, and a Triton launch costs this host more than torch's whole call (H200: 12-13 µs against 6-7; torch's
-# kernel through our fast path: 9-10). Up to 4 MiB of input, rows up to 16,384 (torch gives longer rows a block
-# each: 4x70001 bf16 takes it 18 µs); the crossover: docs/performance.md, "Issue 28, round 5".
-TORCH_EAGER_BYTES = 4 << 20
+# --- Plain eager calls on small inputs: PyTorch's own kernel (``op._plan``) up to this many bytes, rows up to
+# TORCH_EAGER_COLS (torch gives longer rows a block each: 4x70001 bf16 takes it 18 µs). Round 5 sent inputs up to
+# 4 MiB there: a Triton launch cost the H200's host 12-13 µs, torch's kernel through our fast path 9-10. That launch
+# was Triton's runner (round 16: the relaunch's "no hook" test never held); launched directly, our kernels' small
+# calls cost what the routed ones cost (31 forward inputs up to 4 MiB, median 11.0 µs against 11.6 in round 17,
+# 16.6 against 17.0 in round 16) in half the GPU time (2.1 µs against 4.0): 0, none routed (docs/performance.md,
+# "Issue 28, round 17"). SOFTMAX_LAB_TORCH_BELOW=<bytes> turns the route on.
+TORCH_EAGER_BYTES = 0
 TORCH_EAGER_COLS = 16384
