@@ -554,6 +554,20 @@ def test_the_tma_clustered_backward_copies_by_tma_and_never_spills():
             assert int(shared) >= 2 * (-(-int(n_cols) // int(parts))) * size, line  # y's and dy's slices
 
 
+def test_the_tma_launches_name_every_constexpr():
+    # The dispatcher's plans (``_launch.relauncher``) pass every argument past the tensors from launch_setup's
+    # options by name: a constexpr left to its default there (HELD, round 17) failed only on the GPU.
+    from softmax_lab.kernels import clustered_tma, clustered_tma_backward
+
+    for n, held in ((151936, True), (151936, False), (50257, False), (8200, False)):
+        y = torch.empty((2, n))
+        setups = [clustered_tma_backward.launch_setup(torch.empty_like(y), y, y, 16, 4, held)]
+        if n % 4 == 0:  # (the forward takes whole vectors only)
+            setups += [clustered_tma.launch_setup(torch.empty_like(y), y, 16, 4, stream) for stream in (False, True)]
+        for kernel, _, args, options in setups:
+            assert set(kernel.arg_names[len(args):]) <= set(options), (kernel, n, held)
+
+
 def test_the_tma_clustered_backward_says_what_it_cannot_take():
     from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward
 
@@ -580,7 +594,8 @@ def test_the_tma_clustered_backward_says_what_it_cannot_take():
     from softmax_lab.kernels.backward import launch_setup, tma_knobs
     from softmax_lab.kernels.tuning import TMA_BACKWARD, pick
 
-    assert pick(TMA_BACKWARD[4], 16384) is None and pick(TMA_BACKWARD[4], 151936) == dict(parts=16, num_warps=4)
+    assert pick(TMA_BACKWARD[4], 16384) is None and pick(TMA_BACKWARD[4], 128256) == dict(parts=16, num_warps=4)
+    assert pick(TMA_BACKWARD[4], 151936) == dict(parts=16, num_warps=8, held=True)  # (round 17)
     assert pick(TMA_BACKWARD[4], 200000) is None and pick(TMA_BACKWARD[2], 16376) is None
     assert pick(TMA_BACKWARD[2], 128256) == dict(parts=16, num_warps=4) and pick(TMA_BACKWARD[2], 262152) is None
     assert tma_knobs(y, y, y) is None

@@ -1027,8 +1027,10 @@ def test_clustered_tma_backward_at_gpu_sizes(shape, dtype):
     with pytest.raises(ValueError, match="parts must be"):
         clustered_tma_backward(y, dy, parts=3)
     if n % 16 == 0:  # (a view one element in: its rows are not whole vectors, nor on 16 bytes)
+        with pytest.raises(ValueError, match="held=True is for rows of whole 16-byte vectors"):
+            clustered_tma_backward(y[:, 1:], dy[:, 1:], **dict(fits, held=True))
         with pytest.raises(ValueError, match="y must start on 16 bytes"):
-            clustered_tma_backward(y[:, 1:], dy[:, 1:], **fits)
+            clustered_tma_backward(y[:, 1:], dy[:, 1:], **dict(fits, held=False))
         wide = torch.zeros((n_rows, n + 8), dtype=dtype, device="cuda")
         with pytest.raises(ValueError, match="every row of dy must start on a 16-byte boundary"):
             clustered_tma_backward(y, wide[:, 1:n + 1], **fits)
@@ -1079,7 +1081,9 @@ def test_clustered_tma_backward_every_row_of_many_inputs(n_cols, dtype, knobs):
 
 @HOPPER
 @pytest.mark.parametrize("shape, dtype, knobs", [((64, 128256), BF16, dict(parts=16, num_warps=4)),
-                                                 ((16, 151936), torch.float32, dict(parts=16, num_warps=4)),
+                                                 ((16, 151936), torch.float32, dict(parts=16, num_warps=8,
+                                                                                    held=True)),
+                                                 ((16, 128256), torch.float32, dict(parts=16, num_warps=4)),
                                                  ((8, 20000), torch.float32, dict(parts=8, num_warps=4)),
                                                  ((8, 16384), torch.float16, dict(parts=4, num_warps=4)),
                                                  ((8, 65536), torch.float16, dict(parts=8, num_warps=4)),

@@ -285,7 +285,8 @@ def launch_setup(dx, y, dy, parts=8, num_warps=4, held=False):
     rows that are not whole 16-byte vectors, ``is_flat``: then the tiles hold a box more than the slice), args[5:7]
     y and dy themselves (the held columns' loads); ``held``: the slice's columns past MAIN in registers (HELD)."""
     flat = is_flat(y)
-    options = tiles(y.shape[1], parts, num_warps, BOX if flat else 0)
+    options = dict(tiles(y.shape[1], parts, num_warps, BOX if flat else 0), HELD=0)  # (every constexpr: the plan
+    # passes them all)
     if held and not flat:
         options["HELD"], options["TAIL"] = options["TAIL"], 0
     options["OUT_VEC"] = out_vec = row_vector(y.shape[1], dx)
