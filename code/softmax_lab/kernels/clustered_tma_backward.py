@@ -2,9 +2,10 @@
 each program's slices of y and dy copied by the Tensor Memory Accelerator, the partial dots sent into the partners'
 shared memory (the forward's machinery: ``clustered_tma.py``).
 
-``clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, dx_stride_v, N_COLS, SLICE, MAIN, TAIL,
-PARTS, OUT_VEC)``: one cluster of PARTS programs per row, program p taking columns [p·SLICE, (p+1)·SLICE) of y and
-dy (their TMA descriptors, a box a warp and one box, as the forward's); dx through a pointer. In each program:
+``clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, y_ptr, dy_ptr, dx_stride_v, y_stride_v,
+dy_stride_v, N_COLS, SLICE, MAIN, TAIL, PARTS, OUT_VEC, HELD)``: one cluster of PARTS programs per row, program p
+taking columns [p·SLICE, (p+1)·SLICE) of y and dy (their TMA descriptors, a box a warp and one box, as the
+forward's); dx through a pointer; y and dy through pointers too for HELD columns (below). In each program:
 
 1. thread 0 sets up the exchange's mbarrier (PARTS floats to come); every thread arrives at the cluster barrier;
 2. the slices of y and dy copied into shared memory by TMA, every copy counted on one mbarrier;
@@ -13,6 +14,11 @@ dy (their TMA descriptors, a box a warp and one box, as the forward's); dx throu
 4. thread t < PARTS sends it into program t's slot (``st.async``); each program waits for the PARTS parts and adds
    them up in rank order (so every program gets the same sum);
 5. dx = y·(dy - s) from shared memory, stored.
+
+A slice longer than a power of two takes a MAIN tile and a TAIL tile (``tiles``): 151,936 fp32 columns on 16
+programs, 9,728 a slice, 8,192 + 2,048 of y and of dy, 80 KB, two programs a multiprocessor. With HELD (the
+launcher's ``held=True``) the columns past MAIN are loaded by the threads into registers instead (plain 16-byte
+loads, issued before the wait of step 3 so they travel with the copies): 64 KB, three programs a multiprocessor.
 
 Rows that are not whole 16-byte vectors have no row stride TMA takes: their descriptors are flat (the rows laid
 end to end as one line, ``is_flat``), and since a box must start on 16 bytes (one that did not stopped the GPU with
