@@ -4,7 +4,11 @@ line of issue 28 still under QuACK in the backward, 512×151936 fp32 (0.96×), r
 2048) fp32 = 80 KB of shared memory each: two a multiprocessor. Held, 64 KB: three. Beside it, the other rows whose
 slices have a TAIL tile (151,936 bf16, 163,840 fp32, 20,000 in both). GPU machine (sm_90), repository root:
 
-    PYTHONPATH=code python3 benchmarks/sweeps/held_tail.py OUT.json     # h200-held-tail-round17.json
+    PYTHONPATH=code python3 benchmarks/sweeps/held_tail.py OUT.json            # h200-held-tail-round17.json
+    PYTHONPATH=code python3 benchmarks/sweeps/held_tail.py --border OUT.json   # h200-held-tail-border-round17.json
+
+``--border``: fp32 rows on either side of 147,456, where the tail tile grows from 1,024 columns (72 KB a program:
+three a multiprocessor already) to 2,048 (80 KB: two), the dispatcher's border between 16 × 4 and 16 × 8 held.
 
 ``bench.compare`` (buffers past the L2 cache, every result checked against float64 before and after it is
 timed), after an edge check of the held form (one-hot rows of y, dy of ±1e4, dx written over dy).
@@ -31,7 +35,17 @@ KNOBS = {(512, 151936, F32): [(16, 4), (16, 8)], (1024, 151936, F32): [(16, 4)],
          (4096, 20000, BF16): [(2, 4), (4, 4)]}
 
 
-def main(path):
+BORDER = {(512, 135000, F32): [(16, 4), (16, 8)], (512, 147456, F32): [(16, 4), (16, 8)],
+          (512, 147460, F32): [(16, 4), (16, 8)]}
+
+
+def main(path, border=False):
+    if border:
+        cases = [(n_rows, n_cols, dtype, [tma_backward(p, w, h) for p, w in knobs for h in (False, True)])
+                 for (n_rows, n_cols, dtype), knobs in BORDER.items()]
+        bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/held_tail.py --border OUT.json",
+                    kind="backward")
+        return
     bad = edge_check([(4, 151936, F32, dict(parts=16, num_warps=4, held=True)),
                       (4, 151936, BF16, dict(parts=16, num_warps=4, held=True)),
                       (3, 20000, F32, dict(parts=4, num_warps=8, held=True)),
@@ -44,4 +58,7 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--border":
+        main(sys.argv[2], border=True)
+    else:
+        main(sys.argv[1])

@@ -497,7 +497,8 @@ TMA_BACKWARD_SCRIPT = textwrap.dedent("""
     for dtype, n_cols, parts, warps, held in (
             ("fp32", 151936, 16, 4, 0), ("fp32", 151936, 8, 8, 0), ("bf16", 128256, 8, 4, 0),
             ("fp32", 65536, 8, 4, 0), ("bf16", 8200, 16, 4, 0), ("fp16", 262144, 16, 8, 0),
-            ("fp32", 151936, 16, 4, 1), ("bf16", 151936, 16, 4, 1),
+            ("fp32", 151936, 16, 4, 1), ("fp32", 151936, 16, 8, 1), ("bf16", 151936, 16, 4, 1),
+            ("fp32", 131076, 16, 4, 1),  # (held: 256 columns, fewer than a sub-tile's 512: threads hold copies)
             ("fp32", 50257, 16, 4, 0), ("bf16", 20001, 4, 8, 0),
             ("fp32", 20001, 4, 8, 0)):  # (held: HELD columns in registers; the last three: flat, the last a TAIL tile)
         x = torch.empty((2, n_cols), dtype=DTYPES[dtype])
@@ -520,7 +521,8 @@ TMA_BACKWARD_SCRIPT = textwrap.dedent("""
         wait, inval = ptx.find("waitLoop:"), ptx.find("mbarrier.inval")
         synced = 0 <= wait < inval and "bar.sync" in ptx[wait:inval]
         wide_loads = sum(n for op, n in ops.items() if op.startswith("LDG") and op.endswith(".128"))
-        held_vectors = 2 * held // (32 * warps * (4 if dtype == "fp32" else 8))  # (a y and a dy vector each)
+        sub = 32 * warps * (4 if dtype == "fp32" else 8)
+        held_vectors = 2 * -(-held // sub)  # (a y and a dy vector each, a thread)
         print(dtype, n_cols, parts, held_vectors, compiled.metadata.num_ctas, compiled.metadata.shared,
               count("UTMALDG"), wide_loads, count("LDG", "LDGSTS") - wide_loads, count("STL", "LDL"), narrow,
               count("STG") - narrow, regs,
@@ -530,12 +532,13 @@ TMA_BACKWARD_SCRIPT = textwrap.dedent("""
 
 
 def test_the_tma_clustered_backward_copies_by_tma_and_never_spills():
-    # kernels/clustered_tma_backward.py, compiled for an H200: y and dy copied by TMA (no loads by the threads),
-    # streamed from shared memory in few registers, no spill, dx stored 16 bytes at a time (in the flat form, rows
-    # off 16 bytes, too, but for the vector it shares with each neighbour: an element at a time, in the main tile
-    # and in the tail tile); the parts sent by st.async, one cluster barrier; the copies' mbarrier invalidated once
-    # waited on, after a CTA barrier (the forward's round-14 race).
-    for line in compiled_lines(TMA_BACKWARD_SCRIPT, 11):
+    # kernels/clustered_tma_backward.py, compiled for an H200: y and dy copied by TMA (no loads by the threads but
+    # the held columns' 16-byte loads, with held=True), streamed from shared memory in few registers, no spill, dx
+    # stored 16 bytes at a time (in the flat form, rows off 16 bytes, too, but for the vector it shares with each
+    # neighbour: an element at a time, in the main tile and in the tail tile); the parts sent by st.async, one
+    # cluster barrier; the copies' mbarrier invalidated once waited on, after a CTA barrier (the forward's round-14
+    # race).
+    for line in compiled_lines(TMA_BACKWARD_SCRIPT, 13):
         (dtype, n_cols, parts, held, ctas, shared, tma_copies, wide_loads, loads, spills, narrow, wide, regs,
          st_async, arrive, wait, invalidated, synced) = line.split()
         flat = int(n_cols) % (4 if dtype == "fp32" else 8) != 0
@@ -584,6 +587,15 @@ def test_the_tma_clustered_backward_says_what_it_cannot_take():
         clustered_tma_backward(y, y, num_warps=2)
     with pytest.raises(ValueError, match="one dtype"):  # (empty inputs too)
         clustered_tma_backward(y[:0], y[:0].half())
+    # held=True: rows of whole vectors only, and a tail a thread can hold (helper-92's review, round 17)
+    odd = torch.softmax(torch.randn(2, 50257), -1)
+    with pytest.raises(ValueError, match="held=True is for rows of whole 16-byte vectors"):
+        clustered_tma_backward(odd, odd, parts=16, held=True)
+    wide = torch.softmax(torch.randn(2, 98304), -1)  # (4 programs: slices of 16,384 + a tail of 8,192)
+    with pytest.raises(ValueError, match="would keep 128 elements of y and dy a thread in registers, at most 64"):
+        clustered_tma_backward(wide, wide, parts=4, held=True)
+    with pytest.raises(ValueError, match="needs a GPU"):  # (8 warps: 64, which fits)
+        clustered_tma_backward(wide, wide, parts=4, num_warps=8, held=True)
     # the flat form's plans: a last copy starting past the end of the rows is refused (helper-87's review)
     from softmax_lab.kernels.clustered_tma_backward import box_past_end
 

@@ -8,12 +8,13 @@ taking columns [p·SLICE, (p+1)·SLICE) of y and dy (their TMA descriptors, a bo
 forward's); dx through a pointer; y and dy through pointers too for HELD columns (below). In each program:
 
 1. thread 0 sets up the exchange's mbarrier (PARTS floats to come); every thread arrives at the cluster barrier;
-2. the slices of y and dy copied into shared memory by TMA, every copy counted on one mbarrier;
+2. the slices of y and dy copied into shared memory by TMA, every copy counted on one mbarrier (with HELD, the
+   columns past MAIN loaded into registers meanwhile, below);
 3. wait on it, invalidate it (its bytes may become the reductions' scratch: the forward's race, round 14);
-   the slice's Σ dy·y, read from shared memory a sub-tile at a time;
+   the slice's Σ dy·y, read from shared memory a sub-tile at a time (and from the held registers);
 4. thread t < PARTS sends it into program t's slot (``st.async``); each program waits for the PARTS parts and adds
    them up in rank order (so every program gets the same sum);
-5. dx = y·(dy - s) from shared memory, stored.
+5. dx = y·(dy - s) from shared memory (and the held registers), stored.
 
 A slice longer than a power of two takes a MAIN tile and a TAIL tile (``tiles``): 151,936 fp32 columns on 16
 programs, 9,728 a slice, 8,192 + 2,048 of y and of dy, 80 KB, two programs a multiprocessor. With HELD (the
@@ -31,7 +32,8 @@ dispatcher takes it where ``tuning.TMA_BACKWARD_FLAT`` says so.
 ``clustered_backward.py`` does the same with ``cp.async`` copies (one instruction per 16-byte vector) and a
 barrier of the whole cluster for the exchange. Hopper GPUs only (TMA, clusters); y, dy and dx of one dtype, rows
 that start on 16 bytes, and rows one after another where they are not whole vectors; dx may be y or dy itself
-(each program reads its slices whole before it writes; a flat copy also reads up to a vector of the programs
+(each program reads its slices whole, the held columns too, before it sends its part, so before any program of
+the cluster writes; a flat copy also reads up to a vector of the programs
 before and after it, which they may have overwritten, but those elements are never used: ``_sub_tile`` zeroes them
 and the stores leave them out).
 """
@@ -49,6 +51,8 @@ from .clustered_tma import SEND_REGS
 from .clustered_tma import _Descriptor
 
 NAME = "clustered_tma_backward"
+MAX_HELD = 64  # held=True: elements of y and dy a thread keeps in registers, at most (bf16 98,304 on 2 programs of 4
+# warps holds 256: 255 registers and spills; the dispatcher's fp32 151,936 on 16 of 8 holds 16, 40 registers)
 
 
 @constexpr_function
@@ -188,8 +192,7 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, y_ptr, d
     if TAIL > 0:
         total += _dot(y_tail, dy_tail, n_tail, part, leads, S_T, MAIN, SLICE, N_COLS, layout)
     if HELD > 0:
-        y_h, dy_h = y_h.to(gl.float32), dy_h.to(gl.float32)
-        total += gl.sum(y_h * dy_h, axis=1)
+        total += gl.sum(y_h.to(gl.float32) * dy_h.to(gl.float32), axis=1)  # (kept in their dtype till used)
     xchg_p = gl.full([PARTS], 0, gl.int32, gl.SliceLayout(1, layout)) + xchg
     s = gl.inline_asm_elementwise(sum_exchange_asm(PARTS), "=f,r,f", [xchg_p, total], dtype=gl.float32,  # 4.
                                   is_pure=False, pack=1)[:, None]
@@ -201,7 +204,8 @@ def clustered_tma_backward_kernel(dx_ptr, y_big, y_box, dy_big, dy_box, y_ptr, d
     if TAIL > 0:
         _store_dx(y_tail, dy_tail, s, n_tail, dst, part, leads, S_T, MAIN, SLICE, N_COLS, layout, FLAT, valid)
     if HELD > 0:
-        gl.store(dst + h_cols, (y_h * (dy_h - s)).to(dst.dtype.element_ty), mask=h_ok)
+        dx_h = y_h.to(gl.float32) * (dy_h.to(gl.float32) - s)
+        gl.store(dst + h_cols, dx_h.to(dst.dtype.element_ty), mask=h_ok)
 
 
 def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | None = None,
@@ -218,14 +222,19 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
                 "registers; more were not measured)")
     if y.numel() == 0:
         return ""
-    if y.device.type != "cuda":
-        return f"{NAME} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run"
-    if y.shape[0] * parts >= 2**31:
-        return f"{NAME}: at most 2**31 programs (rows × parts); use softmax_backward"
     flat = is_flat(y)
     if flat and held:
         return (f"{NAME}: held=True is for rows of whole 16-byte vectors; a row of {y.shape[1]} elements is copied "
                 "as one line (flat): leave held False")
+    if held:
+        per_thread = 2 * tiles(y.shape[1], parts, num_warps)["TAIL"] // (32 * num_warps)
+        if per_thread > MAX_HELD:
+            return (f"{NAME}: held=True would keep {per_thread} elements of y and dy a thread in registers, at most "
+                    f"{MAX_HELD} (more spill): use more parts or warps, or held=False")
+    if y.device.type != "cuda":
+        return f"{NAME} needs a GPU: it is a Gluon kernel, which Triton's CPU interpreter cannot run"
+    if y.shape[0] * parts >= 2**31:
+        return f"{NAME}: at most 2**31 programs (rows × parts); use softmax_backward"
     if flat:  # rows that are not whole 16-byte vectors: copied as one line of elements (flat descriptors)
         n_rows, n_cols = y.shape
         why = ""
@@ -304,7 +313,7 @@ def launch_setup(dx, y, dy, parts=8, num_warps=4, held=False):
 
 def plan(dx, y, dy, parts=8, num_warps=4, held=False):
     """``run(dx_ptr, y_ptr, dy_ptr)`` for tensors like these (the dispatcher's fast path): the compiled kernel
-    launched again with the descriptors moved to the new addresses. None on the CPU."""
+    launched again with the descriptors and y's and dy's pointers moved to the new addresses. None on the CPU."""
     from ._launch import relauncher
 
     kernel, grid, args, options = launch_setup(dx, y, dy, parts, num_warps, held)
