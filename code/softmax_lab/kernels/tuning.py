@@ -141,12 +141,13 @@ CLUSTERED_BACKWARD = {4: [(65535, None), (151936, dict(parts=8, num_warps=4)), (
 # cooperative kernels from 65,536 to 262,144; fp32 rows 99.3-100.0 against the cooperative kernel's 89.9-95.7 from
 # 20,000 to 50,000, 95.2-99.6 against 91.8-97.0 from 65,536 to 163,840. Not past those (fp32 200,000: 80.4 against
 # the cooperative kernel's 89.2), nor at fp32 16,384 (100.0 against the tile kernel's 99.1: within a run's spread).
-# fp32 rows of 147,457-163,840 on 16 programs have slices of 9,472-10,240 columns, a tile of 8,192 and a tail tile
-# of 2,048 of y and of dy: 80 KB of shared memory, two programs a multiprocessor; held=True keeps the tail's columns
-# in registers (64 KB, three): 512×151936 98.7% of copy on 4 warps and 99.0 on 8 against 94.6, 512×163840 97.4 and
-# 98.5 against 94.7 (h200-held-tail-round17.json); not where three fit anyway (a tail of 1,024 or less: 72 KB; at
-# 4096×20000 99.0 against 99.3).
-TMA_BACKWARD = {4: [(16384, None), (32768, dict(parts=8, num_warps=4)), (147456, dict(parts=16, num_warps=4)),
+# fp32 rows of 131,073-163,840 on 16 programs have slices of 8,448-10,240 columns, a tile of 8,192 and a tail tile
+# of 256-2,048 of y and of dy (up to 80 KB of shared memory: two programs a multiprocessor); held=True keeps the
+# tail's columns in registers (64 KB, three). 16 programs of 8 warps, held, against 16 of 4 as before, % of copy:
+# 512×135000 98.7 against 94.8, 512×147456 99.3 against 96.5, 512×147460 94.9 against 84.5, 512×151936 99.0 against
+# 94.6, 512×163840 98.5 against 94.7 (8 warps without held: 98.0, 98.4, 83.9, 93.4, 96.1) (h200-held-tail-round17.json,
+# -border-). Not measured on shorter rows.
+TMA_BACKWARD = {4: [(16384, None), (32768, dict(parts=8, num_warps=4)), (131072, dict(parts=16, num_warps=4)),
                     (163840, dict(parts=16, num_warps=8, held=True)), (None, None)],
                 2: [(16383, None), (32768, dict(parts=4, num_warps=4)), (65536, dict(parts=8, num_warps=4)),
                     (131072, dict(parts=16, num_warps=4)), (262144, dict(parts=16, num_warps=8)), (None, None)]}
