@@ -18,8 +18,8 @@ forward-mode rules are written below), so double backward, Hessian-vector produc
 Forward mode uses the same kernel, since the Jacobian diag(y) - y yᵀ is symmetric: ``ẏ = y·(ẋ - Σ y·ẋ)``.
 
 In eager mode ``softmax`` routes each call the cheapest correct way: a plain call (no grad, no transform, no
-tracing) launches the kernel directly, skipping the dispatcher (its per-call cost: ``docs/performance.md``), and
-on inputs so small that the launch is the whole cost (``torch_is_quicker``), PyTorch's own kernel;
+tracing) launches the kernel directly, skipping the dispatcher (its per-call cost: ``docs/performance.md``), small
+inputs too (``torch_is_quicker`` can send them to PyTorch's own kernel: off since round 17, as cheap on the host);
 calls that need autograd, forward AD or ``torch.func`` go through an ``autograd.Function`` that calls the
 operators; ``torch.compile``/``torch.export``/``torch.jit.trace`` see the operators themselves.
 """
@@ -508,9 +508,10 @@ TORCH_BELOW = int(os.environ.get("SOFTMAX_LAB_TORCH_BELOW", TORCH_EAGER_BYTES))
 
 
 def torch_is_quicker(x: Tensor, dim: int) -> bool:
-    """Whether an eager call on x (a CUDA tensor, checked) costs less on PyTorch's own kernel: contiguous
-    float16/bfloat16/float32 inputs of at most ``TORCH_BELOW`` bytes and rows of at most 16,384, where a call's
-    cost is its launch and torch's launch is the cheaper (``kernels/tuning.py``). Same results within rounding."""
+    """Whether an eager call on x (a CUDA tensor, checked) runs PyTorch's own kernel: contiguous
+    float16/bfloat16/float32 inputs of at most ``TORCH_BELOW`` bytes (0 by default: none) and rows of at most
+    16,384, where a call's cost is its launch (``kernels/tuning.py`` says why it is off). Same results within
+    rounding."""
     return (x.device.type == "cuda" and x.dim() > 0 and x.dtype in _PLANNED_DTYPES and x.is_contiguous()
             and x.numel() * x.element_size() <= TORCH_BELOW and x.shape[dim] <= TORCH_EAGER_COLS)
 
