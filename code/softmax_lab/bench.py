@@ -324,7 +324,7 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
             add("torch.softmax", lambda i: torch.softmax(xs[i], -1))
             from softmax_lab.op import torch_is_quicker
 
-            ran = _ran(xs[0])  # (as it ran; a small input's eager calls run torch's kernel, not graphs)
+            ran = _ran(xs[0])  # (as it ran; eager calls routed to torch's kernel, SOFTMAX_LAB_TORCH_BELOW, say so)
             ran += " (eager: torch's kernel)" if torch_is_quicker(xs[0], 1) else ""
             add("softmax_lab.softmax", lambda i: softmax(xs[i]))["choice"] = ran
             for name, (f, _) in others.items():
