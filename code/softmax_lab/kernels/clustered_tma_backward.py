@@ -33,9 +33,8 @@ dispatcher takes it where ``tuning.TMA_BACKWARD_FLAT`` says so.
 barrier of the whole cluster for the exchange. Hopper GPUs only (TMA, clusters); y, dy and dx of one dtype, rows
 that start on 16 bytes, and rows one after another where they are not whole vectors; dx may be y or dy itself
 (each program reads its slices whole, the held columns too, before it sends its part, so before any program of
-the cluster writes; a flat copy also reads up to a vector of the programs
-before and after it, which they may have overwritten, but those elements are never used: ``_sub_tile`` zeroes them
-and the stores leave them out).
+the cluster writes; a flat copy also reads up to a vector of the programs before and after it, which they may
+have overwritten, but those elements are never used: ``_sub_tile`` zeroes them and the stores leave them out).
 """
 import torch
 from triton.experimental import gluon
