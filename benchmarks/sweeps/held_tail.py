@@ -20,14 +20,10 @@ import torch
 from softmax_lab import bench
 from softmax_lab.kernels.clustered_tma_backward import clustered_tma_backward
 
-from clustered_backward import edge_check  # (the sweep beside this one: python3 puts this folder on the path)
+from clustered_backward import edge_check  # (the sweeps beside this one: python3 puts this folder on the path)
+from tma_backward import tma_backward
 
 F32, BF16 = torch.float32, torch.bfloat16
-
-
-def tma_backward(parts, warps, held):
-    knobs = dict(parts=parts, num_warps=warps, held=held)
-    return "clustered_tma_backward", lambda y, dy, out: clustered_tma_backward(y, dy, out, **knobs), knobs
 
 
 KNOBS = {(512, 151936, F32): [(16, 4), (16, 8)], (1024, 151936, F32): [(16, 4)], (512, 163840, F32): [(16, 4), (16, 8)],
@@ -40,21 +36,18 @@ BORDER = {(512, 135000, F32): [(16, 4), (16, 8)], (512, 147456, F32): [(16, 4), 
 
 
 def main(path, border=False):
-    if border:
-        cases = [(n_rows, n_cols, dtype, [tma_backward(p, w, h) for p, w in knobs for h in (False, True)])
-                 for (n_rows, n_cols, dtype), knobs in BORDER.items()]
-        bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/held_tail.py --border OUT.json",
-                    kind="backward")
-        return
-    bad = edge_check([(4, 151936, F32, dict(parts=16, num_warps=4, held=True)),
-                      (4, 151936, BF16, dict(parts=16, num_warps=4, held=True)),
-                      (3, 20000, F32, dict(parts=4, num_warps=8, held=True)),
-                      (5, 163840, F32, dict(parts=16, num_warps=8, held=True))], clustered_tma_backward)
-    print("edge check:", bad or "ok", flush=True)
-    cases = [(n_rows, n_cols, dtype, [tma_backward(p, w, h) for p, w in knobs for h in (False, True)])
-             for (n_rows, n_cols, dtype), knobs in KNOBS.items()]
-    bench.sweep(path, cases, "PYTHONPATH=code python3 benchmarks/sweeps/held_tail.py OUT.json", kind="backward",
-                edge_check=bad or "ok")
+    meta = {}
+    if not border:
+        bad = edge_check([(4, 151936, F32, dict(parts=16, num_warps=4, held=True)),
+                          (4, 151936, BF16, dict(parts=16, num_warps=4, held=True)),
+                          (3, 20000, F32, dict(parts=4, num_warps=8, held=True)),
+                          (5, 163840, F32, dict(parts=16, num_warps=8, held=True))], clustered_tma_backward)
+        print("edge check:", bad or "ok", flush=True)
+        meta = dict(edge_check=bad or "ok")
+    cases = [(n_rows, n_cols, dtype, [tma_backward(p, w, held=h) for p, w in knobs for h in (False, True)])
+             for (n_rows, n_cols, dtype), knobs in (BORDER if border else KNOBS).items()]
+    command = "PYTHONPATH=code python3 benchmarks/sweeps/held_tail.py " + ("--border " if border else "") + "OUT.json"
+    bench.sweep(path, cases, command, kind="backward", **meta)
 
 
 if __name__ == "__main__":

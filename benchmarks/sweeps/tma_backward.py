@@ -29,8 +29,8 @@ F32, BF16 = torch.float32, torch.bfloat16
 SHARED = 227 * 1024
 
 
-def tma_backward(parts, warps):
-    knobs = dict(parts=parts, num_warps=warps)
+def tma_backward(parts, warps, **more):
+    knobs = dict(parts=parts, num_warps=warps, **more)  # (more: held=..., held_tail.py)
     return "clustered_tma_backward", lambda y, dy, out: clustered_tma_backward(y, dy, out, **knobs), knobs
 
 

@@ -225,8 +225,9 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
     if flat and held:
         return (f"{NAME}: held=True is for rows of whole 16-byte vectors; a row of {y.shape[1]} elements is copied "
                 "as one line (flat): leave held False")
+    options = tiles(y.shape[1], parts, num_warps, BOX if flat else 0)
     if held:
-        per_thread = 2 * tiles(y.shape[1], parts, num_warps)["TAIL"] // (32 * num_warps)
+        per_thread = 2 * options["TAIL"] // (32 * num_warps)
         if per_thread > MAX_HELD:
             return (f"{NAME}: held=True would keep {per_thread} elements of y and dy a thread in registers, at most "
                     f"{MAX_HELD} (more spill): use more parts or warps, or held=False")
@@ -254,7 +255,6 @@ def refusal(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, parts: int | No
         why = (vector_refusal(y, NAME, "y") or vector_refusal(dy, NAME, "dy")
                or vector_refusal(dx, NAME, "out (dx)"))
     if not why:
-        options = tiles(y.shape[1], parts, num_warps, BOX if flat else 0)
         capability, shared = device_limits(y.device)
         tile = options["MAIN"] + (0 if held else options["TAIL"])
         why = device_refusal(NAME, capability, shared, 2 * tile * y.element_size(), True)
