@@ -30,6 +30,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import sys
 import time
 
@@ -282,12 +283,13 @@ def _backward_candidates(n_rows, n_cols):
 
 
 def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eager=False, with_peers=False,
-        check=True, sweep_only=(), with_compile=False):
+        check=True, sweep_only=(), with_compile=False, rounds=1):
     """Time every shape; returns a list of records (one per implementation and shape).
 
     Each record has ``ms`` (GPU time, CUDA graph; see ``_time``) and, with ``eager``, ``eager_ms`` (a
     Python-launched loop, ``_time_eager``). With ``check``, every implementation's result is compared with a
-    float64 softmax before and after it is timed (``checked``: "ok" or what was wrong)."""
+    float64 softmax before and after it is timed (``checked``: "ok" or what was wrong). ``rounds``: each shape's
+    implementations timed that many times in turn (``_measure_all``)."""
     from softmax_lab.op import softmax
     from softmax_lab.op import softmax_backward as softmax_lab_backward
     from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, clustered_tma, cooperative_backward
@@ -313,10 +315,11 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
             y = fn(i)
             return _check(y, xs[i]) if kind == "forward" else _check(y, ys[i], "backward", dys[i])
 
-        def add(impl, fn, knobs=None, correct=True):
-            rec = _measure(dict(base, impl=impl, knobs=knobs), fn, n_buf, rep_ms, timer, eager,
-                           (lambda i: verdict(fn, i)) if correct and check else None)
-            records.append(rec)
+        entries = []
+
+        def add(impl, fn, knobs=None, correct=True):  # (timed below, all of the shape's in turn)
+            rec = dict(base, impl=impl, knobs=knobs)
+            entries.append((rec, fn, (lambda i: verdict(fn, i)) if correct and check else None))
             return rec
 
         if kind == "forward":
@@ -364,32 +367,66 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
                     else:
                         f = lambda i, k=k: cooperative_backward(ys[i], dys[i], outs[i], **k)
                     add(f"sweep:{name}", f, k)
+        records += _measure_all(entries, n_buf, rep_ms, timer, eager, rounds)
         xs = ys = dys = outs = None
         torch.cuda.empty_cache()
     _relative(records)
     return records
 
 
-def _measure(rec, fn, n_buffers, rep_ms, timer="graph", eager=False, verdict=None):
-    """Check, time, check again: fill ``rec`` with fn's GPU time (and eager time), and ``checked``.
+def _measure_all(entries, n_buffers, rep_ms, timer="graph", eager=False, rounds=1):
+    """Check, time, check again: fill each record with its implementation's GPU time (and eager time) and
+    ``checked``. ``entries``: ``(rec, fn, verdict)`` for the implementations of one shape.
 
     ``fn(i)`` runs the implementation on buffer ``i``; ``verdict(i)`` runs it on buffer ``i`` and returns '' when
-    the result is right, else what is wrong (None: not checked, as for the copy). The first and the last buffers
-    are checked, so a result written by an earlier call cannot pass for this one. A setting that does not compile
-    or fit, or a peer that refuses the shape, is recorded with its ``error``, not raised."""
-    try:
-        bad = verdict(0) if verdict else ""
-        rec["ms"] = _time(fn, n_buffers, rep_ms, timer)
-        rec["gbps"] = rec["bytes"] / rec["ms"] / 1e6
-        if eager:
-            rec["eager_ms"] = _time_eager(fn, n_buffers, rec["ms"])
-            rec["eager_gbps"] = rec["bytes"] / rec["eager_ms"] / 1e6
-        bad = bad or (verdict(n_buffers - 1) if verdict else "")
-        rec["checked"] = bad or ("ok" if verdict else "not checked")
-    except Exception as err:
+    the result is right, else what is wrong (None: not checked, as for the copy). Each is checked on the first
+    buffer, then all are timed in turn ``rounds`` times (round r starts r places further down the list, so that
+    none is always timed first or right after the same one), then each is checked on the last buffer, so a result
+    written by an earlier call cannot pass for this one. With ``rounds > 1`` a record keeps every round's times
+    (``ms_rounds``, ``eager_ms_rounds``) and their medians as ``ms`` and ``eager_ms``: the clock and the GPU drift
+    between rounds, and ratios taken round by round (``scorecard.speedup``) show how much. A setting that does not
+    compile or fit, or a peer that refuses the shape, is recorded with its ``error``, not raised. Returns the
+    records."""
+    def failed(rec, err):
         rec["error"] = f"{type(err).__name__}: {err}"[:300]
-        torch.cuda.synchronize()
-    return rec
+        for key in ("ms", "gbps", "eager_ms", "eager_gbps", "ms_rounds", "eager_ms_rounds"):
+            rec.pop(key, None)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+
+    live = []
+    for rec, fn, verdict in entries:
+        try:
+            rec["checked"] = verdict(0) if verdict else ""
+            live.append((rec, fn, verdict))
+        except Exception as err:
+            failed(rec, err)
+    for r in range(rounds if live else 0):
+        for rec, fn, _ in live[r % len(live):] + live[:r % len(live)]:
+            if "error" in rec:
+                continue
+            try:
+                ms = _time(fn, n_buffers, rep_ms, timer)
+                rec.setdefault("ms_rounds", []).append(ms)
+                if eager:
+                    rec.setdefault("eager_ms_rounds", []).append(_time_eager(fn, n_buffers, ms))
+            except Exception as err:
+                failed(rec, err)
+    for rec, _, verdict in live:
+        if "error" in rec:
+            continue
+        for key in ("ms", "eager_ms"):
+            if f"{key}_rounds" in rec:
+                rec[key] = statistics.median(rec[f"{key}_rounds"])
+                rec[key.replace("ms", "gbps")] = rec["bytes"] / rec[key] / 1e6
+                if rounds == 1:
+                    del rec[f"{key}_rounds"]
+        try:
+            bad = rec["checked"] or (verdict(n_buffers - 1) if verdict else "")
+            rec["checked"] = bad or ("ok" if verdict else "not checked")
+        except Exception as err:
+            failed(rec, err)
+    return [rec for rec, _, _ in entries]
 
 
 def _ran(x2) -> str:
@@ -400,7 +437,7 @@ def _ran(x2) -> str:
 
 
 def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=False, timer="graph",
-            with_torch=True, view_pad=0):
+            with_torch=True, view_pad=0, rounds=1):
     """Time a few implementations of one shape as ``softmax-lab bench`` does; returns one record each.
 
     ``candidates``: ``(name, fn, knobs)`` triples. A forward ``fn(x, out)`` returns the softmax of ``x`` (it may
@@ -409,7 +446,8 @@ def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=
     then ``torch.softmax`` (``with_torch``), ``softmax_lab.softmax`` as the dispatcher runs it (its record's
     ``choice`` names the kernel), then the candidates. Each result is checked against float64 before and after
     it is timed; each record gets ``pct_copy`` and, beside torch, ``vs_torch``. ``view_pad``: forward inputs
-    are views one element into rows ``n_cols + view_pad`` long (rows that do not start on 16 bytes)."""
+    are views one element into rows ``n_cols + view_pad`` long (rows that do not start on 16 bytes). ``rounds``: all
+    timed in turn that many times (``_measure_all``)."""
     from softmax_lab.op import softmax
 
     moved = (2 if kind == "forward" else 3) * n_rows * n_cols * element_size(dtype)
@@ -437,14 +475,13 @@ def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=
         runs += [("torch.softmax", lambda y, dy, out: torch._softmax_backward_data(dy, y, -1, dtype), None)
                  ] if with_torch else []
         runs += [("softmax_lab.softmax", lambda y, dy, out: softmax_backward(y, dy, out=out), None)]
-    records = []
+    entries = []
     for name, f, knobs in runs + list(candidates):
         fn = lambda i, f=f: f(*args(i))
-        rec = _measure(dict(base, impl=name, knobs=knobs), fn, n_buf, rep_ms, timer, eager,
-                       None if name == "copy" else verdict(fn))
+        entries.append((dict(base, impl=name, knobs=knobs), fn, None if name == "copy" else verdict(fn)))
         if name == "softmax_lab.softmax" and kind == "forward":
-            rec["choice"] = _ran(xs[0])  # (as it ran: rows off 16 bytes take the unaligned kernels)
-        records.append(rec)
+            entries[-1][0]["choice"] = _ran(xs[0])  # (as it ran: rows off 16 bytes take the unaligned kernels)
+    records = _measure_all(entries, n_buf, rep_ms, timer, eager, rounds)
     _relative(records)
     return records
 
@@ -624,6 +661,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-backward", action="store_true")
     p.add_argument("--only", default="", help="only these shapes, e.g. 16x1048576,1024x65536 (any dtype)")
     p.add_argument("--rep", type=int, default=100, help="ms of timed repeats per measurement (do_bench rep)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="time each shape's implementations this many times in turn; medians, and every round's "
+                        "times in the JSON (--scorecard gives the ratios' range)")
     p.add_argument("--timer", choices=["graph", "plain"], default="graph",
                    help="graph: do_bench_cudagraph (GPU time only; default); plain: do_bench from Python")
     p.add_argument("--sweep-only", default="",
@@ -637,7 +677,22 @@ def main(argv=None) -> int:
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks around each timing")
     p.add_argument("--record", nargs="+", metavar="JSON",
                    help="print the current-record table of these saved runs (newest first per shape) and stop")
+    p.add_argument("--scorecard", metavar="JSON",
+                   help="print the goal, line by line, for this saved --lm-widths --peers run, and stop (no GPU)")
+    p.add_argument("--since", metavar="JSON", help="with --scorecard: the earlier run to compare with")
     args = p.parse_args(argv)
+    if args.since and not args.scorecard:
+        p.error("--since goes with --scorecard RUN.json")
+    if args.scorecard:
+        from softmax_lab import scorecard
+
+        try:
+            print(scorecard.report(scorecard.load(args.scorecard), args.since and scorecard.load(args.since)))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            print(f"softmax-lab bench --scorecard: cannot read the runs ({type(err).__name__}: {err}); each must "
+                  "be a JSON file written by softmax-lab bench")
+            return 2
+        return 0
     if args.record:
         try:
             print(record_table(args.record))
@@ -646,6 +701,8 @@ def main(argv=None) -> int:
                   "a JSON file written by softmax-lab bench")
             return 2
         return 0
+    if args.rounds < 1:
+        p.error(f"--rounds takes a whole number of 1 or more, not {args.rounds}")
     if not ON_GPU:
         print("softmax-lab bench needs a CUDA GPU (the CPU interpreter is far too slow to time).")
         return 1
@@ -662,7 +719,8 @@ def main(argv=None) -> int:
     started = time.time()
     records = run(shapes, back, args.rep, args.sweep, not args.no_kernels, args.timer, eager=not args.no_eager,
                   with_peers=args.peers, check=not args.no_check,
-                  sweep_only=tuple(n for n in args.sweep_only.split(",") if n), with_compile=args.compile)
+                  sweep_only=tuple(n for n in args.sweep_only.split(",") if n), with_compile=args.compile,
+                  rounds=args.rounds)
     _, missing = peers(False, args.peers) if args.peers else ({}, {})
     device = torch.cuda.get_device_name()
     props = torch.cuda.get_device_properties(0)
@@ -672,7 +730,10 @@ def main(argv=None) -> int:
                 command="softmax-lab bench " + " ".join(argv if argv is not None else sys.argv[1:]),
                 seconds=round(time.time() - started, 1),
                 timing=f"median of triton.testing.{'do_bench_cudagraph' if args.timer == 'graph' else 'do_bench'}, "
-                       f"rotating through buffers of {ROTATE_BYTES >> 20} MiB or more in all",
+                       f"rotating through buffers of {ROTATE_BYTES >> 20} MiB or more in all"
+                       + (f"; each shape's implementations timed in turn, {args.rounds} rounds, median of the rounds"
+                          if args.rounds > 1 else ""),
+                rounds=args.rounds,
                 bytes="read once + written once (backward: y, dy read; dx written)",
                 eager=None if args.no_eager else f"median of 5 repeats of a Python loop of back-to-back calls "
                                                  f"(about {EAGER_MS} ms of calls each), CUDA events",

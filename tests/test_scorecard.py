@@ -1,0 +1,164 @@
+"""``softmax-lab bench --scorecard``: the performance goal, line by line, from a saved run (no GPU); and
+``--rounds``: every implementation of a shape timed in turn, several times (``bench._measure_all``)."""
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from softmax_lab import bench, scorecard
+
+US = 1e-3  # ms
+
+
+def rec(kind, rows, cols, dtype, impl, ms=None, eager=None, error=None, rounds=None):
+    r = dict(kind=kind, rows=rows, cols=cols, dtype=dtype, impl=impl)
+    if error:
+        r["error"] = error
+        return r
+    r["ms"] = ms
+    if eager is not None:
+        r["eager_ms"] = eager
+    if rounds:
+        r["ms_rounds"] = rounds
+    return r
+
+
+def shape(kind, rows, cols, dtype, copy, ours, torch_, quack=None, eager=None, quack_rounds=None,
+          ours_rounds=None):
+    """Records of one shape; times in ms; eager: (ours, torch's) per call."""
+    recs = [rec(kind, rows, cols, dtype, "copy", copy),
+            rec(kind, rows, cols, dtype, "torch.softmax", torch_, eager and eager[1]),
+            rec(kind, rows, cols, dtype, "softmax_lab.softmax", ours, eager and eager[0], rounds=ours_rounds)]
+    if isinstance(quack, str):
+        recs.append(rec(kind, rows, cols, dtype, "quack", error=quack))
+    elif quack is not None:
+        recs.append(rec(kind, rows, cols, dtype, "quack", quack, rounds=quack_rounds))
+    for r in recs:
+        if "ms" in r:
+            r["pct_copy"] = 100 * copy / r["ms"]
+    return recs
+
+
+def run(*shapes, **meta):
+    return dict(meta=dict(device="test GPU", torch="t", triton="x", date="2026-12-04", command="bench", **meta),
+                records=[r for s in shapes for r in s])
+
+
+def lines(report_or_goal):
+    return {what.split(":")[0]: (met, misses) for what, met, misses in report_or_goal}
+
+
+def test_each_goal_line_names_the_shapes_that_miss_it_with_their_numbers():
+    now = run(
+        # 64 MB of fp32: 50% of copy (a miss of the 90% line), faster than torch, QuACK refuses
+        shape("forward", 16, 1048576, "float32", copy=0.030, ours=0.060, torch_=0.400,
+              quack="AssertionError: Input N 1048577 is not divisible by vector size 4"),
+        # 16 MB, 95% of copy but 0.95x QuACK
+        shape("forward", 4096, 1024, "float32", copy=0.0095, ours=0.010, torch_=0.012, quack=0.0095,
+              eager=(0.0101, 0.0120)),
+        # tiny: faster than QuACK, but its eager call costs more than torch's (the GPU + 3 µs bound does not count)
+        shape("forward", 1, 128, "float32", copy=0.0012, ours=0.0012, torch_=0.0015, quack=0.0013,
+              eager=(9.3 * US, 6.8 * US)),
+        # a long backward row: slower than torch (a miss), eager within GPU time + 3 µs though above torch's
+        shape("backward", 512, 151936, "float32", copy=0.200, ours=0.250, torch_=0.245, eager=(0.252, 0.248)),
+    )
+    earlier = run(shape("forward", 4096, 1024, "float32", copy=0.0095, ours=0.0096, torch_=0.012),
+                  shape("backward", 512, 151936, "float32", copy=0.2, ours=0.2, torch_=0.5))
+    got = lines(scorecard.goal(now, earlier))
+    big = got["≥ 90% of copy on every shape of ≥ 16 MB"]
+    assert big == (False, ["16×1048576 fp32 50.0%", "backward 512×151936 fp32 80.0%"])  # (1×128: too small)
+    quack = got["≥ 1.0× QuACK where it runs"]
+    assert quack == (False, ["4096×1024 fp32 0.950×", "against torch: backward 512×151936 fp32 0.980×"])
+    eager = got["eager ≤ max(torch's, GPU time + 3 µs), tiny inputs ≤ torch's"]
+    assert eager == (False, ["1×128 fp32 9.3 µs against 6.8 (torch's)"])
+    keep = got["≥ 95% kept where the earlier run had it"]
+    assert keep == (False, ["backward 512×151936 fp32 80.0% (was 100.0)"])  # (4096×1024: 99.0, now 95.0)
+    assert len(scorecard.goal(now)) == 3  # no earlier run: no line for what was kept
+
+
+def test_a_shape_that_meets_every_line_is_counted_as_met():
+    now = run(shape("forward", 1024, 65536, "bfloat16", copy=0.060, ours=0.062, torch_=0.12, quack=0.063,
+                    eager=(0.064, 0.13)))
+    for what, met, misses in scorecard.goal(now, now):
+        assert met and not misses, what
+    text = scorecard.report(now, now)
+    row = "| forward | 1024×65536 | bf16 | 50.0 | – | 95.2 | **96.8** | 96.8 | 1.94× | 1.02× | 64.0 (130.0, –; 62.0) |"
+    assert row in text
+    assert "- met: ≥ 90% of copy on every shape of ≥ 16 MB: 1 of 1" in text
+
+
+def test_rounds_give_a_ratio_round_by_round_and_its_range():
+    # QuACK's clock moved between rounds: the median of the rounds' ratios, with their range
+    now = run(shape("forward", 2048, 32768, "bfloat16", copy=0.060, ours=0.062, torch_=0.12, quack=0.061,
+                    ours_rounds=[0.062, 0.062, 0.062], quack_rounds=[0.060, 0.0635, 0.061]), rounds=3)
+    ratio, spread = scorecard.speedup(*[next(r for r in now["records"] if r["impl"] == i)
+                                        for i in ("quack", "softmax_lab.softmax")])
+    assert ratio == pytest.approx(0.061 / 0.062) and spread == pytest.approx((0.060 / 0.062, 0.0635 / 0.062))
+    text = scorecard.report(now)
+    assert "0.98× (0.97-1.02)" in text and "3 rounds" in text
+    assert "2048×32768 bf16 0.984× (0.968-1.024)" in text
+
+
+def test_the_saved_round_17_run_reads_as_its_note_says(tmp_path):
+    got = lines(scorecard.goal(scorecard.load(str(ROOT / "benchmarks/records/h200-bench-round17.json"))))
+    assert got["≥ 90% of copy on every shape of ≥ 16 MB"] == (False, ["16×1048576 fp32 66.7%"])
+    assert got["eager ≤ max(torch's, GPU time + 3 µs), tiny inputs ≤ torch's"][1] == [
+        "1×128 fp32 9.3 µs against 6.8 (torch's)", "32×1024 fp32 9.2 µs against 6.2 (torch's)"]
+
+
+def _bench(*args):
+    return subprocess.run([sys.executable, "-m", "softmax_lab.bench", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_the_command_prints_the_scorecard_and_refuses_what_it_cannot_read(tmp_path):
+    now, old = tmp_path / "now.json", tmp_path / "old.json"
+    now.write_text(json.dumps(run(shape("forward", 4096, 1024, "float32", copy=0.0095, ours=0.010, torch_=0.012))))
+    old.write_text(json.dumps(run(shape("forward", 4096, 1024, "float32", copy=0.0095, ours=0.0095, torch_=0.012))))
+    proc = _bench("--scorecard", str(now), "--since", str(old))
+    assert proc.returncode == 0, proc.stderr
+    assert "| forward | 4096×1024 | fp32 | 79.2 | – | – | **95.0** | 100.0 | 1.20× | – | – |" in proc.stdout
+    assert "- met: ≥ 95% kept where the earlier run had it: 1 of 1" in proc.stdout
+    (tmp_path / "bad.json").write_text('{"meta": {}}')
+    proc = _bench("--scorecard", str(tmp_path / "bad.json"))
+    assert proc.returncode == 2 and "holds no 'records' list" in proc.stdout
+    proc = _bench("--scorecard", str(tmp_path / "missing.json"))
+    assert proc.returncode == 2 and "cannot read the runs" in proc.stdout
+    proc = _bench("--since", str(old))
+    assert proc.returncode == 2 and "--since goes with --scorecard" in proc.stderr
+
+
+def test_rounds_time_every_implementation_in_turn_and_keep_each_rounds_time(monkeypatch):
+    order = []
+    clock = {"a": iter([1.0, 3.0, 2.0]), "b": iter([5.0, 4.0, 6.0]), "refuses later": iter([1.0])}
+
+    def fake_time(fn, n_buffers, rep_ms, timer="graph"):
+        name = fn()
+        order.append(name)
+        return next(clock[name])
+
+    monkeypatch.setattr(bench, "_time", fake_time)
+    monkeypatch.setattr(bench, "_time_eager", lambda fn, n, gpu_ms: gpu_ms + 0.01)
+    checks = []
+
+    def verdict(name, wrong=False):
+        return lambda i: checks.append((name, i)) or ("wrong result" if wrong and i else "")
+
+    entries = [(dict(impl="a", bytes=2e6), lambda: "a", verdict("a")),
+               (dict(impl="b", bytes=2e6), lambda: "b", verdict("b", wrong=True)),
+               (dict(impl="refuses later", bytes=2e6), lambda: "refuses later", None),
+               (dict(impl="does not compile", bytes=2e6), None, lambda i: 1 / 0)]
+    a, b, late, broken = bench._measure_all(entries, 4, 10, eager=True, rounds=3)
+    # round 2 starts one further down, round 3 two; "refuses later" fails in round 2 and is not timed again
+    assert order == ["a", "b", "refuses later", "b", "refuses later", "a", "a", "b"]
+    assert a["ms_rounds"] == [1.0, 3.0, 2.0] and a["ms"] == 2.0 and a["gbps"] == pytest.approx(1.0)
+    assert a["eager_ms_rounds"] == [1.01, 3.01, 2.01] and a["eager_ms"] == pytest.approx(2.01)
+    assert a["checked"] == "ok" and b["checked"] == "wrong result" and b["ms"] == 5.0
+    assert ("a", 0) in checks and ("a", 3) in checks  # the first buffer before, the last after
+    assert late["error"].startswith("StopIteration") and "ms" not in late and "ms_rounds" not in late
+    assert broken["error"] == "ZeroDivisionError: division by zero" and "ms" not in broken
+    clock["a"] = iter([7.0])
+    one, = bench._measure_all([(dict(impl="a", bytes=7e6), lambda: "a", None)], 2, 10)
+    assert one == dict(impl="a", bytes=7e6, ms=7.0, gbps=pytest.approx(1.0), checked="not checked")
