@@ -3,7 +3,8 @@
 Citations are ``benchmarks/...`` paths in the package's code, the docs, the README, DEVELOPERS.md, the
 benchmarks' own notes and scripts, the tests, and the cells (not the stored outputs) of the solution and learner
 notebooks. ``{a,b}`` and ``*`` in a citation must each name at least one file. ``benchmarks/README.md``'s record
-table must be what ``softmax-lab bench --record`` prints for the runs it names.
+table must be what ``softmax-lab bench --record`` prints for the runs it names, and its scorecard what
+``softmax-lab bench --scorecard`` prints.
 """
 import fnmatch
 import json
@@ -120,7 +121,20 @@ def test_the_record_table_is_what_bench_record_prints():
     assert table in readme, "benchmarks/README.md's table differs from `softmax-lab bench --record`:\n" + table
 
 
-@pytest.mark.parametrize("bad", [["--record", "benchmarks/records/no-such-run.json"]])
+def test_the_scorecard_is_what_bench_scorecard_prints():
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    m = re.search(r"python -m softmax_lab\.bench --scorecard (\S+\.json)\s*\\\n\s*--since (\S+\.json)", readme)
+    assert m, "benchmarks/README.md names no --scorecard command"
+    proc = subprocess.run([sys.executable, "-m", "softmax_lab.bench", "--scorecard", m.group(1), "--since", m.group(2)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    card = proc.stdout.strip()
+    assert "The goal, line by line:" in card and card.count("\n| ") > 10
+    assert card in readme, "benchmarks/README.md's scorecard differs from `softmax-lab bench --scorecard`:\n" + card
+
+
+@pytest.mark.parametrize("bad", [["--record", "benchmarks/records/no-such-run.json"],
+                                 ["--scorecard", "benchmarks/records/no-such-run.json"]])
 def test_bench_record_names_a_missing_file(bad):
     proc = subprocess.run([sys.executable, "-m", "softmax_lab.bench", *bad], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
