@@ -162,3 +162,20 @@ def test_rounds_time_every_implementation_in_turn_and_keep_each_rounds_time(monk
     clock["a"] = iter([7.0])
     one, = bench._measure_all([(dict(impl="a", bytes=7e6), lambda: "a", None)], 2, 10)
     assert one == dict(impl="a", bytes=7e6, ms=7.0, gbps=pytest.approx(1.0), checked="not checked")
+
+
+def test_history_gives_each_lines_ratio_to_quack_in_each_run(tmp_path):
+    paths = []
+    for i, quack in enumerate([0.0610, 0.0625, 0.06249]):
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps(run(
+            shape("forward", 2048, 32768, "bfloat16", copy=0.060, ours=0.0625, torch_=0.12, quack=quack),
+            shape("forward", 100000, 77, "float32", copy=0.024, ours=0.017, torch_=0.021, quack="refuses"))))
+        paths.append(str(path))
+    proc = _bench("--history", *paths)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == "| shape | run0 | run1 | run2 | lowest-highest |"
+    assert "| 2048×32768 bf16 | 0.976× | 1.000× | 0.99984× | 0.976-1.000 |" in proc.stdout  # (not "1.000")
+    assert "100000×77" not in proc.stdout  # QuACK ran it in none of the runs
+    proc = _bench("--history", paths[0], str(tmp_path / "gone.json"))
+    assert proc.returncode == 2 and "softmax-lab bench --history: cannot read the runs" in proc.stdout

@@ -680,16 +680,23 @@ def main(argv=None) -> int:
     p.add_argument("--scorecard", metavar="JSON",
                    help="print the goal, line by line, for this saved --lm-widths --peers run, and stop (no GPU)")
     p.add_argument("--since", metavar="JSON", help="with --scorecard: the earlier run to compare with")
+    p.add_argument("--history", nargs="+", metavar="JSON",
+                   help="print each shape's speed against QuACK in each of these saved runs (oldest first), and stop")
     args = p.parse_args(argv)
     if args.since and not args.scorecard:
         p.error("--since goes with --scorecard RUN.json")
-    if args.scorecard:
+    if args.scorecard or args.history:
         from softmax_lab import scorecard
 
+        option = "--scorecard" if args.scorecard else "--history"
         try:
-            print(scorecard.report(scorecard.load(args.scorecard), args.since and scorecard.load(args.since)))
+            if args.scorecard:
+                print(scorecard.report(scorecard.load(args.scorecard), args.since and scorecard.load(args.since)))
+            else:
+                print(scorecard.history([(os.path.basename(path).removesuffix(".json"), scorecard.load(path))
+                                         for path in args.history]))
         except (OSError, ValueError, KeyError, TypeError) as err:
-            print(f"softmax-lab bench --scorecard: cannot read the runs ({type(err).__name__}: {err}); each must "
+            print(f"softmax-lab bench {option}: cannot read the runs ({type(err).__name__}: {err}); each must "
                   "be a JSON file written by softmax-lab bench")
             return 2
         return 0

@@ -13,6 +13,7 @@
 
 A run made with ``--rounds K`` timed every implementation K times in turn; the ratios are then the medians of
 the K per-round ratios, and the table gives their range, so a 0.98x can be told from noise.
+``softmax-lab bench --history RUN.json ...`` gives each line's ratio to QuACK in each of several runs, oldest first.
 """
 from __future__ import annotations
 
@@ -66,12 +67,17 @@ def _pct(rec):
     return f"{rec['pct_copy']:.1f}" if "pct_copy" in rec else "–"
 
 
+def _ratio(ratio, digits=2):
+    if ratio < 1 <= round(ratio, digits):  # a miss is never printed as 1.00
+        digits += 2
+    return f"{ratio:.{digits}f}"
+
+
 def _times(ratio, spread, digits=2):
     if ratio is None:
         return "–"
-    if ratio < 1 <= round(ratio, digits):  # a miss is never printed as 1.00
-        digits += 2
-    return f"{ratio:.{digits}f}×" + (f" ({spread[0]:.{digits}f}-{spread[1]:.{digits}f})" if spread else "")
+    low_high = f" ({_ratio(spread[0], digits)}-{_ratio(spread[1], digits)})" if spread else ""
+    return f"{_ratio(ratio, digits)}×{low_high}"
 
 
 def _shape(key):
@@ -146,6 +152,23 @@ def goal(run: dict, since: dict | None = None) -> list[tuple[str, bool, list[str
     if since:
         lines.append((f"≥ {KEEP}% kept where the earlier run had it: {n_keep - len(keep)} of {n_keep}", not keep, keep))
     return lines
+
+
+def history(runs) -> str:
+    """How much each line's ratio to QuACK moves between runs: ``runs`` as ``(name, run)``, oldest first; one row a
+    shape that QuACK runs in any of them, the ratio in each run, and the lowest and highest. A line that stays
+    under 1.0 in every run is a real gap, not the drift between runs."""
+    tables = [(name, by_shape(run["records"])) for name, run in runs]
+    keys = list(dict.fromkeys(key for _, shapes in tables for key in shapes))
+    lines = ["| shape | " + " | ".join(name for name, _ in tables) + " | lowest-highest |",
+             "|---|" + "--:|" * (len(tables) + 1)]
+    for key in keys:
+        ratios = [speedup(shapes.get(key, {}).get(QUACK), shapes.get(key, {}).get(OURS))[0] for _, shapes in tables]
+        seen = [r for r in ratios if r is not None]
+        if seen:
+            lines.append(f"| {_shape(key)} | " + " | ".join(_times(r, None, 3) for r in ratios)
+                         + f" | {_ratio(min(seen), 3)}-{_ratio(max(seen), 3)} |")
+    return "\n".join(lines)
 
 
 def report(run: dict, since: dict | None = None) -> str:
