@@ -64,3 +64,23 @@ def test_the_sweeps_time_a_peer_that_imports_and_say_why_one_does_not(monkeypatc
     (name, fn, knobs), = bench.peer_candidates(("quack", "liger"))
     assert (name, fn(3, None), knobs) == ("quack", 6, None)
     assert capsys.readouterr().out == "liger not importable: ImportError: no\n"
+
+
+@pytest.mark.gpu
+def test_bench_rounds_keep_every_rounds_times_and_the_scorecard_reads_the_run(tmp_path, capsys):
+    from softmax_lab import bench
+
+    assert bench.main(["--quick", "--no-kernels", "--no-backward", "--no-eager", "--rep", "5", "--rounds", "2",
+                       "--out", str(tmp_path), "--name", "t"]) == 0
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["meta"]["rounds"] == 2 and "partial" not in data["meta"]
+    ours = [r for r in data["records"] if r["impl"] == "softmax_lab.softmax"]
+    assert len(ours) == len(bench.QUICK_SHAPES)
+    for r in ours:
+        copy = next(c for c in data["records"] if c["impl"] == "copy" and c["cols"] == r["cols"])
+        assert len(r["ms_rounds"]) == 2 and r["checked"] == "ok"
+        per_round = [100 * c / o for c, o in zip(copy["ms_rounds"], r["ms_rounds"])]
+        assert r["pct_copy"] == pytest.approx(sum(per_round) / 2)  # (the median of two)
+    capsys.readouterr()
+    assert bench.main(["--scorecard", str(tmp_path / "t.json")]) == 0
+    assert "(2 rounds; each ratio the median of the rounds' ratios" in capsys.readouterr().out

@@ -36,7 +36,7 @@ def shape(kind, rows, cols, dtype, copy, ours, torch_, quack=None, eager=None, q
     elif quack is not None:
         recs.append(rec(kind, rows, cols, dtype, "quack", quack, rounds=quack_rounds))
     for r in recs:
-        if "ms" in r:
+        if r.get("ms"):
             r["pct_copy"] = 100 * copy / r["ms"]
     return recs
 
@@ -46,8 +46,9 @@ def run(*shapes, **meta):
                 records=[r for s in shapes for r in s])
 
 
-def lines(report_or_goal):
-    return {what.split(":")[0]: (met, misses) for what, met, misses in report_or_goal}
+def lines(goal_lines):
+    """{the line's name: (met, misses)}; met is None where the line had nothing to judge."""
+    return {what.split(":")[0].split(" (")[0]: (met, misses) for what, met, misses in goal_lines}
 
 
 def test_each_goal_line_names_the_shapes_that_miss_it_with_their_numbers():
@@ -69,13 +70,13 @@ def test_each_goal_line_names_the_shapes_that_miss_it_with_their_numbers():
     got = lines(scorecard.goal(now, earlier))
     big = got["≥ 90% of copy on every shape of ≥ 16 MB"]
     assert big == (False, ["16×1048576 fp32 50.0%", "backward 512×151936 fp32 80.0%"])  # (1×128: too small)
-    quack = got["≥ 1.0× QuACK where it runs"]
-    assert quack == (False, ["4096×1024 fp32 0.950×", "against torch: backward 512×151936 fp32 0.980×"])
+    assert got["≥ 1.0× QuACK where it runs"] == (False, ["4096×1024 fp32 0.950×"])
+    assert got["≥ 1.0× torch on every shape"] == (False, ["backward 512×151936 fp32 0.980×"])
     eager = got["eager ≤ max(torch's, GPU time + 3 µs), tiny inputs ≤ torch's"]
     assert eager == (False, ["1×128 fp32 9.3 µs against 6.8 (torch's)"])
     keep = got["≥ 95% kept where the earlier run had it"]
     assert keep == (False, ["backward 512×151936 fp32 80.0% (was 100.0)"])  # (4096×1024: 99.0, now 95.0)
-    assert len(scorecard.goal(now)) == 3  # no earlier run: no line for what was kept
+    assert len(scorecard.goal(now)) == 4  # no earlier run: no line for what was kept
 
 
 def test_a_shape_that_meets_every_line_is_counted_as_met():
@@ -119,20 +120,69 @@ def test_the_command_prints_the_scorecard_and_refuses_what_it_cannot_read(tmp_pa
     old.write_text(json.dumps(run(shape("forward", 4096, 1024, "float32", copy=0.0095, ours=0.0095, torch_=0.012))))
     proc = _bench("--scorecard", str(now), "--since", str(old))
     assert proc.returncode == 0, proc.stderr
+    assert "| pass | shape | dtype | torch | Liger | QuACK | softmax_lab | old | vs torch |" in proc.stdout
     assert "| forward | 4096×1024 | fp32 | 79.2 | – | – | **95.0** | 100.0 | 1.20× | – | – |" in proc.stdout
     assert "- met: ≥ 95% kept where the earlier run had it: 1 of 1" in proc.stdout
-    (tmp_path / "bad.json").write_text('{"meta": {}}')
-    proc = _bench("--scorecard", str(tmp_path / "bad.json"))
-    assert proc.returncode == 2 and "holds no 'records' list" in proc.stdout
-    proc = _bench("--scorecard", str(tmp_path / "missing.json"))
-    assert proc.returncode == 2 and "cannot read the runs" in proc.stdout
+    assert "- NOT JUDGED: ≥ 1.0× QuACK where it runs (QuACK ran no shape of this run)" in proc.stdout
+    assert "- NOT JUDGED: eager ≤ max(torch's, GPU time + 3 µs), tiny inputs ≤ torch's (no eager times" in proc.stdout
+    bad = {"bad.json": '{"meta": {}}', "list.json": "[1, 2]", "meta.json": '{"meta": [], "records": []}',
+           "text.json": "not json", "fields.json": '{"records": [{"impl": "copy"}]}'}
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+    for name, why in [("bad.json", "holds no 'records' list"), ("list.json", "holds no 'records' list"),
+                      ("meta.json", "its 'meta' is not an object"), ("text.json", "JSONDecodeError"),
+                      ("fields.json", "record 0 lacks kind, rows, cols, dtype"), ("missing.json", "FileNotFoundError")]:
+        proc = _bench("--scorecard", str(now), "--since", str(tmp_path / name))
+        assert proc.returncode == 2 and why in proc.stderr and name in proc.stderr, (name, proc.stderr)
+        assert "Traceback" not in proc.stderr and "cannot read" in proc.stderr
+    proc = _bench("--scorecard", str(tmp_path))
+    assert proc.returncode == 2 and "IsADirectoryError" in proc.stderr
     proc = _bench("--since", str(old))
     assert proc.returncode == 2 and "--since goes with --scorecard" in proc.stderr
 
 
+def test_a_shape_our_kernel_fails_or_gets_wrong_misses_every_line_it_belongs_to():
+    failed = shape("forward", 1024, 65536, "bfloat16", copy=0.060, ours=0.062, torch_=0.12, quack=0.063,
+                   eager=(0.064, 0.13))
+    wrong = shape("forward", 4096, 1024, "float32", copy=0.0095, ours=0.009, torch_=0.012, quack=0.0095,
+                  eager=(0.0101, 0.0120))
+    ours = failed[2]
+    for key in ("ms", "eager_ms", "pct_copy"):
+        del ours[key]
+    ours["error"] = "RuntimeError: an illegal memory access"
+    wrong[2]["checked"] = "wrong result: 3 rows differ"
+    earlier = run(shape("forward", 1024, 65536, "bfloat16", copy=0.06, ours=0.06, torch_=0.12),
+                  shape("forward", 4096, 1024, "float32", copy=0.0095, ours=0.0095, torch_=0.012),
+                  shape("forward", 2048, 32768, "bfloat16", copy=0.06, ours=0.06, torch_=0.12))
+    got = lines(scorecard.goal(run(failed, wrong), earlier))
+    fails = "1024×65536 bf16 fails (RuntimeError: an illegal memory access)"
+    is_wrong = "4096×1024 fp32 wrong result (wrong result: 3 rows differ)"
+    for line in ("≥ 90% of copy on every shape of ≥ 16 MB", "≥ 1.0× QuACK where it runs", "≥ 1.0× torch on every shape",
+                 "eager ≤ max(torch's, GPU time + 3 µs), tiny inputs ≤ torch's"):
+        assert got[line] == (False, [fails, is_wrong]), line
+    assert got["≥ 95% kept where the earlier run had it"] == (False, [fails, is_wrong,
+                                                                     "2048×32768 bf16 not in this run"])
+    text = scorecard.report(run(failed, wrong))
+    assert "**fails**" in text and "**105.6 (wrong result)**" in text
+
+
+def test_a_number_that_misses_is_never_printed_as_its_bound():
+    now = run(shape("forward", 1024, 65536, "bfloat16", copy=0.059976, ours=0.06667, torch_=0.12, quack=0.0666699),
+              shape("forward", 8192, 8200, "bfloat16", copy=0.06, ours=0.062, torch_=0.12, eager=(0.065002, 0.064)))
+    got = lines(scorecard.goal(now))
+    assert got["≥ 90% of copy on every shape of ≥ 16 MB"] == (False, ["1024×65536 bf16 89.96%"])
+    assert got["≥ 1.0× QuACK where it runs"] == (False, ["1024×65536 bf16 0.999999×"])
+    assert got["eager ≤ max(torch's, GPU time + 3 µs), tiny inputs ≤ torch's"] == (
+        False, ["8192×8200 bf16 65.002 µs against 65.000 (GPU time + 3)"])  # (not "65.0 against 65.0")
+    assert "| **89.96** |" in scorecard.table(now) and "| 0.999999× |" in scorecard.table(now)
+    zero = run(shape("forward", 1, 128, "float32", copy=0.001, ours=0.0, torch_=0.002))
+    assert lines(scorecard.goal(zero))["≥ 1.0× torch on every shape"] == (False, ["1×128 fp32 not timed"])
+
+
 def test_rounds_time_every_implementation_in_turn_and_keep_each_rounds_time(monkeypatch):
     order = []
-    clock = {"a": iter([1.0, 3.0, 2.0]), "b": iter([5.0, 4.0, 6.0]), "refuses later": iter([1.0])}
+    clock = {"a": iter([1.0, 3.0, 2.0, 2.5]), "b": iter([5.0, 4.0, 6.0, 5.5]), "c": iter([7.0, 7.0, 7.0, 7.0]),
+             "refuses later": iter([1.0])}
 
     def fake_time(fn, n_buffers, rep_ms, timer="graph"):
         name = fn()
@@ -148,20 +198,38 @@ def test_rounds_time_every_implementation_in_turn_and_keep_each_rounds_time(monk
 
     entries = [(dict(impl="a", bytes=2e6), lambda: "a", verdict("a")),
                (dict(impl="b", bytes=2e6), lambda: "b", verdict("b", wrong=True)),
+               (dict(impl="c", bytes=2e6), lambda: "c", None),
                (dict(impl="refuses later", bytes=2e6), lambda: "refuses later", None),
                (dict(impl="does not compile", bytes=2e6), None, lambda i: 1 / 0)]
-    a, b, late, broken = bench._measure_all(entries, 4, 10, eager=True, rounds=3)
-    # round 2 starts one further down, round 3 two; "refuses later" fails in round 2 and is not timed again
-    assert order == ["a", "b", "refuses later", "b", "refuses later", "a", "a", "b"]
-    assert a["ms_rounds"] == [1.0, 3.0, 2.0] and a["ms"] == 2.0 and a["gbps"] == pytest.approx(1.0)
-    assert a["eager_ms_rounds"] == [1.01, 3.01, 2.01] and a["eager_ms"] == pytest.approx(2.01)
-    assert a["checked"] == "ok" and b["checked"] == "wrong result" and b["ms"] == 5.0
+    a, b, c, late, broken = bench._measure_all(entries, 4, 10, eager=True, rounds=4)
+    assert order[:4] == ["a", "b", "c", "refuses later"]  # the first round in the list's order
+    # "refuses later" fails in round 2 and is not timed again: 4 + 1 + 3 x 3 timings
+    assert order.count("refuses later") == 2 and len(order) == 14
+    later = [o for o in order[4:] if o != "refuses later"]
+    assert sorted(later) == ["a"] * 3 + ["b"] * 3 + ["c"] * 3
+    assert len({tuple(later[i:i + 3]) for i in (0, 3, 6)}) > 1  # the later rounds are not all in one order
+    assert a["ms_rounds"] == [1.0, 3.0, 2.0, 2.5] and a["ms"] == 2.25 and a["gbps"] == pytest.approx(2e6 / 2.25e6)
+    assert a["eager_ms_rounds"] == [1.01, 3.01, 2.01, 2.51] and a["eager_ms"] == pytest.approx(2.26)
+    assert a["checked"] == "ok" and b["checked"] == "wrong result" and b["ms"] == 5.25
+    assert c["checked"] == "not checked"
     assert ("a", 0) in checks and ("a", 3) in checks  # the first buffer before, the last after
-    assert late["error"].startswith("StopIteration") and "ms" not in late and "ms_rounds" not in late
+    assert late["error"].startswith("StopIteration") and "ms" not in late and "checked" not in late
+    assert late["ms_rounds"] == [1.0]  # the round it was timed in before it failed
     assert broken["error"] == "ZeroDivisionError: division by zero" and "ms" not in broken
     clock["a"] = iter([7.0])
     one, = bench._measure_all([(dict(impl="a", bytes=7e6), lambda: "a", None)], 2, 10)
     assert one == dict(impl="a", bytes=7e6, ms=7.0, gbps=pytest.approx(1.0), checked="not checked")
+
+
+def test_the_copy_and_torch_ratios_are_taken_round_by_round():
+    recs = [dict(kind="forward", rows=1, cols=8, dtype="float32", impl="copy", ms=2.0, ms_rounds=[1.0, 2.0, 4.0]),
+            dict(kind="forward", rows=1, cols=8, dtype="float32", impl="torch.softmax", ms=4.0,
+                 ms_rounds=[2.0, 4.0, 8.0]),
+            dict(kind="forward", rows=1, cols=8, dtype="float32", impl="softmax_lab.softmax", ms=2.0,
+                 ms_rounds=[2.0, 2.0, 2.0])]
+    bench._relative(recs)
+    assert recs[2]["pct_copy"] == pytest.approx(100.0) and recs[2]["vs_torch"] == pytest.approx(2.0)
+    assert recs[1]["pct_copy"] == pytest.approx(50.0)
 
 
 def test_history_gives_each_lines_ratio_to_quack_in_each_run(tmp_path):
@@ -175,7 +243,8 @@ def test_history_gives_each_lines_ratio_to_quack_in_each_run(tmp_path):
     proc = _bench("--history", *paths)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == "| shape | run0 | run1 | run2 | lowest-highest |"
-    assert "| 2048×32768 bf16 | 0.976× | 1.000× | 0.99984× | 0.976-1.000 |" in proc.stdout  # (not "1.000")
+    assert "| 2048×32768 bf16 | 0.976× | 1.000× | 0.9998× | 0.976-1.000 |" in proc.stdout  # (not "1.000")
     assert "100000×77" not in proc.stdout  # QuACK ran it in none of the runs
     proc = _bench("--history", paths[0], str(tmp_path / "gone.json"))
-    assert proc.returncode == 2 and "softmax-lab bench --history: cannot read the runs" in proc.stdout
+    assert proc.returncode == 2 and "gone.json" in proc.stderr
+    assert "softmax-lab bench --history: cannot read" in proc.stderr

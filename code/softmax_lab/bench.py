@@ -30,6 +30,7 @@ import json
 import math
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -283,13 +284,14 @@ def _backward_candidates(n_rows, n_cols):
 
 
 def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eager=False, with_peers=False,
-        check=True, sweep_only=(), with_compile=False, rounds=1):
+        check=True, sweep_only=(), with_compile=False, rounds=1, on_shape=None):
     """Time every shape; returns a list of records (one per implementation and shape).
 
     Each record has ``ms`` (GPU time, CUDA graph; see ``_time``) and, with ``eager``, ``eager_ms`` (a
     Python-launched loop, ``_time_eager``). With ``check``, every implementation's result is compared with a
     float64 softmax before and after it is timed (``checked``: "ok" or what was wrong). ``rounds``: each shape's
-    implementations timed that many times in turn (``_measure_all``)."""
+    implementations timed that many times in turn (``_measure_all``). ``on_shape(records)``: called after each
+    shape with the records so far (``main`` saves them)."""
     from softmax_lab.op import softmax
     from softmax_lab.op import softmax_backward as softmax_lab_backward
     from softmax_lab.kernels import GPU_ONLY, LONG_ROWS, clustered_tma, cooperative_backward
@@ -370,6 +372,9 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
         records += _measure_all(entries, n_buf, rep_ms, timer, eager, rounds)
         xs = ys = dys = outs = None
         torch.cuda.empty_cache()
+        if on_shape is not None:
+            _relative(records)
+            on_shape(records)
     _relative(records)
     return records
 
@@ -380,17 +385,20 @@ def _measure_all(entries, n_buffers, rep_ms, timer="graph", eager=False, rounds=
 
     ``fn(i)`` runs the implementation on buffer ``i``; ``verdict(i)`` runs it on buffer ``i`` and returns '' when
     the result is right, else what is wrong (None: not checked, as for the copy). Each is checked on the first
-    buffer, then all are timed in turn ``rounds`` times (round r starts r places further down the list, so that
-    none is always timed first or right after the same one), then each is checked on the last buffer, so a result
-    written by an earlier call cannot pass for this one. With ``rounds > 1`` a record keeps every round's times
-    (``ms_rounds``, ``eager_ms_rounds``) and their medians as ``ms`` and ``eager_ms``: the clock and the GPU drift
-    between rounds, and ratios taken round by round (``scorecard.speedup``) show how much. A setting that does not
-    compile or fit, or a peer that refuses the shape, is recorded with its ``error``, not raised. Returns the
-    records."""
+    buffer, then all are timed ``rounds`` times, the first round in the list's order and each later one in an
+    order shuffled from the round's number (the same every run), so that none is always timed first or right
+    after the same one; then each is checked on the last buffer, so a result written by an earlier call cannot
+    pass for this one. With ``rounds > 1`` a record keeps every round's times (``ms_rounds``, ``eager_ms_rounds``)
+    and their medians as ``ms`` and ``eager_ms``: the clock and the GPU drift between rounds, and ratios taken
+    round by round (``scorecard.speedup``) show how much. A setting that does not compile or fit, or a peer that
+    refuses the shape, is recorded with its ``error`` (and the rounds it was timed in before), not raised, and is
+    not timed again. Returns the records."""
     def failed(rec, err):
         rec["error"] = f"{type(err).__name__}: {err}"[:300]
-        for key in ("ms", "gbps", "eager_ms", "eager_gbps", "ms_rounds", "eager_ms_rounds"):
+        for key in ("ms", "gbps", "eager_ms", "eager_gbps"):
             rec.pop(key, None)
+        if not rec.get("checked"):
+            rec.pop("checked", None)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
 
@@ -401,10 +409,11 @@ def _measure_all(entries, n_buffers, rep_ms, timer="graph", eager=False, rounds=
             live.append((rec, fn, verdict))
         except Exception as err:
             failed(rec, err)
-    for r in range(rounds if live else 0):
-        for rec, fn, _ in live[r % len(live):] + live[:r % len(live)]:
-            if "error" in rec:
-                continue
+    for r in range(rounds):
+        turn = [e for e in live if "error" not in e[0]]
+        if r:
+            random.Random(r).shuffle(turn)
+        for rec, fn, _ in turn:
             try:
                 ms = _time(fn, n_buffers, rep_ms, timer)
                 rec.setdefault("ms_rounds", []).append(ms)
@@ -413,14 +422,14 @@ def _measure_all(entries, n_buffers, rep_ms, timer="graph", eager=False, rounds=
             except Exception as err:
                 failed(rec, err)
     for rec, _, verdict in live:
-        if "error" in rec:
-            continue
         for key in ("ms", "eager_ms"):
-            if f"{key}_rounds" in rec:
+            if f"{key}_rounds" in rec and "error" not in rec:
                 rec[key] = statistics.median(rec[f"{key}_rounds"])
                 rec[key.replace("ms", "gbps")] = rec["bytes"] / rec[key] / 1e6
-                if rounds == 1:
-                    del rec[f"{key}_rounds"]
+            if rounds == 1:
+                rec.pop(f"{key}_rounds", None)
+        if "error" in rec:
+            continue
         try:
             bad = rec["checked"] or (verdict(n_buffers - 1) if verdict else "")
             rec["checked"] = bad or ("ok" if verdict else "not checked")
@@ -554,19 +563,22 @@ def record_table(paths) -> str:
 
 def _relative(records):
     """Add % of copy bandwidth and the speed ratio to torch (torch time / this time) to every record, for
-    GPU time (``pct_copy``, ``vs_torch``) and eager time (``eager_pct_copy``, ``eager_vs_torch``)."""
+    GPU time (``pct_copy``, ``vs_torch``) and eager time (``eager_pct_copy``, ``eager_vs_torch``); with rounds,
+    the median of the rounds' ratios."""
     groups = {}
     for r in records:
         groups.setdefault((r["kind"], r["rows"], r["cols"], r["dtype"]), []).append(r)
+    from softmax_lab.scorecard import speedup  # (round by round where both were timed in rounds: --rounds)
+
     for same in groups.values():
         copy = next((o for o in same if o["impl"] == "copy" and "ms" in o), None)
         torch_ = next((o for o in same if o["impl"] == "torch.softmax" and "ms" in o), None)
         for r in same:
             for t, pct, vs in (("ms", "pct_copy", "vs_torch"), ("eager_ms", "eager_pct_copy", "eager_vs_torch")):
                 if t in r and copy and t in copy:
-                    r[pct] = 100 * copy[t] / r[t]
+                    r[pct] = 100 * speedup(copy, r, t)[0]
                 if t in r and torch_ and t in torch_:
-                    r[vs] = torch_[t] / r[t]
+                    r[vs] = speedup(torch_, r, t)[0]
 
 
 def table(records, impls=("copy", "torch.softmax", "torch.compile", "liger", "quack", "softmax_lab.softmax")) -> str:
@@ -688,16 +700,16 @@ def main(argv=None) -> int:
     if args.scorecard or args.history:
         from softmax_lab import scorecard
 
-        option = "--scorecard" if args.scorecard else "--history"
         try:
             if args.scorecard:
-                print(scorecard.report(scorecard.load(args.scorecard), args.since and scorecard.load(args.since)))
+                since = args.since and scorecard.load(args.since)
+                print(scorecard.report(scorecard.load(args.scorecard), since,
+                                       scorecard.run_name(args.since) if since else "earlier"))
             else:
-                print(scorecard.history([(os.path.basename(path).removesuffix(".json"), scorecard.load(path))
-                                         for path in args.history]))
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            print(f"softmax-lab bench {option}: cannot read the runs ({type(err).__name__}: {err}); each must "
-                  "be a JSON file written by softmax-lab bench")
+                print(scorecard.history([(scorecard.run_name(path), scorecard.load(path)) for path in args.history]))
+        except ValueError as err:
+            print(f"softmax-lab bench {'--scorecard' if args.scorecard else '--history'}: cannot read {err}; each "
+                  "run must be a JSON file written by softmax-lab bench", file=sys.stderr)
             return 2
         return 0
     if args.record:
@@ -724,37 +736,47 @@ def main(argv=None) -> int:
     import triton
 
     started = time.time()
+    device = torch.cuda.get_device_name()
+    stem = os.path.join(args.out, args.name)
+    os.makedirs(args.out, exist_ok=True)
+
+    _, missing = peers(False, args.peers) if args.peers else ({}, {})
+
+    def write(records, done=True):
+        """The JSON: after every shape (``partial``: a run cut short keeps what it measured), then once more."""
+        props = torch.cuda.get_device_properties(0)
+        meta = dict(device=device, sms=props.multi_processor_count, l2_bytes=getattr(props, "L2_cache_size", None),
+                    torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda,
+                    python=platform.python_version(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                    command="softmax-lab bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+                    seconds=round(time.time() - started, 1),
+                    timing=f"median of triton.testing.{'do_bench_cudagraph' if args.timer == 'graph' else 'do_bench'}"
+                           f", rotating through buffers of {ROTATE_BYTES >> 20} MiB or more in all"
+                           + (f"; each shape's implementations timed in turn, {args.rounds} rounds, median of the "
+                              "rounds" if args.rounds > 1 else ""),
+                    rounds=args.rounds,
+                    bytes="read once + written once (backward: y, dy read; dx written)",
+                    eager=None if args.no_eager else f"median of 5 repeats of a Python loop of back-to-back calls "
+                                                     f"(about {EAGER_MS} ms of calls each), CUDA events",
+                    peers=sorted({r["impl"] for r in records} & {"torch.compile", "liger", "quack"}),
+                    peers_not_importable=missing,
+                    peer_refusals=[dict(peer=r["impl"], kind=r["kind"], shape=f"{r['rows']}x{r['cols']}",
+                                        dtype=r["dtype"], why=r["error"]) for r in records
+                                   if r["impl"] in ("liger", "quack", "torch.compile") and "error" in r],
+                    versions={name: _version(name) for name in ("quack-kernels", "liger-kernel",
+                                                                "nvidia-cutlass-dsl")},
+                    correctness="each result compared with a float64 softmax on 3 rows, before and after timing")
+        if not done:
+            meta["partial"] = f"cut short: the shapes measured so far ({len(records)} records)"
+        with open(stem + ".json", "w") as fh:
+            json.dump(dict(meta=meta, records=records), fh, indent=1)
+        return meta
+
     records = run(shapes, back, args.rep, args.sweep, not args.no_kernels, args.timer, eager=not args.no_eager,
                   with_peers=args.peers, check=not args.no_check,
                   sweep_only=tuple(n for n in args.sweep_only.split(",") if n), with_compile=args.compile,
-                  rounds=args.rounds)
-    _, missing = peers(False, args.peers) if args.peers else ({}, {})
-    device = torch.cuda.get_device_name()
-    props = torch.cuda.get_device_properties(0)
-    meta = dict(device=device, sms=props.multi_processor_count, l2_bytes=getattr(props, "L2_cache_size", None),
-                torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda,
-                python=platform.python_version(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                command="softmax-lab bench " + " ".join(argv if argv is not None else sys.argv[1:]),
-                seconds=round(time.time() - started, 1),
-                timing=f"median of triton.testing.{'do_bench_cudagraph' if args.timer == 'graph' else 'do_bench'}, "
-                       f"rotating through buffers of {ROTATE_BYTES >> 20} MiB or more in all"
-                       + (f"; each shape's implementations timed in turn, {args.rounds} rounds, median of the rounds"
-                          if args.rounds > 1 else ""),
-                rounds=args.rounds,
-                bytes="read once + written once (backward: y, dy read; dx written)",
-                eager=None if args.no_eager else f"median of 5 repeats of a Python loop of back-to-back calls "
-                                                 f"(about {EAGER_MS} ms of calls each), CUDA events",
-                peers=sorted({r["impl"] for r in records} & {"torch.compile", "liger", "quack"}),
-                peers_not_importable=missing,
-                peer_refusals=[dict(peer=r["impl"], kind=r["kind"], shape=f"{r['rows']}x{r['cols']}",
-                                    dtype=r["dtype"], why=r["error"]) for r in records
-                               if r["impl"] in ("liger", "quack", "torch.compile") and "error" in r],
-                versions={name: _version(name) for name in ("quack-kernels", "liger-kernel", "nvidia-cutlass-dsl")},
-                correctness="each result compared with a float64 softmax on 3 rows, before and after timing")
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, args.name)
-    with open(stem + ".json", "w") as fh:
-        json.dump(dict(meta=meta, records=records), fh, indent=1)
+                  rounds=args.rounds, on_shape=lambda so_far: write(so_far, done=False))
+    meta = write(records)
     if records:
         records[0]["_device"] = device
         plot(records, stem + ".png")
