@@ -248,3 +248,19 @@ def test_history_gives_each_lines_ratio_to_quack_in_each_run(tmp_path):
     proc = _bench("--history", paths[0], str(tmp_path / "gone.json"))
     assert proc.returncode == 2 and "gone.json" in proc.stderr
     assert "softmax-lab bench --history: cannot read" in proc.stderr
+
+
+def test_chapter_7s_question_quotes_the_table_its_cell_prints():
+    """ch07-q-drift quotes four rows of the runs' table, so that it can be answered where the records are not (a
+    hosted notebook); the rows must be what the cell before it prints (nbval checks that output against a run)."""
+    nb = json.loads((ROOT / "solutions" / "07_performance.ipynb").read_text())
+    cells = {c.get("id"): c for c in nb["cells"]}
+    printed = "".join(cells["ch07-q3-runs"]["outputs"][0]["text"])
+    assert "nbval-check-output" in cells["ch07-q3-runs"]["metadata"]["tags"]
+    quoted = [line for line in "".join(cells["ch07-q3"]["source"]).splitlines() if line.startswith("|")]
+    assert len(quoted) == 6 and all(line in printed.splitlines() for line in quoted), quoted
+    files = ["h200-bench-round13.json", "h200-bench-round14.json", "h200-bench-round15.json",
+             "h200-bench-round16.json", "h200-bench-round16-direct.json", "h200-bench-round17.json"]
+    runs = [(f[len("h200-bench-"):-len(".json")], scorecard.load(str(ROOT / "benchmarks" / "records" / f)))
+            for f in files]
+    assert printed.strip() == scorecard.history(runs)
