@@ -102,7 +102,7 @@ def test_rounds_give_a_ratio_round_by_round_and_its_range():
     assert "2048×32768 bf16 0.984× (0.968-1.024)" in text
 
 
-def test_the_saved_round_17_run_reads_as_its_note_says(tmp_path):
+def test_the_saved_round_17_run_reads_as_its_note_says():
     got = lines(scorecard.goal(scorecard.load(str(ROOT / "benchmarks/records/h200-bench-round17.json"))))
     assert got["≥ 90% of copy on every shape of ≥ 16 MB"] == (False, ["16×1048576 fp32 66.7%"])
     assert got["eager ≤ max(torch's, GPU time + 3 µs), tiny inputs ≤ torch's"][1] == [
@@ -139,6 +139,8 @@ def test_the_command_prints_the_scorecard_and_refuses_what_it_cannot_read(tmp_pa
     assert proc.returncode == 2 and "IsADirectoryError" in proc.stderr
     proc = _bench("--since", str(old))
     assert proc.returncode == 2 and "--since goes with --scorecard" in proc.stderr
+    proc = _bench("--scorecard", str(now), "--history", str(old))
+    assert proc.returncode == 2 and "ask for one at a time" in proc.stderr
 
 
 def test_a_shape_our_kernel_fails_or_gets_wrong_misses_every_line_it_belongs_to():
@@ -156,7 +158,7 @@ def test_a_shape_our_kernel_fails_or_gets_wrong_misses_every_line_it_belongs_to(
                   shape("forward", 2048, 32768, "bfloat16", copy=0.06, ours=0.06, torch_=0.12))
     got = lines(scorecard.goal(run(failed, wrong), earlier))
     fails = "1024×65536 bf16 fails (RuntimeError: an illegal memory access)"
-    is_wrong = "4096×1024 fp32 wrong result (wrong result: 3 rows differ)"
+    is_wrong = "4096×1024 fp32 wrong result: 3 rows differ"
     for line in ("≥ 90% of copy on every shape of ≥ 16 MB", "≥ 1.0× QuACK where it runs", "≥ 1.0× torch on every shape",
                  "eager ≤ max(torch's, GPU time + 3 µs), tiny inputs ≤ torch's"):
         assert got[line] == (False, [fails, is_wrong]), line
@@ -173,7 +175,7 @@ def test_a_number_that_misses_is_never_printed_as_its_bound():
     assert got["≥ 90% of copy on every shape of ≥ 16 MB"] == (False, ["1024×65536 bf16 89.96%"])
     assert got["≥ 1.0× QuACK where it runs"] == (False, ["1024×65536 bf16 0.999999×"])
     assert got["eager ≤ max(torch's, GPU time + 3 µs), tiny inputs ≤ torch's"] == (
-        False, ["8192×8200 bf16 65.002 µs against 65.000 (GPU time + 3)"])  # (not "65.0 against 65.0")
+        False, ["8192×8200 bf16 65.002 µs against 65.0 (GPU time + 3)"])  # (not "65.0 against 65.0")
     assert "| **89.96** |" in scorecard.table(now) and "| 0.999999× |" in scorecard.table(now)
     zero = run(shape("forward", 1, 128, "float32", copy=0.001, ours=0.0, torch_=0.002))
     assert lines(scorecard.goal(zero))["≥ 1.0× torch on every shape"] == (False, ["1×128 fp32 not timed"])
@@ -222,14 +224,18 @@ def test_rounds_time_every_implementation_in_turn_and_keep_each_rounds_time(monk
 
 
 def test_the_copy_and_torch_ratios_are_taken_round_by_round():
-    recs = [dict(kind="forward", rows=1, cols=8, dtype="float32", impl="copy", ms=2.0, ms_rounds=[1.0, 2.0, 4.0]),
+    # copy 1, 2, 3 and ours 1, 4, 3: 100, 50 and 100% round by round (median 100), where the medians give 66.7
+    recs = [dict(kind="forward", rows=1, cols=8, dtype="float32", impl="copy", ms=2.0, ms_rounds=[1.0, 2.0, 3.0]),
             dict(kind="forward", rows=1, cols=8, dtype="float32", impl="torch.softmax", ms=4.0,
-                 ms_rounds=[2.0, 4.0, 8.0]),
-            dict(kind="forward", rows=1, cols=8, dtype="float32", impl="softmax_lab.softmax", ms=2.0,
-                 ms_rounds=[2.0, 2.0, 2.0])]
+                 ms_rounds=[2.0, 4.0, 6.0]),
+            dict(kind="forward", rows=1, cols=8, dtype="float32", impl="softmax_lab.softmax", ms=3.0,
+                 ms_rounds=[1.0, 4.0, 3.0])]
     bench._relative(recs)
     assert recs[2]["pct_copy"] == pytest.approx(100.0) and recs[2]["vs_torch"] == pytest.approx(2.0)
     assert recs[1]["pct_copy"] == pytest.approx(50.0)
+    del recs[2]["ms_rounds"]  # timed once: the ratio of the times
+    bench._relative(recs)
+    assert recs[2]["pct_copy"] == pytest.approx(100 * 2 / 3)
 
 
 def test_history_gives_each_lines_ratio_to_quack_in_each_run(tmp_path):
@@ -264,3 +270,25 @@ def test_chapter_7s_question_quotes_the_table_its_cell_prints():
     runs = [(f[len("h200-bench-"):-len(".json")], scorecard.load(str(ROOT / "benchmarks" / "records" / f)))
             for f in files]
     assert printed.strip() == scorecard.history(runs)
+
+
+def test_a_run_cut_short_says_so_and_its_file_is_whole(tmp_path):
+    path = str(tmp_path / "cut.json")
+    records = shape("forward", 4096, 1024, "float32", copy=0.0095, ours=0.010, torch_=0.012)
+    why = "cut short: the shapes measured so far (3 records)"
+    bench.save_run(path, {"device": "test GPU", "rounds": 1}, records, why)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.json"]  # (written beside, then renamed over)
+    saved = scorecard.load(path)
+    assert saved["meta"]["partial"].startswith("cut short") and saved["records"] == records
+    assert "PARTIAL RUN (cut short: the shapes measured so far (3 records))" in scorecard.report(saved)
+    assert "| shape | cut (partial) | lowest-highest |" in scorecard.history([("cut", saved)])
+    bench.save_run(path, {"device": "test GPU"}, records)  # the last save: whole
+    assert "partial" not in scorecard.load(path)["meta"] and "PARTIAL" not in scorecard.report(scorecard.load(path))
+
+
+def test_a_shape_with_no_copy_beside_it_is_not_judged_on_the_copy_line():
+    recs = shape("forward", 4096, 1024, "float32", copy=0.0095, ours=0.010, torch_=0.012)
+    for r in recs:
+        r.pop("pct_copy", None)
+    got = lines(scorecard.goal(run(recs[1:])))  # (no copy record at all)
+    assert got["≥ 90% of copy on every shape of ≥ 16 MB"] == (None, [])

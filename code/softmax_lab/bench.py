@@ -20,7 +20,10 @@ tiles, chunks, cooperative blocks, L2 re-read programs).
 
 Scripts that weigh a few settings on a few shapes (``benchmarks/sweeps/``) call ``compare``: the same buffers,
 copy, timer and checks as here. ``--record FILE...`` prints the current-record table from saved runs (newest
-run first for each shape; no GPU needed): ``benchmarks/README.md``'s table is its output.
+run first for each shape; no GPU needed): ``benchmarks/README.md``'s table is its output. ``--rounds K`` times each
+shape's implementations K times in turn (medians; every round's times in the JSON, which is saved after every
+shape); ``--scorecard RUN.json [--since EARLIER.json]`` and ``--history RUN.json ...`` read saved runs with no GPU
+(``scorecard.py``: the goal line by line; each line's ratio to QuACK across runs).
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ from softmax_lab.dispatch import _runnable, element_size
 from softmax_lab.kernels import ALL, softmax_backward
 from softmax_lab.kernels._launch import SHARED_BYTES, next_power_of_2, num_sms, shared_memory_cols
 from softmax_lab.kernels.clustered import MAX_PARTS, slices as clustered_slices
+from softmax_lab.scorecard import speedup
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 # (rows, cols, dtype): the shapes of issues 3 and 15.
@@ -386,8 +390,8 @@ def _measure_all(entries, n_buffers, rep_ms, timer="graph", eager=False, rounds=
     ``fn(i)`` runs the implementation on buffer ``i``; ``verdict(i)`` runs it on buffer ``i`` and returns '' when
     the result is right, else what is wrong (None: not checked, as for the copy). Each is checked on the first
     buffer, then all are timed ``rounds`` times, the first round in the list's order and each later one in an
-    order shuffled from the round's number (the same every run), so that none is always timed first or right
-    after the same one; then each is checked on the last buffer, so a result written by an earlier call cannot
+    order shuffled from the round's number (the same every run), so that which comes first and which follows
+    which change between rounds; then each is checked on the last buffer, so a result written by an earlier call cannot
     pass for this one. With ``rounds > 1`` a record keeps every round's times (``ms_rounds``, ``eager_ms_rounds``)
     and their medians as ``ms`` and ``eager_ms``: the clock and the GPU drift between rounds, and ratios taken
     round by round (``scorecard.speedup``) show how much. A setting that does not compile or fit, or a peer that
@@ -410,10 +414,10 @@ def _measure_all(entries, n_buffers, rep_ms, timer="graph", eager=False, rounds=
         except Exception as err:
             failed(rec, err)
     for r in range(rounds):
-        turn = [e for e in live if "error" not in e[0]]
+        round_order = [e for e in live if "error" not in e[0]]
         if r:
-            random.Random(r).shuffle(turn)
-        for rec, fn, _ in turn:
+            random.Random(r).shuffle(round_order)
+        for rec, fn, _ in round_order:
             try:
                 ms = _time(fn, n_buffers, rep_ms, timer)
                 rec.setdefault("ms_rounds", []).append(ms)
@@ -509,8 +513,17 @@ def save(path, records, command, started=None, **more):
     if started is not None:
         meta["seconds"] = round(time.time() - started, 1)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as fh:
+    save_run(path, meta, records)
+
+
+def save_run(path, meta, records, partial=None):
+    """Write a run's JSON as ``softmax-lab bench`` does, whole or not at all: into a file beside it, then renamed
+    over it, so that a run stopped while writing (``timeout``) leaves the last shape's file, not half of one.
+    ``partial``: why the run is not complete (``meta.partial``; ``scorecard.report`` says so)."""
+    meta = dict(meta, partial=partial) if partial else meta
+    with open(path + ".tmp", "w") as fh:
         json.dump(dict(meta=meta, records=records), fh, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def sweep(path, cases, script, kind="forward", line=None, **more):
@@ -568,8 +581,6 @@ def _relative(records):
     groups = {}
     for r in records:
         groups.setdefault((r["kind"], r["rows"], r["cols"], r["dtype"]), []).append(r)
-    from softmax_lab.scorecard import speedup  # (round by round where both were timed in rounds: --rounds)
-
     for same in groups.values():
         copy = next((o for o in same if o["impl"] == "copy" and "ms" in o), None)
         torch_ = next((o for o in same if o["impl"] == "torch.softmax" and "ms" in o), None)
@@ -697,6 +708,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.since and not args.scorecard:
         p.error("--since goes with --scorecard RUN.json")
+    if args.scorecard and args.history:
+        p.error("--scorecard and --history print different tables: ask for one at a time")
     if args.scorecard or args.history:
         from softmax_lab import scorecard
 
@@ -708,8 +721,8 @@ def main(argv=None) -> int:
             else:
                 print(scorecard.history([(scorecard.run_name(path), scorecard.load(path)) for path in args.history]))
         except ValueError as err:
-            print(f"softmax-lab bench {'--scorecard' if args.scorecard else '--history'}: cannot read {err}; each "
-                  "run must be a JSON file written by softmax-lab bench", file=sys.stderr)
+            print(f"softmax-lab bench {'--scorecard' if args.scorecard else '--history'}: cannot read {err}",
+                  file=sys.stderr)
             return 2
         return 0
     if args.record:
@@ -741,35 +754,32 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
 
     _, missing = peers(False, args.peers) if args.peers else ({}, {})
+    props = torch.cuda.get_device_properties(0)
+    fixed = dict(device=device, sms=props.multi_processor_count, l2_bytes=getattr(props, "L2_cache_size", None),
+                 torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda,
+                 python=platform.python_version(),
+                 command="softmax-lab bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+                 timing=f"median of triton.testing.{'do_bench_cudagraph' if args.timer == 'graph' else 'do_bench'}"
+                        f", rotating through buffers of {ROTATE_BYTES >> 20} MiB or more in all"
+                        + (f"; each shape's implementations timed in turn, {args.rounds} rounds, median of the "
+                           "rounds" if args.rounds > 1 else ""),
+                 rounds=args.rounds, bytes="read once + written once (backward: y, dy read; dx written)",
+                 eager=None if args.no_eager else f"median of 5 repeats of a Python loop of back-to-back calls "
+                                                  f"(about {EAGER_MS} ms of calls each), CUDA events",
+                 peers_not_importable=missing,
+                 versions={name: _version(name) for name in ("quack-kernels", "liger-kernel", "nvidia-cutlass-dsl")},
+                 correctness="each result compared with a float64 softmax on 3 rows, before and after timing")
 
     def write(records, done=True):
         """The JSON: after every shape (``partial``: a run cut short keeps what it measured), then once more."""
-        props = torch.cuda.get_device_properties(0)
-        meta = dict(device=device, sms=props.multi_processor_count, l2_bytes=getattr(props, "L2_cache_size", None),
-                    torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda,
-                    python=platform.python_version(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                    command="softmax-lab bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        meta = dict(fixed, date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
                     seconds=round(time.time() - started, 1),
-                    timing=f"median of triton.testing.{'do_bench_cudagraph' if args.timer == 'graph' else 'do_bench'}"
-                           f", rotating through buffers of {ROTATE_BYTES >> 20} MiB or more in all"
-                           + (f"; each shape's implementations timed in turn, {args.rounds} rounds, median of the "
-                              "rounds" if args.rounds > 1 else ""),
-                    rounds=args.rounds,
-                    bytes="read once + written once (backward: y, dy read; dx written)",
-                    eager=None if args.no_eager else f"median of 5 repeats of a Python loop of back-to-back calls "
-                                                     f"(about {EAGER_MS} ms of calls each), CUDA events",
                     peers=sorted({r["impl"] for r in records} & {"torch.compile", "liger", "quack"}),
-                    peers_not_importable=missing,
                     peer_refusals=[dict(peer=r["impl"], kind=r["kind"], shape=f"{r['rows']}x{r['cols']}",
                                         dtype=r["dtype"], why=r["error"]) for r in records
-                                   if r["impl"] in ("liger", "quack", "torch.compile") and "error" in r],
-                    versions={name: _version(name) for name in ("quack-kernels", "liger-kernel",
-                                                                "nvidia-cutlass-dsl")},
-                    correctness="each result compared with a float64 softmax on 3 rows, before and after timing")
-        if not done:
-            meta["partial"] = f"cut short: the shapes measured so far ({len(records)} records)"
-        with open(stem + ".json", "w") as fh:
-            json.dump(dict(meta=meta, records=records), fh, indent=1)
+                                   if r["impl"] in ("liger", "quack", "torch.compile") and "error" in r])
+        save_run(stem + ".json", meta, records,
+                 None if done else f"cut short: the shapes measured so far ({len(records)} records)")
         return meta
 
     records = run(shapes, back, args.rep, args.sweep, not args.no_kernels, args.timer, eager=not args.no_eager,
