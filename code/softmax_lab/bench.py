@@ -46,7 +46,7 @@ from softmax_lab.dispatch import _runnable, element_size
 from softmax_lab.kernels import ALL, softmax_backward
 from softmax_lab.kernels._launch import SHARED_BYTES, next_power_of_2, num_sms, shared_memory_cols
 from softmax_lab.kernels.clustered import MAX_PARTS, slices as clustered_slices
-from softmax_lab.scorecard import speedup
+from softmax_lab.scorecard import DTYPE_SHORT, speedup
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 # (rows, cols, dtype): the shapes of issues 3 and 15.
@@ -373,13 +373,11 @@ def run(shapes, backward_shapes, rep_ms, sweep, with_kernels, timer="graph", eag
                     else:
                         f = lambda i, k=k: cooperative_backward(ys[i], dys[i], outs[i], **k)
                     add(f"sweep:{name}", f, k)
-        records += _measure_all(entries, n_buf, rep_ms, timer, eager, rounds)
+        records += _relative(_measure_all(entries, n_buf, rep_ms, timer, eager, rounds))
         xs = ys = dys = outs = None
         torch.cuda.empty_cache()
         if on_shape is not None:
-            _relative(records)
             on_shape(records)
-    _relative(records)
     return records
 
 
@@ -494,9 +492,7 @@ def compare(n_rows, n_cols, dtype, candidates, kind="forward", rep_ms=20, eager=
         entries.append((dict(base, impl=name, knobs=knobs), fn, None if name == "copy" else verdict(fn)))
         if name == "softmax_lab.softmax" and kind == "forward":
             entries[-1][0]["choice"] = _ran(xs[0])  # (as it ran: rows off 16 bytes take the unaligned kernels)
-    records = _measure_all(entries, n_buf, rep_ms, timer, eager, rounds)
-    _relative(records)
-    return records
+    return _relative(_measure_all(entries, n_buf, rep_ms, timer, eager, rounds))
 
 
 def save(path, records, command, started=None, **more):
@@ -560,7 +556,6 @@ def record_table(paths) -> str:
                 torch_ = next((q for q in records if q["impl"] == "torch.softmax" and "ms" in q
                                and (q["kind"], q["rows"], q["cols"], q["dtype"]) == key), {})
                 latest[key] = (name, r, torch_)
-    short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
     lines = ["| pass | shape | dtype | kernel | % of copy | torch, % of copy | vs torch | eager µs (torch) | run |",
              "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
     for key in sorted(latest, key=lambda k: (k[0] != "forward", k[1] * k[2], k[2], k[3])):
@@ -569,7 +564,7 @@ def record_table(paths) -> str:
         eager = f"{r['eager_ms'] * 1e3:.1f} ({t['eager_ms'] * 1e3:.1f})" if both else "–"
         vs = f"{r['vs_torch']:.2f}×" if "vs_torch" in r else "–"
         torch_pct = f"{t['pct_copy']:.1f}" if "pct_copy" in t else "–"
-        lines.append(f"| {key[0]} | {key[1]}×{key[2]} | {short.get(key[3], key[3])} | {r.get('choice') or ''} | "
+        lines.append(f"| {key[0]} | {key[1]}×{key[2]} | {DTYPE_SHORT.get(key[3], key[3])} | {r.get('choice') or ''} | "
                      f"{r['pct_copy']:.1f} | {torch_pct} | {vs} | {eager} | `{name}` |")
     return "\n".join(lines)
 
@@ -577,7 +572,7 @@ def record_table(paths) -> str:
 def _relative(records):
     """Add % of copy bandwidth and the speed ratio to torch (torch time / this time) to every record, for
     GPU time (``pct_copy``, ``vs_torch``) and eager time (``eager_pct_copy``, ``eager_vs_torch``); with rounds,
-    the median of the rounds' ratios."""
+    the median of the rounds' ratios. Returns the records."""
     groups = {}
     for r in records:
         groups.setdefault((r["kind"], r["rows"], r["cols"], r["dtype"]), []).append(r)
@@ -590,6 +585,7 @@ def _relative(records):
                     r[pct] = 100 * speedup(copy, r, t)[0]
                 if t in r and torch_ and t in torch_:
                     r[vs] = speedup(torch_, r, t)[0]
+    return records
 
 
 def table(records, impls=("copy", "torch.softmax", "torch.compile", "liger", "quack", "softmax_lab.softmax")) -> str:
